@@ -1,0 +1,209 @@
+package counters
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/idemkv/idemkv/internal/testseed"
+)
+
+func id(b byte) ID {
+	var x ID
+	x[0] = b
+	x[15] = b
+	return x
+}
+
+func TestMergeShardRules(t *testing.T) {
+	a := id(1)
+	cases := []struct {
+		name string
+		x, y Shard
+		want Shard
+	}{
+		{"global higher clock wins", Shard{a, 5, 10, Global}, Shard{a, 3, 99, Global}, Shard{a, 5, 10, Global}},
+		{"global equal clock higher count", Shard{a, 5, 10, Global}, Shard{a, 5, 12, Global}, Shard{a, 5, 12, Global}},
+		{"global beats local", Shard{a, 1, 10, Local}, Shard{a, 1, 3, Global}, Shard{a, 1, 3, Global}},
+		{"global beats remote", Shard{a, 9, 10, Remote}, Shard{a, 1, 3, Global}, Shard{a, 1, 3, Global}},
+		{"local plus local sums", Shard{a, 1, 10, Local}, Shard{a, 2, 5, Local}, Shard{a, 3, 15, Local}},
+		{"local beats remote", Shard{a, 1, 10, Local}, Shard{a, 7, 50, Remote}, Shard{a, 1, 10, Local}},
+		{"remote higher clock", Shard{a, 4, 1, Remote}, Shard{a, 7, 0, Remote}, Shard{a, 7, 0, Remote}},
+		{"remote equal clock higher count", Shard{a, 7, 1, Remote}, Shard{a, 7, 2, Remote}, Shard{a, 7, 2, Remote}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := MergeShard(c.x, c.y); got != c.want {
+				t.Errorf("MergeShard(%v, %v) = %v, want %v", c.x, c.y, got, c.want)
+			}
+			if got := MergeShard(c.y, c.x); got != c.want {
+				t.Errorf("MergeShard(%v, %v) = %v, want %v (reversed)", c.y, c.x, got, c.want)
+			}
+		})
+	}
+}
+
+func TestValueSumsAllKinds(t *testing.T) {
+	c := FromShards(Shard{id(3), 2, 7, Global}, Shard{id(1), 1, -2, Local}, Shard{id(2), 4, 10, Remote})
+	if got := c.Value(); got != 15 {
+		t.Fatalf("Value = %d, want 15", got)
+	}
+	if c.Shards()[0].ID != id(1) || c.Shards()[2].ID != id(3) {
+		t.Fatalf("shards not sorted by id: %v", c)
+	}
+	if cl, n := c.ClockAndCount(id(3)); cl != 2 || n != 7 {
+		t.Fatalf("ClockAndCount(3) = %d,%d", cl, n)
+	}
+	if cl, n := c.ClockAndCount(id(9)); cl != 0 || n != 0 {
+		t.Fatalf("ClockAndCount(absent) = %d,%d, want 0,0", cl, n)
+	}
+}
+
+// TestEncodingMatchesCassandra checks the 36-byte layout of a context with a
+// single global shard, as the reference documents it: 00 01 | 80 00 | id |
+// clock | count.
+func TestEncodingMatchesCassandra(t *testing.T) {
+	var x ID
+	for i := range x {
+		x[i] = byte(i + 1)
+	}
+	b, err := NewGlobal(x, 2, -5).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := hex.DecodeString("0001" + "8000" + "0102030405060708090a0b0c0d0e0f10" +
+		"0000000000000002" + "fffffffffffffffb")
+	if !bytes.Equal(b, want) {
+		t.Fatalf("encoding\n got %x\nwant %x", b, want)
+	}
+	// Mixed kinds: remote shards are absent from the header, locals index plainly.
+	c := FromShards(Shard{id(1), 1, 1, Remote}, Shard{id(2), 1, 1, Local}, Shard{id(3), 1, 1, Global})
+	b, _ = c.MarshalBinary()
+	if got := hex.EncodeToString(b[:6]); got != "00020001"+"8002" {
+		t.Fatalf("header = %s, want 00020001 8002", got)
+	}
+}
+
+func randContext(r *rand.Rand, kinds []Kind) Context {
+	n := r.IntN(5)
+	shards := make([]Shard, n)
+	for i := range shards {
+		shards[i] = Shard{ID: id(byte(r.IntN(6))), Clock: r.Int64N(4), Count: r.Int64N(7) - 3, Kind: kinds[r.IntN(len(kinds))]}
+	}
+	// Same id must not carry two kinds in one property run of global-only
+	// contexts; FromShards merges duplicates by the rules.
+	return FromShards(shards...)
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	r := testseed.Rand(t)
+	for i := 0; i < 2000; i++ {
+		c := randContext(r, []Kind{Global, Local, Remote})
+		b, err := c.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) != c.EncodedLen() && c.Len() > 0 {
+			t.Fatalf("EncodedLen %d, encoding %d bytes", c.EncodedLen(), len(b))
+		}
+		d, err := Decode(b)
+		if err != nil {
+			t.Fatalf("Decode(%x) of %v: %v", b, c, err)
+		}
+		if !d.Equal(c) {
+			t.Fatalf("round trip: %v became %v", c, d)
+		}
+	}
+}
+
+// TestGlobalMergeIsASemilattice is the property that makes 2.1+ replay,
+// replication and compaction safe: merge of global shards is commutative,
+// associative and idempotent.
+func TestGlobalMergeIsASemilattice(t *testing.T) {
+	r := testseed.Rand(t)
+	for i := 0; i < 5000; i++ {
+		a := randContext(r, []Kind{Global})
+		b := randContext(r, []Kind{Global})
+		c := randContext(r, []Kind{Global})
+		if ab, ba := a.Merge(b), b.Merge(a); !ab.Equal(ba) {
+			t.Fatalf("not commutative: %v ∪ %v = %v, reversed %v", a, b, ab, ba)
+		}
+		if l, rr := a.Merge(b).Merge(c), a.Merge(b.Merge(c)); !l.Equal(rr) {
+			t.Fatalf("not associative: %v, %v, %v: %v vs %v", a, b, c, l, rr)
+		}
+		if aa := a.Merge(a); !aa.Equal(a) {
+			t.Fatalf("not idempotent: %v ∪ itself = %v", a, aa)
+		}
+		if ab := a.Merge(b); !ab.Merge(b).Equal(ab) {
+			t.Fatalf("re-applying %v to %v changed it", b, ab)
+		}
+	}
+}
+
+// TestLegacyDeltaReplayOverCounts shows why Cassandra 2.0's commit log was
+// unsafe to replay: a logged delta merged twice counts twice, whereas the
+// global shard a 2.1 leader logs can be merged any number of times.
+func TestLegacyDeltaReplayOverCounts(t *testing.T) {
+	node := id(7)
+	// 2.0: memtable holds the delta; a replay re-merges the logged delta.
+	var legacy Context
+	logged := NewLegacyDelta(node, 5)
+	legacy = legacy.Merge(logged)
+	legacy = legacy.Merge(logged) // replay
+	if legacy.Value() != 10 {
+		t.Fatalf("legacy replay value = %d, want the over-count 10", legacy.Value())
+	}
+	// 2.1: the leader logs the resulting shard.
+	var global Context
+	shard := NewGlobal(node, 1, 5)
+	global = global.Merge(shard)
+	global = global.Merge(shard) // replay
+	if global.Value() != 5 {
+		t.Fatalf("2.1 replay value = %d, want 5", global.Value())
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	good, _ := FromShards(Shard{id(1), 1, 1, Global}, Shard{id(2), 1, 1, Global}).MarshalBinary()
+	unsorted, _ := FromShards(Shard{id(1), 1, 1, Remote}, Shard{id(2), 1, 1, Remote}).MarshalBinary()
+	copy(unsorted[2:], bytes.Repeat([]byte{9}, 16)) // first id now above the second
+	cases := map[string][]byte{
+		"one byte":          {0},
+		"negative count":    {0xff, 0xff},
+		"short header":      {0, 2, 0x80, 0},
+		"partial shard":     good[:len(good)-1],
+		"header past body":  append([]byte{0, 3}, good[2:]...),
+		"unsorted ids":      unsorted,
+		"index out of body": {0, 1, 0, 5},
+	}
+	for name, b := range cases {
+		if _, err := Decode(b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Decode(%x) err = %v, want ErrCorrupt", name, b, err)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	g, _ := NewGlobal(id(1), 3, 4).MarshalBinary()
+	m, _ := FromShards(Shard{id(1), 1, 1, Remote}, Shard{id(2), 1, 1, Local}, Shard{id(3), 1, 1, Global}).MarshalBinary()
+	f.Add(g)
+	f.Add(m)
+	f.Add([]byte{})
+	f.Add([]byte{0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Decode(b)
+		if err != nil {
+			return
+		}
+		// A decoded context re-encodes to the same bytes (the encoding is canonical).
+		e, err := c.MarshalBinary()
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		if len(b) > 0 && !bytes.Equal(e, b) {
+			t.Fatalf("Decode(%x) re-encodes as %x", b, e)
+		}
+	})
+}
