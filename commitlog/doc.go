@@ -1,0 +1,106 @@
+// Package commitlog is idemkv's node-level commit log: a segmented,
+// append-only, checksummed log of cell writes, replayed into the memtables on
+// restart, modelled on Cassandra's.
+//
+// # Files
+//
+// A log is a directory of segment files named
+//
+//	CommitLog-<version>-<id>.log
+//
+// where <version> is FormatVersion (1) and <id> the segment id, both in
+// decimal without leading zeros. Other files in the directory are ignored; a
+// segment file of another version makes Open fail. Ids grow by one; Open
+// always starts a new segment whose id is one more than the highest found.
+// All integers below are big-endian; every checksum is CRC-32C (Castagnoli).
+//
+// # Segment header (20 bytes)
+//
+//	offset size field
+//	0      4    magic "IDCL"
+//	4      4    format version (uint32) = 1
+//	8      8    segment id (uint64), equal to the id in the file name
+//	16     4    CRC-32C of bytes 0..15
+//
+// # Record frames
+//
+// After the header, frames follow back to back until the end of the file:
+//
+//	4 bytes  length n of the payload (uint32, n > 0)
+//	4 bytes  CRC-32C of the 4 length bytes
+//	n bytes  payload: one encoded Record
+//	4 bytes  CRC-32C of the n payload bytes
+//
+// A record's Position is the segment id and the byte offset of its frame.
+// A frame longer than half the segment size is refused by Append (Cassandra's
+// max mutation size), so every record fits in a fresh segment. A segment is
+// rolled when the next frame would take it past Options.SegmentSize.
+//
+// # Record encoding (version 1)
+//
+//	size     field
+//	1        record version = 1
+//	1        kind: 1 shard, 2 delta, 3 tombstone (see PayloadKind)
+//	1        flags: bit 0 = has op id; other bits must be 0
+//	8        table id (uint64)
+//	8        timestamp (int64, microseconds)
+//	4 + k    key length (uint32), key bytes
+//	4 + c    column length (uint32), column name bytes
+//	4 + p    payload length (uint32), payload bytes
+//	16       op id (only with flag bit 0): client id, sequence (uint64 each)
+//	8        op time (only with flag bit 0): int64, unix nanoseconds
+//
+// The encoding is canonical: DecodeRecord rejects unknown versions, kinds and
+// flags, lengths that run past the input, and trailing bytes, so a record
+// that decodes re-encodes to the same bytes.
+//
+// # Durability
+//
+// Writers encode their frame into an in-memory buffer under a short mutex.
+// In SyncPeriodic mode the appending goroutine then writes the buffer to the
+// file (write(2); whichever writer holds the file lock writes everything
+// pending) before Append returns, so a process crash loses nothing, and a
+// ticker fsyncs every SyncPeriod; appends block while the last sync is older
+// than 1.5×SyncPeriod. In SyncBatch and SyncGroup modes one syncer goroutine
+// per log takes the whole buffer, writes it, fsyncs it and wakes every append
+// it covered at once (one channel per sync generation). Batch syncs as soon
+// as anything is pending; group waits up to GroupWindow after the first
+// pending append, ending the window early when 1 MiB is pending or when as
+// many records are pending as the previous group commit held (at least 2) —
+// that is, once the writers that waited last time are all back. A segment is
+// fsynced before the next one is written, and the directory is fsynced after
+// a segment is created or deleted. A write or fsync error is sticky: it is
+// returned to every waiter and to every later append, and Durable stops.
+//
+// # Replay and damage
+//
+// Open reads segments in id order and passes each complete record with valid
+// checksums to the replay function, in order. Nothing whose checksums fail is
+// ever replayed. Damage is handled as follows:
+//
+//   - Torn tail: in the newest segment, a bad or incomplete frame after which
+//     no offset starts a frame with both checksums valid (the bytes run to
+//     end of file, or are zeros or garbage) is a write the crash interrupted.
+//     The file is truncated to the end of the last good record and fsynced,
+//     and a warning names the file, offset and number of bytes dropped.
+//   - A newest segment shorter than the header, or all zero bytes, was torn
+//     at creation: it is deleted with a warning.
+//   - Anything else is corruption: a bad frame followed by a valid one, any
+//     bad frame in an older segment (older segments are fsynced in full
+//     before the next one is written), a bad segment header, or a frame whose
+//     checksums hold but whose payload DecodeRecord rejects. Open fails with
+//     a *CorruptionError naming the file and byte offset.
+//   - With Options.SkipCorrupt, corruption is logged instead: a bad record
+//     whose length word passed its checksum is skipped and scanning resumes
+//     at the next frame; otherwise the rest of the segment is abandoned (the
+//     log line gives the byte count); a segment with a bad header is skipped
+//     whole. The files are left as they are.
+//
+// # Release
+//
+// Once the records before a position are in flushed SSTables, Release
+// deletes the segments wholly before it, never the active one, and asks
+// Options.Retain first so that segments still holding needed op ids (for the
+// FBF filters) can be kept; kept segments are offered again on every later
+// Release.
+package commitlog

@@ -1,0 +1,802 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+)
+
+// SyncMode says when an append counts as durable.
+type SyncMode int
+
+const (
+	// SyncPeriodic acknowledges an append once it is written to the OS and
+	// fsyncs every SyncPeriod; writers block while the last sync is older
+	// than 1.5×SyncPeriod. A machine crash may lose up to a period.
+	SyncPeriodic SyncMode = iota
+	// SyncBatch acknowledges an append after the fsync covering it; the
+	// syncer fsyncs as soon as anything is pending, so concurrent writers
+	// share fsyncs without any added wait.
+	SyncBatch
+	// SyncGroup acknowledges an append after the fsync covering it; the
+	// syncer waits up to GroupWindow after the first pending append (less
+	// when enough has gathered) so that one fsync covers many appends.
+	SyncGroup
+)
+
+// String returns "periodic", "batch" or "group".
+func (m SyncMode) String() string {
+	switch m {
+	case SyncPeriodic:
+		return "periodic"
+	case SyncBatch:
+		return "batch"
+	case SyncGroup:
+		return "group"
+	}
+	return fmt.Sprintf("SyncMode(%d)", int(m))
+}
+
+// ParseSyncMode parses "periodic", "batch" or "group".
+func ParseSyncMode(s string) (SyncMode, error) {
+	switch s {
+	case "periodic":
+		return SyncPeriodic, nil
+	case "batch":
+		return SyncBatch, nil
+	case "group":
+		return SyncGroup, nil
+	}
+	return 0, fmt.Errorf("commitlog: unknown sync mode %q (want periodic, batch or group)", s)
+}
+
+// Defaults for Options.
+const (
+	DefaultSegmentSize = 32 << 20
+	DefaultSyncPeriod  = 10 * time.Second
+	DefaultGroupWindow = 2 * time.Millisecond
+	// MinSegmentSize is the smallest SegmentSize Open accepts.
+	MinSegmentSize = 256
+	// groupBytes ends a group-commit window early once this much is pending.
+	groupBytes = 1 << 20
+	// maxSpareBuffer is the largest write buffer kept for reuse.
+	maxSpareBuffer = 4 << 20
+)
+
+// Options configure a Log. The zero value of every field but Dir selects the
+// default.
+type Options struct {
+	Dir string // directory holding the segment files; created if missing
+	// SegmentSize is the size at which a segment is rolled (default 32 MiB).
+	// A record whose frame is larger than SegmentSize/2 is refused.
+	SegmentSize int64
+	Sync        SyncMode      // default SyncPeriodic
+	SyncPeriod  time.Duration // periodic: fsync interval (default 10s)
+	GroupWindow time.Duration // group: longest wait before an fsync (default 2ms)
+	// SkipCorrupt makes Open skip (and log) corrupt records and segments
+	// instead of failing. It is the operator's explicit choice.
+	SkipCorrupt bool
+	Logger      *slog.Logger // default slog.Default()
+	// Retain, if set, is asked before Release deletes a segment; returning
+	// true keeps it (e.g. its FBF op ids are still needed). A kept segment
+	// is offered again on every later Release.
+	Retain func(SegmentInfo) bool
+}
+
+// SegmentInfo describes one segment.
+type SegmentInfo struct {
+	ID   uint64
+	Path string
+	// Size is the segment's length in bytes including appends not yet
+	// written to the file.
+	Size int64
+	// Records and OpRecords count the records and those with an op id.
+	Records, OpRecords int
+	// MinOpTime and MaxOpTime bound the OpTime of the records with an op id
+	// (both 0 when OpRecords is 0).
+	MinOpTime, MaxOpTime int64
+}
+
+var (
+	// ErrClosed is returned by operations on a closed Log.
+	ErrClosed = errors.New("commitlog: log is closed")
+	// ErrTooLarge is wrapped by the error for a record larger than half a
+	// segment.
+	ErrTooLarge = errors.New("commitlog: record too large")
+)
+
+// segment is one segment file. Fields other than f are guarded by Log.mu;
+// f is set and used under Log.ioMu (and closed under Log.syncMu).
+type segment struct {
+	id   uint64
+	path string
+	f    *os.File
+	size int64 // logical size, including bytes still buffered
+
+	records, opRecords int
+	minOp, maxOp       int64
+
+	sealed bool // no more appends go here
+	synced bool // sealed and every byte is written and fsynced
+}
+
+func (s *segment) count(r *Record) {
+	s.records++
+	if r.HasOp {
+		if s.opRecords == 0 || r.OpTime < s.minOp {
+			s.minOp = r.OpTime
+		}
+		if s.opRecords == 0 || r.OpTime > s.maxOp {
+			s.maxOp = r.OpTime
+		}
+		s.opRecords++
+	}
+}
+
+func (s *segment) info() SegmentInfo {
+	return SegmentInfo{ID: s.id, Path: s.path, Size: s.size, Records: s.records,
+		OpRecords: s.opRecords, MinOpTime: s.minOp, MaxOpTime: s.maxOp}
+}
+
+// chunk is buffered data of a sealed segment awaiting its write.
+type chunk struct {
+	seg  *segment
+	data []byte
+}
+
+// syncGen is one sync generation: every append attached to it is acknowledged
+// together when the fsync covering them completes.
+type syncGen struct {
+	done chan struct{}
+	err  error
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Pending is the future of an AppendAsync: Done is closed once the record is
+// durable (or failed), after which Err reports the outcome.
+type Pending struct {
+	Position Position // where the record was placed (zero on immediate failure)
+	gen      *syncGen
+	err      error
+}
+
+// Done returns a channel closed when the record is durable or has failed.
+func (p *Pending) Done() <-chan struct{} {
+	if p.gen == nil {
+		return closedChan
+	}
+	return p.gen.done
+}
+
+// Err returns nil before Done is closed; afterwards the error, if any, that
+// prevented the record from becoming durable.
+func (p *Pending) Err() error {
+	if p.gen == nil {
+		return p.err
+	}
+	select {
+	case <-p.gen.done:
+		return p.gen.err
+	default:
+		return nil
+	}
+}
+
+// Wait blocks until Done and returns Err.
+func (p *Pending) Wait() error {
+	<-p.Done()
+	return p.Err()
+}
+
+// Log is a segmented, append-only commit log. All methods are safe for
+// concurrent use.
+type Log struct {
+	opts      Options
+	logger    *slog.Logger
+	segSize   int64
+	maxRecord int64
+	lag       time.Duration // periodic: writers block while the last sync is older
+
+	// mu guards the in-memory state below; it is held only briefly.
+	mu           sync.Mutex
+	synced       *sync.Cond // broadcast after every sync (periodic lag waits)
+	segs         []*segment // every segment, oldest first; the last is active
+	active       *segment
+	buf          []byte  // pending bytes of the active segment
+	spare        []byte  // a spent buffer for reuse
+	sealed       []chunk // pending bytes of segments rolled since the last write
+	gen          *syncGen
+	pendingRecs  int
+	pendingBytes int
+	groupTarget  int      // group: pending records that end the window early
+	written      Position // everything before is written to the OS
+	durable      Position // everything before is fsynced
+	lastSync     time.Time
+	err          error // sticky write/fsync error
+	closed       bool
+
+	// ioMu serialises writes to the files.
+	ioMu     sync.Mutex
+	lastSeg  *segment   // the segment written last
+	unsynced []*syncGen // generations written but not yet fsynced
+	toClose  []*os.File // sealed, fsynced files to close
+	shut     bool       // files are closed
+
+	// syncMu serialises syncs (write + fsync + acknowledgement).
+	syncMu sync.Mutex
+
+	kick     chan struct{} // first pending append (batch, group)
+	full     chan struct{} // group window may end early
+	quit     chan struct{}
+	loopDone chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+	releaseMu sync.Mutex
+}
+
+// Open scans opts.Dir, validates every segment, calls replay (if not nil) for
+// each complete, checksummed record in order (segments by id, records by
+// offset), truncates a torn tail of the newest segment, and starts a new
+// segment for appends. See the package documentation for the rules on
+// corruption. An error from replay stops Open and is returned wrapped.
+func Open(opts Options, replay func(Position, Record) error) (*Log, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("commitlog: Options.Dir is empty")
+	}
+	if opts.SegmentSize == 0 {
+		opts.SegmentSize = DefaultSegmentSize
+	}
+	if opts.SegmentSize < MinSegmentSize {
+		return nil, fmt.Errorf("commitlog: SegmentSize %d is below the minimum %d", opts.SegmentSize, MinSegmentSize)
+	}
+	if opts.SyncPeriod <= 0 {
+		opts.SyncPeriod = DefaultSyncPeriod
+	}
+	if opts.GroupWindow <= 0 {
+		opts.GroupWindow = DefaultGroupWindow
+	}
+	switch opts.Sync {
+	case SyncPeriodic, SyncBatch, SyncGroup:
+	default:
+		return nil, fmt.Errorf("commitlog: unknown sync mode %d", int(opts.Sync))
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if replay == nil {
+		replay = func(Position, Record) error { return nil }
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("commitlog: create directory: %w", err)
+	}
+	entries, err := os.ReadDir(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("commitlog: list directory: %w", err)
+	}
+	var ids []uint64
+	for _, e := range entries {
+		v, id, ok := parseSegmentName(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if v != FormatVersion {
+			return nil, fmt.Errorf("commitlog: segment %s has unsupported format version %d (this build reads %d)",
+				filepath.Join(opts.Dir, e.Name()), v, FormatVersion)
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+
+	l := &Log{
+		opts:        opts,
+		logger:      opts.Logger,
+		segSize:     opts.SegmentSize,
+		maxRecord:   opts.SegmentSize / 2,
+		lag:         opts.SyncPeriod * 3 / 2,
+		groupTarget: 2,
+		kick:        make(chan struct{}, 1),
+		full:        make(chan struct{}, 1),
+		quit:        make(chan struct{}),
+		loopDone:    make(chan struct{}),
+	}
+	l.synced = sync.NewCond(&l.mu)
+	sc := &scanner{skipCorrupt: opts.SkipCorrupt, logger: opts.Logger, replay: replay}
+	for i, id := range ids {
+		path := filepath.Join(opts.Dir, SegmentName(id))
+		seg, err := sc.scanSegment(path, id, i == len(ids)-1)
+		if err != nil {
+			return nil, err
+		}
+		if seg != nil {
+			l.segs = append(l.segs, seg)
+		}
+	}
+	next := uint64(1)
+	if len(ids) > 0 {
+		next = ids[len(ids)-1] + 1
+	}
+	active := &segment{id: next, path: filepath.Join(opts.Dir, SegmentName(next)), size: HeaderSize}
+	if err := l.createSegment(active); err != nil {
+		return nil, err
+	}
+	if _, err := active.f.Write(appendHeader(nil, active.id)); err != nil {
+		active.f.Close()
+		return nil, fmt.Errorf("commitlog: write header of %s: %w", active.path, err)
+	}
+	if err := active.f.Sync(); err != nil {
+		active.f.Close()
+		return nil, fmt.Errorf("commitlog: sync %s: %w", active.path, err)
+	}
+	l.segs = append(l.segs, active)
+	l.active, l.lastSeg = active, active
+	l.written = Position{active.id, HeaderSize}
+	l.durable = l.written
+	l.lastSync = time.Now()
+	if opts.Sync == SyncPeriodic {
+		go l.periodicLoop()
+	} else {
+		go l.syncLoop()
+	}
+	return l, nil
+}
+
+// createSegment creates seg's file and syncs the directory.
+func (l *Log) createSegment(seg *segment) error {
+	f, err := os.OpenFile(seg.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("commitlog: create segment: %w", err)
+	}
+	if err := syncDir(l.opts.Dir); err != nil {
+		f.Close()
+		return err
+	}
+	seg.f = f
+	return nil
+}
+
+// enqueue encodes r into the buffer and returns its position and end. With
+// wantGen it also returns the sync generation that will acknowledge it.
+func (l *Log) enqueue(r *Record, wantGen bool) (pos, end Position, gen *syncGen, err error) {
+	if err := r.Validate(); err != nil {
+		return pos, end, nil, err
+	}
+	frameLen := int64(r.EncodedSize() + FrameOverhead)
+	if frameLen > l.maxRecord {
+		return pos, end, nil, fmt.Errorf("%w: frame of %d bytes exceeds half the segment size (%d)", ErrTooLarge, frameLen, l.maxRecord)
+	}
+	l.mu.Lock()
+	if l.opts.Sync == SyncPeriodic {
+		for !l.closed && l.err == nil && time.Since(l.lastSync) > l.lag {
+			l.synced.Wait()
+		}
+	}
+	if l.closed {
+		l.mu.Unlock()
+		return pos, end, nil, ErrClosed
+	}
+	if l.err != nil {
+		err := l.err
+		l.mu.Unlock()
+		return pos, end, nil, err
+	}
+	seg := l.active
+	if seg.size+frameLen > l.segSize && seg.records > 0 {
+		seg = l.roll()
+	}
+	pos = Position{seg.id, seg.size}
+	l.buf = appendFrame(l.buf, r)
+	seg.size += frameLen
+	seg.count(r)
+	end = Position{seg.id, seg.size}
+	if wantGen {
+		if l.gen == nil {
+			l.gen = &syncGen{done: make(chan struct{})}
+		}
+		gen = l.gen
+	}
+	l.pendingRecs++
+	l.pendingBytes += int(frameLen)
+	if l.opts.Sync != SyncPeriodic {
+		if l.pendingRecs == 1 {
+			select {
+			case l.kick <- struct{}{}:
+			default:
+			}
+		} else if l.opts.Sync == SyncGroup && (l.pendingRecs == l.groupTarget ||
+			(l.pendingBytes >= groupBytes && l.pendingBytes-int(frameLen) < groupBytes)) {
+			select {
+			case l.full <- struct{}{}:
+			default:
+			}
+		}
+	}
+	l.mu.Unlock()
+	return pos, end, gen, nil
+}
+
+// roll seals the active segment and starts the next one; l.mu is held. The
+// new file is created by the next write.
+func (l *Log) roll() *segment {
+	old := l.active
+	old.sealed = true
+	l.sealed = append(l.sealed, chunk{seg: old, data: l.buf})
+	l.buf = l.spare
+	l.spare = nil
+	next := &segment{id: old.id + 1, path: filepath.Join(l.opts.Dir, SegmentName(old.id+1)), size: HeaderSize}
+	l.buf = appendHeader(l.buf[:0], next.id)
+	l.segs = append(l.segs, next)
+	l.active = next
+	return next
+}
+
+// Append adds r to the log and returns its position once it is durable per
+// the sync mode: for batch and group after the fsync covering it; for
+// periodic once it is written to the OS.
+func (l *Log) Append(r *Record) (Position, error) {
+	if l.opts.Sync == SyncPeriodic {
+		pos, end, _, err := l.enqueue(r, false)
+		if err != nil {
+			return Position{}, err
+		}
+		return pos, l.writeThrough(end)
+	}
+	pos, _, gen, err := l.enqueue(r, true)
+	if err != nil {
+		return Position{}, err
+	}
+	<-gen.done
+	return pos, gen.err
+}
+
+// AppendAsync adds r to the log and returns at once (for periodic mode, once
+// the record is written to the OS). The Pending's Done channel closes when
+// the record is fsynced, or when it has failed.
+func (l *Log) AppendAsync(r *Record) *Pending {
+	pos, end, gen, err := l.enqueue(r, true)
+	if err != nil {
+		return &Pending{err: err}
+	}
+	if l.opts.Sync == SyncPeriodic {
+		if err := l.writeThrough(end); err != nil {
+			return &Pending{Position: pos, err: err}
+		}
+	}
+	return &Pending{Position: pos, gen: gen}
+}
+
+// writeThrough makes sure everything up to end is written to the OS.
+func (l *Log) writeThrough(end Position) error {
+	l.ioMu.Lock()
+	l.mu.Lock()
+	done := !l.written.Less(end)
+	l.mu.Unlock()
+	if !done {
+		l.writePending()
+	}
+	l.ioMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.written.Less(end) {
+		return nil
+	}
+	if l.err != nil {
+		return l.err
+	}
+	return ErrClosed
+}
+
+// writePending writes every buffered byte to the files; l.ioMu is held.
+// Sealed segments are fsynced as they are finished.
+func (l *Log) writePending() error {
+	l.mu.Lock()
+	sealed := l.sealed
+	l.sealed = nil
+	active := l.active
+	data := l.buf
+	l.buf, l.spare = l.spare[:0], nil
+	end := Position{active.id, active.size}
+	if l.gen != nil {
+		l.unsynced = append(l.unsynced, l.gen)
+		l.gen = nil
+	}
+	if l.opts.Sync == SyncGroup {
+		l.groupTarget = max(l.pendingRecs, 2)
+	}
+	l.pendingRecs, l.pendingBytes = 0, 0
+	err := l.err
+	if err == nil && l.shut {
+		err = ErrClosed
+	}
+	l.mu.Unlock()
+
+	var done []*segment
+	if err == nil {
+		for _, c := range sealed {
+			if err = l.writeSeg(c.seg, c.data); err != nil {
+				break
+			}
+			if err = c.seg.f.Sync(); err != nil {
+				err = fmt.Errorf("commitlog: sync %s: %w", c.seg.path, err)
+				break
+			}
+			l.toClose = append(l.toClose, c.seg.f)
+			done = append(done, c.seg)
+		}
+	}
+	if err == nil && len(data) > 0 {
+		err = l.writeSeg(active, data)
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range done {
+		s.synced = true
+	}
+	if err != nil {
+		l.fail(err)
+		return l.err
+	}
+	l.written = end
+	if cap(data) <= maxSpareBuffer {
+		l.spare = data[:0]
+	}
+	return nil
+}
+
+// writeSeg writes data to seg, creating its file first if needed.
+func (l *Log) writeSeg(seg *segment, data []byte) error {
+	if seg.f == nil {
+		if err := l.createSegment(seg); err != nil {
+			return err
+		}
+	}
+	l.lastSeg = seg
+	if _, err := seg.f.Write(data); err != nil {
+		return fmt.Errorf("commitlog: write %s: %w", seg.path, err)
+	}
+	return nil
+}
+
+// fail records a sticky error; l.mu is held.
+func (l *Log) fail(err error) {
+	if l.err == nil && !errors.Is(err, ErrClosed) {
+		l.err = err
+		l.logger.Error("commitlog: write failed; the log refuses further appends", "err", err)
+	}
+}
+
+// syncNow writes everything pending, fsyncs it and acknowledges every
+// generation it covered.
+func (l *Log) syncNow() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+
+	l.ioMu.Lock()
+	err := l.writePending()
+	gens := l.unsynced
+	l.unsynced = nil
+	seg := l.lastSeg
+	toClose := l.toClose
+	l.toClose = nil
+	// Read end while ioMu still excludes other writers: every byte before
+	// it is in seg (fsynced below) or in a sealed segment already fsynced.
+	l.mu.Lock()
+	end := l.written
+	need := l.durable.Less(end)
+	l.mu.Unlock()
+	l.ioMu.Unlock()
+	if err == nil && need {
+		if serr := seg.f.Sync(); serr != nil {
+			err = fmt.Errorf("commitlog: sync %s: %w", seg.path, serr)
+		}
+	}
+	for _, f := range toClose {
+		if cerr := f.Close(); cerr != nil {
+			l.logger.Warn("commitlog: close sealed segment", "file", f.Name(), "err", cerr)
+		}
+	}
+
+	l.mu.Lock()
+	if err != nil {
+		l.fail(err)
+		if l.err != nil {
+			err = l.err
+		}
+	} else if l.err != nil {
+		err = l.err
+	} else if l.durable.Less(end) {
+		l.durable = end
+	}
+	l.lastSync = time.Now()
+	l.synced.Broadcast()
+	l.mu.Unlock()
+
+	for _, g := range gens {
+		g.err = err
+		close(g.done)
+	}
+	return err
+}
+
+// syncLoop is the syncer of batch and group modes.
+func (l *Log) syncLoop() {
+	defer close(l.loopDone)
+	var timer *time.Timer
+	for {
+		select {
+		case <-l.kick:
+		case <-l.quit:
+			return
+		}
+		if l.opts.Sync == SyncGroup {
+			select {
+			case <-l.full:
+			default:
+			}
+			l.mu.Lock()
+			ready := l.pendingRecs >= l.groupTarget || l.pendingBytes >= groupBytes
+			empty := l.pendingRecs == 0
+			l.mu.Unlock()
+			if empty {
+				continue
+			}
+			if !ready {
+				if timer == nil {
+					timer = time.NewTimer(l.opts.GroupWindow)
+				} else {
+					timer.Reset(l.opts.GroupWindow)
+				}
+				select {
+				case <-timer.C:
+				case <-l.full:
+					timer.Stop()
+				case <-l.quit:
+					timer.Stop()
+					return
+				}
+			}
+		}
+		l.syncNow()
+	}
+}
+
+// periodicLoop fsyncs every SyncPeriod.
+func (l *Log) periodicLoop() {
+	defer close(l.loopDone)
+	t := time.NewTicker(l.opts.SyncPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			l.syncNow()
+		case <-l.quit:
+			return
+		}
+	}
+}
+
+// Sync writes and fsyncs everything appended so far.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	return l.syncNow()
+}
+
+// Durable returns a position such that every record strictly before it is
+// fsynced.
+func (l *Log) Durable() Position {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.durable
+}
+
+// Position returns the end of the log: the position the next append gets
+// unless it rolls to a new segment.
+func (l *Log) Position() Position {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Position{l.active.id, l.active.size}
+}
+
+// Segments describes every segment, oldest first; the last is the active one.
+func (l *Log) Segments() []SegmentInfo {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]SegmentInfo, len(l.segs))
+	for i, s := range l.segs {
+		out[i] = s.info()
+	}
+	return out
+}
+
+// Release declares that every record before upTo is in a flushed SSTable. It
+// deletes each segment that lies entirely before upTo, is not the active
+// segment, is fully written and fsynced, and that Options.Retain does not
+// keep. Segments kept or not yet eligible are considered again next time.
+func (l *Log) Release(upTo Position) error {
+	l.releaseMu.Lock()
+	defer l.releaseMu.Unlock()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	var cands []*segment
+	var infos []SegmentInfo
+	for _, s := range l.segs {
+		if s == l.active || !s.synced {
+			continue
+		}
+		if s.id < upTo.Segment || (s.id == upTo.Segment && s.size <= upTo.Offset) {
+			cands = append(cands, s)
+			infos = append(infos, s.info())
+		}
+	}
+	l.mu.Unlock()
+
+	var errs []error
+	deleted := map[*segment]bool{}
+	for i, s := range cands {
+		if l.opts.Retain != nil && l.opts.Retain(infos[i]) {
+			continue
+		}
+		if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("commitlog: release segment: %w", err))
+			continue
+		}
+		deleted[s] = true
+	}
+	if len(deleted) > 0 {
+		if err := syncDir(l.opts.Dir); err != nil {
+			errs = append(errs, err)
+		}
+		l.mu.Lock()
+		l.segs = slices.DeleteFunc(l.segs, func(s *segment) bool { return deleted[s] })
+		l.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Close syncs everything appended, stops the syncer and closes the files.
+// Appends after Close fail with ErrClosed. Close is idempotent; later calls
+// return the first call's result.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		l.synced.Broadcast()
+		l.mu.Unlock()
+		close(l.quit)
+		<-l.loopDone
+		err := l.syncNow()
+
+		l.syncMu.Lock()
+		l.ioMu.Lock()
+		l.mu.Lock()
+		l.shut = true
+		segs := slices.Clone(l.segs)
+		l.mu.Unlock()
+		for _, s := range segs {
+			if s.f != nil {
+				if cerr := s.f.Close(); cerr != nil && !errors.Is(cerr, os.ErrClosed) && err == nil {
+					err = fmt.Errorf("commitlog: close %s: %w", s.path, cerr)
+				}
+			}
+		}
+		l.ioMu.Unlock()
+		l.syncMu.Unlock()
+		l.closeErr = err
+	})
+	return l.closeErr
+}

@@ -1,0 +1,214 @@
+package commitlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// PayloadKind says what a record's Payload holds and therefore whether
+// re-applying it on replay is safe.
+type PayloadKind uint8
+
+const (
+	// PayloadShard is a counter context holding global shards; merging it
+	// again is harmless, so replaying it is idempotent.
+	PayloadShard PayloadKind = 1
+	// PayloadDelta is a legacy (Cassandra 2.0 style) local delta; replaying
+	// it twice counts twice. Kept to demonstrate why 2.0 replay was unsafe.
+	PayloadDelta PayloadKind = 2
+	// PayloadTombstone is a deleted cell.
+	PayloadTombstone PayloadKind = 3
+)
+
+// String returns the kind's name, or "PayloadKind(n)" for unknown values.
+func (k PayloadKind) String() string {
+	switch k {
+	case PayloadShard:
+		return "shard"
+	case PayloadDelta:
+		return "delta"
+	case PayloadTombstone:
+		return "tombstone"
+	}
+	return fmt.Sprintf("PayloadKind(%d)", uint8(k))
+}
+
+// Valid reports whether k is one of the known payload kinds.
+func (k PayloadKind) Valid() bool { return k >= PayloadShard && k <= PayloadTombstone }
+
+// RecordVersion is the version byte that starts every encoded Record.
+const RecordVersion = 1
+
+const (
+	flagHasOp  = 1 << 0
+	knownFlags = flagHasOp
+
+	// recordFixedSize is version, kind, flags, table, timestamp and the
+	// three length words.
+	recordFixedSize = 1 + 1 + 1 + 8 + 8 + 4 + 4 + 4
+	// recordOpSize is the op id and op time present when HasOp is set.
+	recordOpSize = 16 + 8
+)
+
+// Record is one logged cell write.
+type Record struct {
+	Table     uint64      // table id
+	Key       []byte      // serialized partition key
+	Column    string      // column name
+	Kind      PayloadKind // what Payload holds
+	Payload   []byte      // encoded by the caller (counter context bytes etc.)
+	Timestamp int64       // cell write time, microseconds
+	HasOp     bool        // an operation id is present
+	OpID      [16]byte    // client id (uint64 BE) then sequence (uint64 BE)
+	OpTime    int64       // when the op id was first seen, unix nanoseconds
+}
+
+// ErrInvalidRecord is wrapped by every DecodeRecord and Validate error.
+var ErrInvalidRecord = errors.New("commitlog: invalid record")
+
+// EncodedSize returns the length of r's encoding.
+func (r *Record) EncodedSize() int {
+	n := recordFixedSize + len(r.Key) + len(r.Column) + len(r.Payload)
+	if r.HasOp {
+		n += recordOpSize
+	}
+	return n
+}
+
+// Validate reports whether r can be encoded and decoded again: its kind must
+// be known and each variable-length field must fit a uint32 length.
+func (r *Record) Validate() error {
+	if !r.Kind.Valid() {
+		return fmt.Errorf("%w: unknown payload kind %d", ErrInvalidRecord, uint8(r.Kind))
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"key", len(r.Key)}, {"column", len(r.Column)}, {"payload", len(r.Payload)}} {
+		if uint64(f.n) > math.MaxUint32 {
+			return fmt.Errorf("%w: %s length %d exceeds 2^32-1", ErrInvalidRecord, f.name, f.n)
+		}
+	}
+	return nil
+}
+
+// AppendBinary appends r's encoding (see the package documentation) to dst
+// and returns the extended slice. It does not validate r: call Validate
+// first if r may hold an unknown Kind, or DecodeRecord will reject the bytes.
+// When HasOp is false, OpID and OpTime are not encoded.
+func (r *Record) AppendBinary(dst []byte) []byte {
+	var flags byte
+	if r.HasOp {
+		flags |= flagHasOp
+	}
+	dst = append(dst, RecordVersion, byte(r.Kind), flags)
+	dst = binary.BigEndian.AppendUint64(dst, r.Table)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(r.Timestamp))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.Key)))
+	dst = append(dst, r.Key...)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.Column)))
+	dst = append(dst, r.Column...)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.Payload)))
+	dst = append(dst, r.Payload...)
+	if r.HasOp {
+		dst = append(dst, r.OpID[:]...)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(r.OpTime))
+	}
+	return dst
+}
+
+// MarshalBinary returns r's encoding. It implements encoding.BinaryMarshaler
+// and fails only if r does not Validate.
+func (r *Record) MarshalBinary() ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return r.AppendBinary(make([]byte, 0, r.EncodedSize())), nil
+}
+
+// UnmarshalBinary decodes b into r; see DecodeRecord.
+func (r *Record) UnmarshalBinary(b []byte) error {
+	rec, err := DecodeRecord(b)
+	if err != nil {
+		return err
+	}
+	*r = rec
+	return nil
+}
+
+// DecodeRecord decodes one encoded Record. It never panics. It rejects an
+// unknown version, kind or flag bit, a length that runs past the input, and
+// trailing bytes, so that a successful decode re-encodes to exactly b.
+// Key and Payload are fresh copies (nil when empty): they do not alias b.
+func DecodeRecord(b []byte) (Record, error) {
+	var r Record
+	if len(b) < recordFixedSize {
+		return r, fmt.Errorf("%w: %d bytes, shorter than the %d-byte fixed part", ErrInvalidRecord, len(b), recordFixedSize)
+	}
+	if b[0] != RecordVersion {
+		return r, fmt.Errorf("%w: unknown record version %d", ErrInvalidRecord, b[0])
+	}
+	r.Kind = PayloadKind(b[1])
+	if !r.Kind.Valid() {
+		return r, fmt.Errorf("%w: unknown payload kind %d", ErrInvalidRecord, b[1])
+	}
+	flags := b[2]
+	if flags&^knownFlags != 0 {
+		return r, fmt.Errorf("%w: unknown flag bits %#02x", ErrInvalidRecord, flags&^knownFlags)
+	}
+	r.HasOp = flags&flagHasOp != 0
+	r.Table = binary.BigEndian.Uint64(b[3:])
+	r.Timestamp = int64(binary.BigEndian.Uint64(b[11:]))
+	off := 19
+	field := func(name string) ([]byte, error) {
+		if len(b)-off < 4 {
+			return nil, fmt.Errorf("%w: %s length at byte %d truncated", ErrInvalidRecord, name, off)
+		}
+		n := uint64(binary.BigEndian.Uint32(b[off:]))
+		off += 4
+		if n > uint64(len(b)-off) {
+			return nil, fmt.Errorf("%w: %s length %d at byte %d exceeds the %d bytes left", ErrInvalidRecord, name, n, off-4, len(b)-off)
+		}
+		v := b[off : off+int(n)]
+		off += int(n)
+		return v, nil
+	}
+	key, err := field("key")
+	if err != nil {
+		return Record{}, err
+	}
+	col, err := field("column")
+	if err != nil {
+		return Record{}, err
+	}
+	payload, err := field("payload")
+	if err != nil {
+		return Record{}, err
+	}
+	if r.HasOp {
+		if len(b)-off < recordOpSize {
+			return Record{}, fmt.Errorf("%w: op id at byte %d truncated", ErrInvalidRecord, off)
+		}
+		copy(r.OpID[:], b[off:])
+		r.OpTime = int64(binary.BigEndian.Uint64(b[off+16:]))
+		off += recordOpSize
+	}
+	if off != len(b) {
+		return Record{}, fmt.Errorf("%w: %d trailing bytes after byte %d", ErrInvalidRecord, len(b)-off, off)
+	}
+	if len(key)+len(payload) > 0 {
+		buf := make([]byte, len(key)+len(payload))
+		copy(buf, key)
+		copy(buf[len(key):], payload)
+		if len(key) > 0 {
+			r.Key = buf[:len(key):len(key)]
+		}
+		if len(payload) > 0 {
+			r.Payload = buf[len(key):]
+		}
+	}
+	r.Column = string(col)
+	return r, nil
+}
