@@ -168,7 +168,7 @@ func readFrame(data []byte, off int) frameResult {
 	if n == 0 {
 		return frameResult{reason: "zero frame length"}
 	}
-	if uint64(n) > uint64(len(rem)-FrameOverhead) {
+	if int64(n) > int64(len(rem))-FrameOverhead {
 		return frameResult{reason: fmt.Sprintf("frame length %d runs past end of file (%d bytes left)", n, len(rem))}
 	}
 	end := frameHead + int(n)
