@@ -1,0 +1,698 @@
+package replica
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/idemkv/idemkv/commitlog"
+	"github.com/idemkv/idemkv/counters"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/row"
+	"github.com/idemkv/idemkv/sstable"
+)
+
+// Defaults, Cassandra's where it has one.
+const (
+	DefaultMemtableFlushBytes  = 64 << 20
+	DefaultCounterCacheEntries = 100_000
+	DefaultLockStripes         = 32 * 1024 // concurrent_counter_writes (32) × 1024
+)
+
+// Compaction configures size-tiered compaction (Cassandra's STCS options).
+type Compaction struct {
+	Disabled       bool
+	MinThreshold   int     // default 4
+	MaxThreshold   int     // default 32
+	BucketLow      float64 // default 0.5
+	BucketHigh     float64 // default 1.5
+	MinSSTableSize int64   // default 50 MiB
+}
+
+// Config configures a replica.
+type Config struct {
+	// Dir is the data directory: schema, host id, commitlog/ and one
+	// directory of SSTables per table.
+	Dir string
+	// CommitLog configures the log; its Dir defaults to Dir/commitlog and
+	// its Logger to Logger.
+	CommitLog commitlog.Options
+	// MemtableFlushBytes is the memtable size that triggers a flush.
+	MemtableFlushBytes int64
+	// CounterCacheEntries bounds the counter cache; negative disables it.
+	CounterCacheEntries int
+	// LockStripes is the number of striped cell locks.
+	LockStripes int
+	// SSTable configures the SSTables written by flush and compaction.
+	SSTable sstable.Options
+	// Compaction configures size-tiered compaction after flushes.
+	Compaction Compaction
+	// ReplayAll replays every commit log record, ignoring the positions
+	// already flushed to SSTables: Cassandra's behaviour before
+	// CASSANDRA-2419, kept to demonstrate why legacy counters over-count.
+	ReplayAll bool
+	// Now is the clock for cell timestamps; default time.Now.
+	Now func() time.Time
+	// Logger receives flush, compaction and replay events; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) fill() error {
+	if c.Dir == "" {
+		return errors.New("replica: Config.Dir is required")
+	}
+	if c.CommitLog.Dir == "" {
+		c.CommitLog.Dir = filepath.Join(c.Dir, "commitlog")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.CommitLog.Logger == nil {
+		c.CommitLog.Logger = c.Logger
+	}
+	if c.MemtableFlushBytes <= 0 {
+		c.MemtableFlushBytes = DefaultMemtableFlushBytes
+	}
+	if c.CounterCacheEntries == 0 {
+		c.CounterCacheEntries = DefaultCounterCacheEntries
+	}
+	if c.LockStripes <= 0 {
+		c.LockStripes = DefaultLockStripes
+	}
+	cp := &c.Compaction
+	if cp.MinThreshold <= 0 {
+		cp.MinThreshold = 4
+	}
+	if cp.MaxThreshold <= 0 {
+		cp.MaxThreshold = 32
+	}
+	if cp.BucketLow <= 0 {
+		cp.BucketLow = 0.5
+	}
+	if cp.BucketHigh <= 0 {
+		cp.BucketHigh = 1.5
+	}
+	if cp.MinSSTableSize <= 0 {
+		cp.MinSSTableSize = 50 << 20
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Update is a client's change to one counter cell, as the leader receives it.
+type Update struct {
+	Table     uint64
+	Key       []byte // serialized partition key
+	Column    string
+	Delta     int64
+	Timestamp int64 // microseconds; 0 means now
+
+	// The operation id, when the client sent one (FBF counters use it).
+	HasOp  bool
+	OpID   [16]byte
+	OpTime int64 // unix nanoseconds
+}
+
+func (u Update) rowKey() row.Key { return row.Key{Token: ring.Token(u.Key), Partition: u.Key} }
+
+func (u Update) mutation(c counters.Context) (Mutation, error) {
+	v, err := c.MarshalBinary()
+	if err != nil {
+		return Mutation{}, err
+	}
+	return Mutation{
+		Table: u.Table, Key: u.Key,
+		Cell:  row.Cell{Column: u.Column, Value: v, Timestamp: u.Timestamp},
+		HasOp: u.HasOp, OpID: u.OpID, OpTime: u.OpTime,
+	}, nil
+}
+
+// Mutation is the state a leader sends to the other replicas: for counters,
+// the leader's new shard, never the delta, so that applying it again is
+// harmless.
+type Mutation struct {
+	Table  uint64
+	Key    []byte
+	Cell   row.Cell
+	HasOp  bool
+	OpID   [16]byte
+	OpTime int64
+}
+
+// Stats are a replica's running counts.
+type Stats struct {
+	LeaderApplies, MutationsApplied     uint64
+	CacheHits, CacheMisses              uint64
+	Flushes, Compactions                uint64
+	ReplayedRecords, SkippedFlushedRecs uint64
+}
+
+// Replica is one node's storage engine. It is safe for concurrent use.
+type Replica struct {
+	cfg    Config
+	hostID counters.ID
+	log    *commitlog.Log
+	logger *slog.Logger
+
+	schemaMu sync.Mutex                        // serializes schema changes
+	tables   atomic.Pointer[map[uint64]*table] // copy-on-write
+
+	locks    []sync.Mutex
+	lockSeed maphash.Seed
+	cache    *lru.Cache[string, [2]int64] // (table, column, key) → (clock, count) of our shard
+
+	stats struct {
+		leaderApplies, mutations, cacheHits, cacheMisses atomic.Uint64
+		flushes, compactions, replayed, skipped          atomic.Uint64
+	}
+
+	closed atomic.Bool
+	bg     sync.WaitGroup
+}
+
+// ErrClosed is returned by calls on a closed replica.
+var ErrClosed = errors.New("replica: closed")
+
+// Open opens (creating if needed) the data directory, loads the schema and
+// the SSTables, replays the commit log into the memtables and starts the
+// background flush and compaction workers.
+func Open(cfg Config) (*Replica, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("replica: create %s: %w", cfg.Dir, err)
+	}
+	r := &Replica{cfg: cfg, logger: cfg.Logger, locks: make([]sync.Mutex, cfg.LockStripes), lockSeed: maphash.MakeSeed()}
+	var err error
+	if r.hostID, err = loadHostID(cfg.Dir); err != nil {
+		return nil, err
+	}
+	if cfg.CounterCacheEntries > 0 {
+		if r.cache, err = lru.New[string, [2]int64](cfg.CounterCacheEntries); err != nil {
+			return nil, fmt.Errorf("replica: counter cache: %w", err)
+		}
+	}
+	defs, err := loadSchema(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	tables := map[uint64]*table{}
+	for _, d := range defs {
+		t, err := openTable(r, d)
+		if err != nil {
+			closeTables(tables)
+			return nil, err
+		}
+		tables[d.ID] = t
+	}
+	r.tables.Store(&tables)
+
+	replayed := map[uint64]bool{}
+	r.log, err = commitlog.Open(cfg.CommitLog, func(pos commitlog.Position, rec commitlog.Record) error {
+		return r.replay(pos, rec, replayed)
+	})
+	if err != nil {
+		closeTables(tables)
+		return nil, fmt.Errorf("replica: open commit log: %w", err)
+	}
+	start := r.log.Position()
+	for id, t := range tables {
+		if !replayed[id] {
+			t.activeStart = start
+		}
+	}
+	r.logger.Info("replica opened", "dir", cfg.Dir, "host_id", r.hostID.String(), "tables", len(tables),
+		"replayed", r.stats.replayed.Load(), "skipped_flushed", r.stats.skipped.Load())
+	for _, t := range tables {
+		r.startWorker(t)
+		if t.view.active.Size() >= cfg.MemtableFlushBytes {
+			t.requestFlush()
+		}
+	}
+	return r, nil
+}
+
+// replay applies one commit log record during Open.
+func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, replayed map[uint64]bool) error {
+	t, ok := (*r.tables.Load())[rec.Table]
+	if !ok {
+		r.logger.Warn("commit log record for an unknown (dropped) table skipped", "table", rec.Table, "segment", pos.Segment, "offset", pos.Offset)
+		return nil
+	}
+	if !r.cfg.ReplayAll && pos.Less(t.flushedPos) {
+		r.stats.skipped.Add(1)
+		return nil
+	}
+	col, ok := t.cols[rec.Column]
+	if !ok {
+		return fmt.Errorf("replica: commit log record at %d:%d names column %q absent from table %s.%s",
+			pos.Segment, pos.Offset, rec.Column, t.def.Keyspace, t.def.Name)
+	}
+	cell := row.Cell{Column: rec.Column, Value: rec.Payload, Timestamp: rec.Timestamp, Tombstone: rec.Kind == commitlog.PayloadTombstone}
+	if !cell.Tombstone {
+		if _, err := counters.Decode(rec.Payload); err != nil {
+			return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
+		}
+	}
+	if !replayed[rec.Table] {
+		replayed[rec.Table] = true
+		t.activeStart = pos
+	}
+	r.stats.replayed.Add(1)
+	return t.view.active.Apply(row.Key{Token: ring.Token(rec.Key), Partition: rec.Key}, cell, col.Merge)
+}
+
+func loadHostID(dir string) (counters.ID, error) {
+	var id counters.ID
+	p := filepath.Join(dir, "host_id")
+	b, err := os.ReadFile(p)
+	if err == nil {
+		raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(raw) != counters.IDLen {
+			return id, fmt.Errorf("replica: %s does not hold a 16-byte hex host id", p)
+		}
+		copy(id[:], raw)
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return id, fmt.Errorf("replica: read host id: %w", err)
+	}
+	if _, err := rand.Read(id[:]); err != nil {
+		return id, fmt.Errorf("replica: generate host id: %w", err)
+	}
+	id[6] = id[6]&0x0f | 0x40 // a version-4 UUID, as Cassandra's host ids are
+	id[8] = id[8]&0x3f | 0x80
+	return id, writeFileAtomic(dir, "host_id", []byte(hex.EncodeToString(id[:])+"\n"))
+}
+
+// HostID is this node's counter id.
+func (r *Replica) HostID() counters.ID { return r.hostID }
+
+// Stats returns the replica's running counts.
+func (r *Replica) Stats() Stats {
+	s := &r.stats
+	return Stats{
+		LeaderApplies: s.leaderApplies.Load(), MutationsApplied: s.mutations.Load(),
+		CacheHits: s.cacheHits.Load(), CacheMisses: s.cacheMisses.Load(),
+		Flushes: s.flushes.Load(), Compactions: s.compactions.Load(),
+		ReplayedRecords: s.replayed.Load(), SkippedFlushedRecs: s.skipped.Load(),
+	}
+}
+
+// CommitLog exposes the log, for its segment listing and durability position.
+func (r *Replica) CommitLog() *commitlog.Log { return r.log }
+
+// Tables returns the table definitions.
+func (r *Replica) Tables() []TableDef {
+	var out []TableDef
+	for _, t := range *r.tables.Load() {
+		out = append(out, t.def)
+	}
+	return out
+}
+
+// CreateTable adds a table and records it in the schema file.
+func (r *Replica) CreateTable(d TableDef) error {
+	if r.closed.Load() {
+		return ErrClosed
+	}
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
+	r.schemaMu.Lock()
+	defer r.schemaMu.Unlock()
+	old := *r.tables.Load()
+	if _, dup := old[d.ID]; dup {
+		return fmt.Errorf("replica: table id %d exists", d.ID)
+	}
+	defs := []TableDef{d}
+	for _, t := range old {
+		if t.def.Keyspace == d.Keyspace && t.def.Name == d.Name {
+			return fmt.Errorf("replica: table %s.%s exists", d.Keyspace, d.Name)
+		}
+		defs = append(defs, t.def)
+	}
+	t, err := openTable(r, d)
+	if err != nil {
+		return err
+	}
+	t.activeStart = r.log.Position()
+	if err := saveSchema(r.cfg.Dir, defs); err != nil {
+		t.close()
+		return err
+	}
+	next := make(map[uint64]*table, len(old)+1)
+	for id, t := range old {
+		next[id] = t
+	}
+	next[d.ID] = t
+	r.tables.Store(&next)
+	r.startWorker(t)
+	return nil
+}
+
+// DropTable removes a table, its SSTables and its cached shards. Its commit
+// log records are skipped by later replays.
+func (r *Replica) DropTable(id uint64) error {
+	r.schemaMu.Lock()
+	defer r.schemaMu.Unlock()
+	old := *r.tables.Load()
+	t, ok := old[id]
+	if !ok {
+		return fmt.Errorf("replica: no table %d", id)
+	}
+	next := make(map[uint64]*table, len(old))
+	var defs []TableDef
+	for tid, x := range old {
+		if tid != id {
+			next[tid] = x
+			defs = append(defs, x.def)
+		}
+	}
+	if err := saveSchema(r.cfg.Dir, defs); err != nil {
+		return err
+	}
+	r.tables.Store(&next)
+	t.stopWorker()
+	t.close()
+	if r.cache != nil {
+		r.cache.Purge()
+	}
+	if err := os.RemoveAll(t.dir); err != nil {
+		return fmt.Errorf("replica: remove %s: %w", t.dir, err)
+	}
+	return r.releaseLog()
+}
+
+func (r *Replica) table(id uint64) (*table, error) {
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	t, ok := (*r.tables.Load())[id]
+	if !ok {
+		return nil, fmt.Errorf("replica: no table %d", id)
+	}
+	return t, nil
+}
+
+func (r *Replica) column(u *Update) (*table, ColumnType, error) {
+	t, err := r.table(u.Table)
+	if err != nil {
+		return nil, nil, err
+	}
+	col, ok := t.cols[u.Column]
+	if !ok {
+		return nil, nil, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, u.Column)
+	}
+	return t, col, nil
+}
+
+// Apply applies a client's update as the leader replica, by the column's
+// type, and returns the mutation to replicate to the other replicas.
+func (r *Replica) Apply(u Update) (Mutation, error) {
+	t, col, err := r.column(&u)
+	if err != nil {
+		return Mutation{}, err
+	}
+	if u.Timestamp == 0 {
+		u.Timestamp = r.cfg.Now().UnixMicro()
+	}
+	m, err := col.Lead(leader{r: r, t: t}, u)
+	if err != nil {
+		return Mutation{}, fmt.Errorf("replica: apply to %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+	}
+	r.stats.leaderApplies.Add(1)
+	return m, nil
+}
+
+// ApplyMutation merges state received from another replica (a leader's
+// shard, a hint, a read repair). It takes no cell lock: merging shards is
+// idempotent and commutative.
+func (r *Replica) ApplyMutation(m Mutation) error {
+	t, err := r.table(m.Table)
+	if err != nil {
+		return err
+	}
+	if _, ok := t.cols[m.Cell.Column]; !ok {
+		return fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, m.Cell.Column)
+	}
+	kind := commitlog.PayloadShard
+	if m.Cell.Tombstone {
+		kind = commitlog.PayloadTombstone
+	} else {
+		ctx, err := counters.Decode(m.Cell.Value)
+		if err != nil {
+			return fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+		}
+		if _, ours := ctx.Shard(r.hostID); ours && r.cache != nil {
+			// Our own shard came back (repair, hint): the cached copy may be older.
+			r.cache.Remove(cacheKey(m.Table, m.Cell.Column, m.Key))
+		}
+	}
+	key := row.Key{Token: ring.Token(m.Key), Partition: m.Key}
+	if err := t.write(key, m, kind); err != nil {
+		return err
+	}
+	r.stats.mutations.Add(1)
+	return nil
+}
+
+// Delete writes tombstones for the named counter columns of a row (all of
+// them when columns is empty). A deleted counter stays deleted: its tombstone
+// wins over later increments, as in Cassandra.
+func (r *Replica) Delete(tableID uint64, key []byte, timestamp int64, columns ...string) ([]Mutation, error) {
+	t, err := r.table(tableID)
+	if err != nil {
+		return nil, err
+	}
+	if len(columns) == 0 {
+		for _, c := range t.def.Columns {
+			columns = append(columns, c.Name)
+		}
+	}
+	if timestamp == 0 {
+		timestamp = r.cfg.Now().UnixMicro()
+	}
+	rk := row.Key{Token: ring.Token(key), Partition: key}
+	var out []Mutation
+	for _, c := range columns {
+		if _, ok := t.cols[c]; !ok {
+			return out, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, c)
+		}
+		m := Mutation{Table: tableID, Key: key, Cell: row.Cell{Column: c, Timestamp: timestamp, Tombstone: true}}
+		unlock := r.lock(rk, tableID, c)
+		err := t.write(rk, m, commitlog.PayloadTombstone)
+		if r.cache != nil {
+			r.cache.Remove(cacheKey(tableID, c, key))
+		}
+		unlock()
+		if err != nil {
+			return out, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// Read returns the merged cell of one column (memtables and SSTables).
+// found is false when the cell was never written or is deleted.
+func (r *Replica) Read(tableID uint64, key []byte, column string) (cell row.Cell, found bool, err error) {
+	t, err := r.table(tableID)
+	if err != nil {
+		return row.Cell{}, false, err
+	}
+	rw, ok, err := t.read(row.Key{Token: ring.Token(key), Partition: key})
+	if err != nil || !ok {
+		return row.Cell{}, false, err
+	}
+	c, ok := rw.Cell(column)
+	if !ok || c.Tombstone {
+		return row.Cell{}, false, nil
+	}
+	return c, true, nil
+}
+
+// Value reads a counter's value: the sum of its merged shards.
+func (r *Replica) Value(tableID uint64, key []byte, column string) (int64, bool, error) {
+	t, err := r.table(tableID)
+	if err != nil {
+		return 0, false, err
+	}
+	col, ok := t.cols[column]
+	if !ok {
+		return 0, false, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, column)
+	}
+	c, found, err := r.Read(tableID, key, column)
+	if err != nil || !found {
+		return 0, false, err
+	}
+	v, err := col.Value(c)
+	return v, err == nil, err
+}
+
+// ReadRow returns the merged row (tombstoned cells included, so that a
+// caller repairing replicas sees deletions).
+func (r *Replica) ReadRow(tableID uint64, key []byte) (row.Row, bool, error) {
+	t, err := r.table(tableID)
+	if err != nil {
+		return row.Row{}, false, err
+	}
+	return t.read(row.Key{Token: ring.Token(key), Partition: key})
+}
+
+// Flush writes a table's memtable to an SSTable and waits for it.
+func (r *Replica) Flush(tableID uint64) error {
+	t, err := r.table(tableID)
+	if err != nil {
+		return err
+	}
+	return t.flush()
+}
+
+// FlushAll flushes every table (Cassandra's drain, without stopping).
+func (r *Replica) FlushAll() error {
+	var errs []error
+	for _, t := range *r.tables.Load() {
+		errs = append(errs, t.flush())
+	}
+	return errors.Join(errs...)
+}
+
+// Compact runs one size-tiered compaction round on a table; with major it
+// merges all of the table's SSTables into one.
+func (r *Replica) Compact(tableID uint64, major bool) error {
+	t, err := r.table(tableID)
+	if err != nil {
+		return err
+	}
+	return t.compact(major)
+}
+
+// SSTableCount returns how many SSTables a table has.
+func (r *Replica) SSTableCount(tableID uint64) (int, error) {
+	t, err := r.table(tableID)
+	if err != nil {
+		return 0, err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.view.sstables), nil
+}
+
+// Close stops the background workers and closes the log and the SSTables.
+// Unflushed data stays in the commit log and is replayed by the next Open.
+func (r *Replica) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	tables := *r.tables.Load()
+	for _, t := range tables {
+		t.stopWorker()
+	}
+	r.bg.Wait()
+	err := r.log.Close()
+	closeTables(tables)
+	return err
+}
+
+func closeTables(tables map[uint64]*table) {
+	for _, t := range tables {
+		t.close()
+	}
+}
+
+// releaseLog lets the commit log delete the segments whose records are all
+// in SSTables: everything before the oldest position any table still needs.
+func (r *Replica) releaseLog() error {
+	upTo := r.log.Position()
+	for _, t := range *r.tables.Load() {
+		if p, ok := t.needsLogFrom(); ok && p.Less(upTo) {
+			upTo = p
+		}
+	}
+	return r.log.Release(upTo)
+}
+
+func cacheKey(table uint64, column string, key []byte) string {
+	var b strings.Builder
+	b.Grow(8 + len(column) + 1 + len(key))
+	var tb [8]byte
+	binary.BigEndian.PutUint64(tb[:], table)
+	b.Write(tb[:])
+	b.WriteString(column)
+	b.WriteByte(0)
+	b.Write(key)
+	return b.String()
+}
+
+func (r *Replica) lock(key row.Key, table uint64, column string) (unlock func()) {
+	var h maphash.Hash
+	h.SetSeed(r.lockSeed)
+	var tb [8]byte
+	binary.BigEndian.PutUint64(tb[:], table)
+	h.Write(tb[:])
+	h.WriteString(column)
+	h.Write(key.Partition)
+	m := &r.locks[h.Sum64()%uint64(len(r.locks))]
+	m.Lock()
+	return m.Unlock
+}
+
+// leader gives column types the replica's write-path primitives for one table.
+type leader struct {
+	r *Replica
+	t *table
+}
+
+func (l leader) HostID() counters.ID { return l.r.hostID }
+
+func (l leader) Lock(key row.Key, column string) func() { return l.r.lock(key, l.t.def.ID, column) }
+
+func (l leader) LocalShard(key row.Key, column string) (int64, int64, error) {
+	if l.r.cache != nil {
+		if cc, ok := l.r.cache.Get(cacheKey(l.t.def.ID, column, key.Partition)); ok {
+			l.r.stats.cacheHits.Add(1)
+			return cc[0], cc[1], nil
+		}
+		l.r.stats.cacheMisses.Add(1)
+	}
+	rw, ok, err := l.t.read(key)
+	if err != nil || !ok {
+		return 0, 0, err
+	}
+	c, ok := rw.Cell(column)
+	if !ok || c.Tombstone {
+		return 0, 0, nil
+	}
+	ctx, err := counters.Decode(c.Value)
+	if err != nil {
+		return 0, 0, err
+	}
+	clock, count := ctx.ClockAndCount(l.r.hostID)
+	return clock, count, nil
+}
+
+func (l leader) Write(key row.Key, m Mutation, kind commitlog.PayloadKind) error {
+	return l.t.write(key, m, kind)
+}
+
+func (l leader) CacheLocalShard(key row.Key, column string, clock, count int64) {
+	if l.r.cache != nil {
+		l.r.cache.Add(cacheKey(l.t.def.ID, column, key.Partition), [2]int64{clock, count})
+	}
+}

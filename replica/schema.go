@@ -1,0 +1,133 @@
+package replica
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// ColumnDef is one non-key column of a table.
+type ColumnDef struct {
+	Name string `json:"name"`
+	Type string `json:"type"` // a registered column type: "counter"
+}
+
+// TableDef describes a table. Partition keys are opaque serialized bytes at
+// this level; the CQL layer owns their types.
+type TableDef struct {
+	ID       uint64            `json:"id"`
+	Keyspace string            `json:"keyspace"`
+	Name     string            `json:"name"`
+	Columns  []ColumnDef       `json:"columns"`
+	Options  map[string]string `json:"options,omitempty"`
+}
+
+// Validate checks a definition against the registered column types.
+func (d TableDef) Validate() error {
+	if d.ID == 0 {
+		return errors.New("table id 0 is reserved")
+	}
+	if d.Keyspace == "" || d.Name == "" {
+		return fmt.Errorf("table %d: keyspace and name are required", d.ID)
+	}
+	if len(d.Columns) == 0 {
+		return fmt.Errorf("table %s.%s: no columns", d.Keyspace, d.Name)
+	}
+	seen := map[string]bool{}
+	for _, c := range d.Columns {
+		if c.Name == "" {
+			return fmt.Errorf("table %s.%s: a column has no name", d.Keyspace, d.Name)
+		}
+		if seen[c.Name] {
+			return fmt.Errorf("table %s.%s: column %q defined twice", d.Keyspace, d.Name, c.Name)
+		}
+		seen[c.Name] = true
+		if _, ok := columnTypes[c.Type]; !ok {
+			return fmt.Errorf("table %s.%s: column %q has unknown type %q", d.Keyspace, d.Name, c.Name, c.Type)
+		}
+	}
+	return nil
+}
+
+// schemaFile is the data directory's record of its tables, rewritten
+// atomically (temp file, fsync, rename, fsync dir) on every change. It must be
+// read before the commit log is replayed, since records name tables by id.
+const schemaFile = "schema.json"
+
+type schemaDoc struct {
+	Version int        `json:"version"`
+	Tables  []TableDef `json:"tables"`
+}
+
+func loadSchema(dir string) ([]TableDef, error) {
+	b, err := os.ReadFile(filepath.Join(dir, schemaFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replica: read schema: %w", err)
+	}
+	var doc schemaDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("replica: schema %s is corrupt: %w", filepath.Join(dir, schemaFile), err)
+	}
+	if doc.Version != 1 {
+		return nil, fmt.Errorf("replica: schema %s has version %d, want 1", filepath.Join(dir, schemaFile), doc.Version)
+	}
+	for _, d := range doc.Tables {
+		if err := d.Validate(); err != nil {
+			return nil, fmt.Errorf("replica: schema %s: %w", filepath.Join(dir, schemaFile), err)
+		}
+	}
+	return doc.Tables, nil
+}
+
+func saveSchema(dir string, defs []TableDef) error {
+	defs = append([]TableDef(nil), defs...)
+	sort.Slice(defs, func(i, j int) bool { return defs[i].ID < defs[j].ID })
+	b, err := json.MarshalIndent(schemaDoc{Version: 1, Tables: defs}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("replica: encode schema: %w", err)
+	}
+	return writeFileAtomic(dir, schemaFile, b)
+}
+
+// writeFileAtomic replaces dir/name with data so that a crash leaves either
+// the old or the new file, never a torn one.
+func writeFileAtomic(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("replica: write %s: %w", name, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("replica: write %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("replica: sync %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("replica: close %s: %w", name, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("replica: rename %s: %w", name, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("replica: open dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("replica: sync dir %s: %w", dir, err)
+	}
+	return nil
+}

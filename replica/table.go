@@ -1,0 +1,403 @@
+package replica
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/idemkv/idemkv/commitlog"
+	"github.com/idemkv/idemkv/memtable"
+	"github.com/idemkv/idemkv/row"
+	"github.com/idemkv/idemkv/sstable"
+
+	"sync"
+	"sync/atomic"
+)
+
+// table is one table's storage on this node: an active memtable taking
+// writes, at most one sealed memtable being flushed, and SSTables, newest
+// first.
+type table struct {
+	r    *Replica
+	def  TableDef
+	cols map[string]ColumnType
+	dir  string
+
+	// mu is the write barrier and the guard of view. Writers hold it shared
+	// across the commit log append and the memtable apply, and readers across
+	// a read; a memtable switch or an SSTable swap holds it exclusively, so
+	// that every record logged before a switch is in the sealed memtable and
+	// no reader sees a memtable and the SSTable it became at once.
+	mu   sync.RWMutex
+	view struct {
+		active   *memtable.Memtable
+		flushing *memtable.Memtable
+		sstables []*sstable.Reader // newest first
+	}
+	activeStart   commitlog.Position // log position from which active may hold records
+	flushingStart commitlog.Position
+	flushedPos    commitlog.Position // every record before it is in an SSTable
+
+	nextGen   atomic.Uint64
+	flushMu   sync.Mutex // one flush at a time
+	compactMu sync.Mutex // one compaction at a time
+
+	flushReq chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+}
+
+func openTable(r *Replica, d TableDef) (*table, error) {
+	t := &table{
+		r: r, def: d, cols: map[string]ColumnType{},
+		dir:      filepath.Join(r.cfg.Dir, "data", fmt.Sprintf("%s-%s-%d", d.Keyspace, d.Name, d.ID)),
+		flushReq: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	for _, c := range d.Columns {
+		t.cols[c.Name] = columnTypes[c.Type]
+	}
+	t.view.active = memtable.New()
+	if err := os.MkdirAll(t.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("replica: create %s: %w", t.dir, err)
+	}
+	if err := sstable.RemoveIncomplete(t.dir); err != nil {
+		return nil, fmt.Errorf("replica: table %s.%s: %w", d.Keyspace, d.Name, err)
+	}
+	gens, err := sstable.List(t.dir)
+	if err != nil {
+		return nil, fmt.Errorf("replica: table %s.%s: %w", d.Keyspace, d.Name, err)
+	}
+	for i := len(gens) - 1; i >= 0; i-- {
+		rd, err := sstable.Open(t.dir, gens[i])
+		if err != nil {
+			t.close()
+			return nil, fmt.Errorf("replica: table %s.%s: %w", d.Keyspace, d.Name, err)
+		}
+		t.view.sstables = append(t.view.sstables, rd)
+		pos, err := decodePosition(rd.Meta().User)
+		if err != nil {
+			t.close()
+			return nil, fmt.Errorf("replica: table %s.%s sstable %d: %w", d.Keyspace, d.Name, gens[i], err)
+		}
+		if t.flushedPos.Less(pos) {
+			t.flushedPos = pos
+		}
+		if gens[i] >= t.nextGen.Load() {
+			t.nextGen.Store(gens[i] + 1)
+		}
+	}
+	if t.nextGen.Load() == 0 {
+		t.nextGen.Store(1)
+	}
+	return t, nil
+}
+
+// merge reconciles two versions of a cell by the column's type.
+func (t *table) merge(a, b row.Cell) (row.Cell, error) {
+	col, ok := t.cols[a.Column]
+	if !ok {
+		return row.Cell{}, fmt.Errorf("table %s.%s has no column %q", t.def.Keyspace, t.def.Name, a.Column)
+	}
+	return col.Merge(a, b)
+}
+
+// write logs a cell and applies it to the active memtable, flushing in the
+// background when the memtable is full.
+func (t *table) write(key row.Key, m Mutation, kind commitlog.PayloadKind) error {
+	rec := commitlog.Record{
+		Table: t.def.ID, Key: key.Partition, Column: m.Cell.Column, Kind: kind,
+		Payload: m.Cell.Value, Timestamp: m.Cell.Timestamp,
+		HasOp: m.HasOp, OpID: m.OpID, OpTime: m.OpTime,
+	}
+	t.mu.RLock()
+	if _, err := t.r.log.Append(&rec); err != nil {
+		t.mu.RUnlock()
+		return fmt.Errorf("commit log: %w", err)
+	}
+	active := t.view.active
+	err := active.Apply(key, m.Cell, t.merge)
+	t.mu.RUnlock()
+	if err != nil {
+		return fmt.Errorf("memtable: %w", err)
+	}
+	if active.Size() >= t.r.cfg.MemtableFlushBytes {
+		t.requestFlush()
+	}
+	return nil
+}
+
+// read merges a partition from the memtables and the SSTables.
+func (t *table) read(key row.Key) (row.Row, bool, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var out row.Row
+	found := false
+	add := func(r row.Row) error {
+		if !found {
+			out, found = r, true
+			return nil
+		}
+		var err error
+		out, err = row.MergeRows(out, r, t.merge)
+		return err
+	}
+	for _, m := range []*memtable.Memtable{t.view.active, t.view.flushing} {
+		if m == nil {
+			continue
+		}
+		if r, ok := m.Get(key); ok {
+			if err := add(r); err != nil {
+				return row.Row{}, false, err
+			}
+		}
+	}
+	for _, s := range t.view.sstables {
+		r, ok, err := s.Get(key)
+		if err != nil {
+			return row.Row{}, false, fmt.Errorf("table %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+		}
+		if ok {
+			if err := add(r); err != nil {
+				return row.Row{}, false, err
+			}
+		}
+	}
+	return out, found, nil
+}
+
+// needsLogFrom returns the oldest log position whose records the table does
+// not yet have in an SSTable, and false when it needs none.
+func (t *table) needsLogFrom() (commitlog.Position, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	switch {
+	case t.view.flushing != nil:
+		return t.flushingStart, true
+	case t.view.active.Len() > 0:
+		return t.activeStart, true
+	}
+	return commitlog.Position{}, false
+}
+
+// flush seals the active memtable, switches writes to a fresh one, and
+// writes the sealed one to a new SSTable whose metadata records the log
+// position it covers.
+func (t *table) flush() error {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+
+	t.mu.Lock()
+	old := t.view.active
+	if old.Len() == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	upTo := t.r.log.Position() // every record of old lies before it
+	old.Seal()
+	t.view.flushing, t.flushingStart = old, t.activeStart
+	t.view.active, t.activeStart = memtable.New(), upTo
+	t.mu.Unlock()
+
+	gen := t.nextGen.Add(1) - 1
+	rd, err := t.writeSSTable(gen, encodePosition(upTo), func(w *sstable.Writer) error {
+		for r := range old.All() {
+			if err := w.Add(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// The sealed memtable stays readable and its records stay in the
+		// log; the next flush retries by merging it back into the write path.
+		t.mu.Lock()
+		t.restoreFlushing()
+		t.mu.Unlock()
+		return fmt.Errorf("replica: flush %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+	}
+	t.mu.Lock()
+	t.view.sstables = append([]*sstable.Reader{rd}, t.view.sstables...)
+	t.view.flushing = nil
+	if t.flushedPos.Less(upTo) {
+		t.flushedPos = upTo
+	}
+	t.mu.Unlock()
+	t.r.stats.flushes.Add(1)
+	t.r.logger.Debug("flushed memtable", "table", t.def.Name, "generation", gen, "rows", rd.Meta().Rows, "bytes", rd.Meta().DataSize)
+	if err := t.r.releaseLog(); err != nil {
+		return fmt.Errorf("replica: release commit log: %w", err)
+	}
+	if !t.r.cfg.Compaction.Disabled {
+		if err := t.compact(false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreFlushing puts a memtable whose flush failed back in front of the
+// write path: its rows are merged into the active memtable (which then also
+// inherits its older log start). Called with mu held.
+func (t *table) restoreFlushing() {
+	old := t.view.flushing
+	if old == nil {
+		return
+	}
+	fresh := memtable.New()
+	for r := range old.All() {
+		for _, c := range r.Cells {
+			_ = fresh.Apply(r.Key, c, t.merge)
+		}
+	}
+	for r := range t.view.active.All() {
+		for _, c := range r.Cells {
+			_ = fresh.Apply(r.Key, c, t.merge)
+		}
+	}
+	t.view.active, t.activeStart = fresh, t.flushingStart
+	t.view.flushing = nil
+}
+
+func (t *table) writeSSTable(gen uint64, user []byte, fill func(*sstable.Writer) error) (*sstable.Reader, error) {
+	w, err := sstable.NewWriter(t.dir, gen, t.r.cfg.SSTable)
+	if err != nil {
+		return nil, err
+	}
+	if err := fill(w); err != nil {
+		return nil, errors.Join(err, w.Abort())
+	}
+	if _, err := w.Finish(user); err != nil {
+		return nil, errors.Join(err, w.Abort())
+	}
+	return sstable.Open(t.dir, gen)
+}
+
+// compact runs one size-tiered round (or merges everything, for major).
+func (t *table) compact(major bool) error {
+	t.compactMu.Lock()
+	defer t.compactMu.Unlock()
+	t.mu.RLock()
+	byGen := map[uint64]*sstable.Reader{}
+	var infos []sstable.TableInfo
+	for _, s := range t.view.sstables {
+		byGen[s.Meta().Generation] = s
+		infos = append(infos, sstable.TableInfo{Generation: s.Meta().Generation, Size: s.Meta().DataSize})
+	}
+	t.mu.RUnlock()
+
+	var gens []uint64
+	if major {
+		for _, in := range infos {
+			gens = append(gens, in.Generation)
+		}
+	} else {
+		c := t.r.cfg.Compaction
+		gens = sstable.PickSizeTiered(infos, c.MinThreshold, c.MaxThreshold, c.BucketLow, c.BucketHigh, c.MinSSTableSize)
+	}
+	if len(gens) < 2 {
+		return nil
+	}
+	inputs := make([]*sstable.Reader, len(gens))
+	var maxPos commitlog.Position
+	for i, g := range gens {
+		inputs[i] = byGen[g]
+		p, err := decodePosition(inputs[i].Meta().User)
+		if err != nil {
+			return fmt.Errorf("replica: compact %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+		}
+		if maxPos.Less(p) {
+			maxPos = p
+		}
+	}
+	gen := t.nextGen.Add(1) - 1
+	if _, err := sstable.Compact(t.dir, inputs, gen, t.merge, t.r.cfg.SSTable, encodePosition(maxPos)); err != nil {
+		return fmt.Errorf("replica: compact %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+	}
+	out, err := sstable.Open(t.dir, gen)
+	if err != nil {
+		return fmt.Errorf("replica: compact %s.%s: open output: %w", t.def.Keyspace, t.def.Name, err)
+	}
+	replaced := map[uint64]bool{}
+	for _, g := range gens {
+		replaced[g] = true
+	}
+	t.mu.Lock()
+	kept := []*sstable.Reader{}
+	inserted := false
+	for _, s := range t.view.sstables {
+		if replaced[s.Meta().Generation] {
+			if !inserted { // the output takes the place of its newest input
+				kept = append(kept, out)
+				inserted = true
+			}
+			continue
+		}
+		kept = append(kept, s)
+	}
+	t.view.sstables = kept
+	t.mu.Unlock()
+	var errs []error
+	for _, in := range inputs {
+		errs = append(errs, in.Close(), sstable.Remove(t.dir, in.Meta().Generation))
+	}
+	t.r.stats.compactions.Add(1)
+	t.r.logger.Debug("compacted", "table", t.def.Name, "inputs", gens, "output", gen)
+	return errors.Join(errs...)
+}
+
+func (t *table) requestFlush() {
+	select {
+	case t.flushReq <- struct{}{}:
+	default:
+	}
+}
+
+// startWorker runs the table's background flusher.
+func (r *Replica) startWorker(t *table) {
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		defer close(t.done)
+		for {
+			select {
+			case <-t.stop:
+				return
+			case <-t.flushReq:
+				if err := t.flush(); err != nil {
+					r.logger.Error("background flush failed", "table", t.def.Name, "err", err)
+				}
+			}
+		}
+	}()
+}
+
+func (t *table) stopWorker() {
+	t.stopOnce.Do(func() { close(t.stop) })
+	<-t.done
+}
+
+func (t *table) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.view.sstables {
+		s.Close()
+	}
+	t.view.sstables = nil
+}
+
+// The replay position kept in each SSTable's metadata: segment id and
+// offset, 16 bytes big-endian.
+func encodePosition(p commitlog.Position) []byte {
+	b := binary.BigEndian.AppendUint64(nil, p.Segment)
+	return binary.BigEndian.AppendUint64(b, uint64(p.Offset))
+}
+
+func decodePosition(b []byte) (commitlog.Position, error) {
+	if len(b) != 16 {
+		return commitlog.Position{}, fmt.Errorf("replay position metadata is %d bytes, want 16", len(b))
+	}
+	return commitlog.Position{Segment: binary.BigEndian.Uint64(b), Offset: int64(binary.BigEndian.Uint64(b[8:]))}, nil
+}
