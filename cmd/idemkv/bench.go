@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemkv/idemkv/bench"
+	"github.com/idemkv/idemkv/commitlog"
+)
+
+func init() {
+	register("bench", "benchmark counter writes (engine: one embedded node's leader path)", runBench)
+}
+
+func runBench(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(stderr, "usage: idemkv bench engine [flags]")
+		return flag.ErrHelp
+	}
+	switch args[0] {
+	case "engine":
+		return runBenchEngine(args[1:], stdout, stderr)
+	}
+	return fmt.Errorf("unknown benchmark %q (have: engine)", args[0])
+}
+
+func runBenchEngine(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench engine", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	syncs := fs.String("sync", "batch,group,periodic", "commit log sync modes to compare, comma-separated")
+	writers := fs.String("writers", "16", "concurrent writers, comma-separated list")
+	keys := fs.String("keys", "1,10000", "distinct keys (1 = one hot counter), comma-separated list")
+	dur := fs.Duration("duration", 2*time.Second, "measured time of each run")
+	warm := fs.Duration("warmup", 300*time.Millisecond, "unmeasured time before each run")
+	window := fs.Duration("group-window", 0, "group mode window (0: the commit log's default)")
+	seed := fs.Uint64("seed", 1, "seed of the key choice")
+	dir := fs.String("dir", "", "data directory (default: a fresh temporary directory per run)")
+	format := fs.String("format", "table", "output: table or csv")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var modes []commitlog.SyncMode
+	for _, s := range strings.Split(*syncs, ",") {
+		m, err := commitlog.ParseSyncMode(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		modes = append(modes, m)
+	}
+	ws, err := intList(*writers)
+	if err != nil {
+		return fmt.Errorf("--writers: %w", err)
+	}
+	ks, err := intList(*keys)
+	if err != nil {
+		return fmt.Errorf("--keys: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	fmt.Fprintf(stdout, "# idemkv bench engine --sync %s --writers %s --keys %s --duration %s --warmup %s --seed %d\n",
+		*syncs, *writers, *keys, *dur, *warm, *seed)
+	fmt.Fprintln(stdout, "# vanilla counter increments through one embedded node's leader path (lock, read shard, log, memtable)")
+	var results []bench.EngineResult
+	for _, k := range ks {
+		for _, w := range ws {
+			for _, m := range modes {
+				res, err := bench.RunEngine(ctx, bench.EngineConfig{Dir: *dir, Sync: m, GroupWindow: *window, Writers: w, Keys: k, Duration: *dur, Warmup: *warm, Seed: *seed})
+				if err != nil {
+					return err
+				}
+				if res.Mismatched != 0 {
+					return fmt.Errorf("%d counters differ from their acknowledged increments (sync %s, writers %d, keys %d)", res.Mismatched, m, w, k)
+				}
+				results = append(results, res)
+				if *format == "csv" {
+					continue
+				}
+				fmt.Fprintf(stderr, "  done: sync=%s writers=%d keys=%d\n", m, w, k)
+			}
+		}
+	}
+	switch *format {
+	case "table":
+		return bench.WriteEngineTable(stdout, results)
+	case "csv":
+		fmt.Fprintln(stdout, "sync,writers,keys,ops,ops_per_s,p50_us,p99_us,p999_us,max_us")
+		for _, r := range results {
+			h := r.Latency
+			fmt.Fprintf(stdout, "%s,%d,%d,%d,%.0f,%d,%d,%d,%d\n", r.Config.Sync, r.Config.Writers, r.Config.Keys, r.Ops, r.Throughput(),
+				h.ValueAtQuantile(50), h.ValueAtQuantile(99), h.ValueAtQuantile(99.9), h.Max())
+		}
+		return nil
+	}
+	return fmt.Errorf("--format %q: want table or csv", *format)
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
