@@ -433,3 +433,34 @@ func decodeStats(b []byte) (stats, error) {
 	m.User = bytes.Clone(m.User)
 	return s, nil
 }
+
+// findInIndexBlock verifies a framed index block and returns the entry for
+// key k, decoding entries only up to it. first is the key the block must
+// start with (its summary key).
+func findInIndexBlock(b []byte, first, k row.Key) (indexEntry, bool, error) {
+	payload, err := unframeBlock(b)
+	if err != nil {
+		return indexEntry{}, false, err
+	}
+	d := decoder{b: payload}
+	n := d.count("index entry count", minEntryLen)
+	if n == 0 && d.err == nil {
+		d.fail("empty index block")
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		e := d.indexEntry("index entry")
+		if d.err != nil {
+			break
+		}
+		if i == 0 && row.Compare(e.key, first) != 0 {
+			return indexEntry{}, false, fmt.Errorf("%w: index block starts at %s, not at its summary key %s", ErrCorrupt, e.key, first)
+		}
+		switch c := row.Compare(e.key, k); {
+		case c == 0:
+			return e, true, nil
+		case c > 0:
+			return indexEntry{}, false, nil
+		}
+	}
+	return indexEntry{}, false, d.err
+}

@@ -234,15 +234,18 @@ func (r *Reader) Get(k row.Key) (row.Row, bool, error) {
 	if si < 0 {
 		return row.Row{}, false, nil
 	}
-	es, err := r.indexBlock(si)
+	s := r.summary[si]
+	ib, err := r.readBlock(r.index, indexComponent, r.stats.digests[compIndex].size, s.offset, s.length)
 	if err != nil {
 		return row.Row{}, false, err
 	}
-	j := sort.Search(len(es), func(j int) bool { return row.Compare(es[j].key, k) >= 0 })
-	if j == len(es) || row.Compare(es[j].key, k) != 0 {
+	e, ok, err := findInIndexBlock(ib, s.key, k)
+	if err != nil {
+		return row.Row{}, false, fmt.Errorf("sstable: %s: index block at offset %d: %w", r.name(indexComponent), s.offset, err)
+	}
+	if !ok {
 		return row.Row{}, false, nil
 	}
-	e := es[j]
 	b, err := r.readBlock(r.data, dataComponent, uint64(m.DataSize), e.offset, e.length)
 	if err != nil {
 		return row.Row{}, false, err

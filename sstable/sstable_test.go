@@ -2,6 +2,7 @@ package sstable
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -274,6 +275,38 @@ func TestParseName(t *testing.T) {
 		gen, comp, ok := parseName(tc.name)
 		if gen != tc.gen || comp != tc.comp || ok != tc.ok {
 			t.Errorf("parseName(%q) = %d %q %v, want %d %q %v", tc.name, gen, comp, ok, tc.gen, tc.comp, tc.ok)
+		}
+	}
+}
+
+// TestConcurrentReads runs Get and scans from several goroutines; run it
+// with -race.
+func TestConcurrentReads(t *testing.T) {
+	rng := testRand(t)
+	dir := t.TempDir()
+	rows := randRows(rng, 2000, false)
+	writeTable(t, dir, 1, rows, Options{BlockSize: 512, IndexInterval: 16}, nil)
+	r := openTable(t, dir, 1)
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := g; i < len(rows); i += 4 {
+				got, ok, err := r.Get(rows[i].Key)
+				if err != nil || !ok || !rowEqual(got, rows[i]) {
+					errs <- fmt.Errorf("Get(%s): %v %v", rows[i].Key, ok, err)
+					return
+				}
+			}
+			all, err := collect(r.Range(rows[g*100].Key))
+			if err == nil {
+				err = sameRows(all, rows[g*100:])
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }
