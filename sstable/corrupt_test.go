@@ -17,6 +17,14 @@ func checkNeverWrong(t *testing.T, dir string, gen uint64, rows []row.Row, absen
 		return true
 	}
 	defer r.Close()
+	verifyErr := r.Verify()
+	defer func() {
+		// Verify sees every flip of Data and Index, and no other damage
+		// (Open has caught that).
+		if (verifyErr != nil) != (detected && (what == dataComponent || what == indexComponent)) {
+			t.Fatalf("%s: Verify = %v, reads detected damage: %v", what, verifyErr, detected)
+		}
+	}()
 	for _, want := range rows {
 		got, ok, err := r.Get(want.Key)
 		switch {

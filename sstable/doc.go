@@ -89,8 +89,9 @@
 // first, verifies its footer, then checks each component's size and the
 // digests of Summary and Filter, which it loads. Data and Index are too
 // large to hash at every Open; their blocks are verified as they are read,
-// and All verifies that the data blocks cover Data.db exactly and add up to
-// Meta's row count and key range.
+// All verifies that the data blocks cover Data.db exactly and add up to
+// Meta's row count and key range, and Reader.Verify checks their whole-file
+// digests on demand.
 //
 // # Durability
 //

@@ -431,6 +431,9 @@ func decodeStats(b []byte) (stats, error) {
 	m.MinKey = m.MinKey.Clone()
 	m.MaxKey = m.MaxKey.Clone()
 	m.User = bytes.Clone(m.User)
+	if len(m.User) == 0 {
+		m.User = nil // as Finish returns it
+	}
 	return s, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"iter"
 	"os"
@@ -363,4 +364,24 @@ func (r *Reader) scan(off uint64, from *row.Key, yield func(row.Row, error) bool
 	if hasLast && row.Compare(last, m.MaxKey) != 0 {
 		fail(fmt.Errorf("sstable: %s: last key %s, statistics records %s: %w", r.name(dataComponent), last, m.MaxKey, ErrCorrupt))
 	}
+}
+
+// Verify checks the whole-file checksums of the Data and Index components
+// against Statistics, as nodetool verify does; Open checks only their sizes.
+func (r *Reader) Verify() error {
+	for _, c := range []struct {
+		f    *os.File
+		comp string
+		id   int
+	}{{r.data, dataComponent, compData}, {r.index, indexComponent, compIndex}} {
+		h := crc32.New(castagnoli)
+		dg := r.stats.digests[c.id]
+		if _, err := io.Copy(h, io.NewSectionReader(c.f, 0, int64(dg.size))); err != nil {
+			return fmt.Errorf("sstable: verify %s: %w", r.name(c.comp), err)
+		}
+		if got := h.Sum32(); got != dg.crc {
+			return fmt.Errorf("sstable: verify %s: checksum %08x, statistics records %08x: %w", r.name(c.comp), got, dg.crc, ErrCorrupt)
+		}
+	}
+	return nil
 }
