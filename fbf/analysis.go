@@ -69,3 +69,42 @@ func OptimalBitsPerID(p float64) float64 {
 	}
 	return math.Log2(1/p) / math.Ln2
 }
+
+// FBFFPPCorrelated is a refinement of Equation (3) that models what Eq. 3's
+// independence assumption misses: consecutive filters hold the same ids (the
+// present copies in filter j+1 are the future copies in filter j), so a
+// false positive in one makes one in the other likely. fresh[j] is the number
+// of ids whose newest copy is in filter j (filter j holds fresh[j] and
+// fresh[j−1] ids). A bit probed in both filters j and j+1 is set with
+// probability q(fresh[j]) + (1−q(fresh[j]))·q(fresh[j−1])·q(fresh[j+1]),
+// q(x) = 1 − e^(−k·x/m); the pair (last−1, last) is implied by "oldest alone"
+// and is not counted twice. The events are then combined as in Eq. 3.
+func FBFFPPCorrelated(m, k uint, fresh []float64) float64 {
+	n := len(fresh)
+	if n == 0 || m == 0 {
+		return 0
+	}
+	q := func(x float64) float64 {
+		if x <= 0 {
+			return 0
+		}
+		return -math.Expm1(-float64(k) * x / float64(m))
+	}
+	pk := func(x float64) float64 { return math.Pow(x, float64(k)) }
+	at := func(j int) float64 {
+		if j < 0 || j >= n {
+			return 0
+		}
+		return fresh[j]
+	}
+	noFP := 1 - pk(q(at(0)))
+	last := n - 1
+	for j := 1; j+1 < last; j++ {
+		qb := q(at(j))
+		noFP *= 1 - pk(qb+(1-qb)*q(at(j-1))*q(at(j+1)))
+	}
+	if last >= 1 {
+		noFP *= 1 - pk(q(at(last)+at(last-1)))
+	}
+	return 1 - noFP
+}

@@ -525,6 +525,25 @@ func (f *Filter) EstimatedFPPFromBits() float64 {
 	return FBFFPP(f.probabilities(f.gen.Load(), true))
 }
 
+// freshCounts returns, for each real filter, the number of ids whose newest
+// copy it holds: filter j holds fresh[j] + fresh[j−1] ids.
+func freshCounts(g *generation) []float64 {
+	out := make([]float64, len(g.slots))
+	prev := int64(0)
+	for i, s := range g.slots {
+		prev = max(0, s.ids.Load()-prev)
+		out[i] = float64(prev)
+	}
+	return out
+}
+
+// EstimatedFPPCorrelated returns FBFFPPCorrelated for the current state: a
+// closer estimate than Eq. 3 when the filters are loaded (see the package
+// comment and the fbf experiments).
+func (f *Filter) EstimatedFPPCorrelated() float64 {
+	return FBFFPPCorrelated(f.cfg.Bits, f.cfg.Hashes, freshCounts(f.gen.Load()))
+}
+
 // EstimatedFPPSimple returns the analytic false-positive probability of the
 // simple check, 1 − Π(1 − pᵢ), from the id counts.
 func (f *Filter) EstimatedFPPSimple() float64 {
