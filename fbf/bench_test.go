@@ -190,7 +190,7 @@ func heapInUse() uint64 {
 // filter sized for 100k ids at 1e-3, k=10, cleared when full) and an exact
 // window (map of ids + 1 s time buckets). It reports ns/op of TestAndAdd of
 // fresh ids, bytes per remembered id, the measured FPP (100k probes) and
-// "forgot" — the fraction of inserted ids younger than W/2 that are no
+// "forgot" — the fraction of inserted ids younger than W − 1 s that are no
 // longer detected (a broken window).
 func BenchmarkDedupCompare(b *testing.B) {
 	const (
@@ -252,7 +252,7 @@ func BenchmarkDedupCompare(b *testing.B) {
 				}
 			}
 			forgot, young := 0, 0
-			for s := seq - uint64(remembered/2); s < seq; s += 7 {
+			for s := seq - uint64(remembered) + uint64(rate); s < seq; s += 7 {
 				if !fresh.Test(uint(s % (1 << 20))) {
 					continue // rejected as a duplicate (a false positive): never inserted
 				}

@@ -16,7 +16,11 @@ type slot struct {
 	bits  *bitset.BitSet
 	words []uint64 // bits' backing words
 	ids   atomic.Int64
-	_     [48]byte // keep the hot counter off the next slot's line
+	// noFuture marks the initial present filter, which was never the future
+	// filter: it holds no future copies, so it never needs the "alone"
+	// check. Immutable.
+	noFuture bool
+	_        [40]byte // keep the hot counter off the next slot's line
 
 	// guarded by Filter.mu
 	open     bool  // still the future filter (receives future copies)
@@ -105,6 +109,7 @@ func New(cfg Config) (*Filter, error) {
 	fut, pres := f.newSlot(), f.newSlot()
 	fut.open = true
 	pres.closedAt = start
+	pres.noFuture = true
 	f.gen.Store(&generation{slots: []*slot{fut, pres}, pad: c.Past})
 	f.setCapacity()
 	f.publishDeadline()
@@ -161,7 +166,9 @@ func (f *Filter) set(s *slot, h Hash) int64 {
 }
 
 // containsIn is the optimized check (Algorithm 2, corrected): future alone,
-// any consecutive pair (i, i+1) with i ≥ 1, or the oldest real filter alone.
+// any consecutive pair (i, i+1) with i ≥ 1, or the oldest real filter alone
+// (unless it never was the future filter and so holds only present copies,
+// whose future copies are in the filter before it).
 func (f *Filter) containsIn(g *generation, h Hash) bool {
 	s := g.slots
 	if f.has(s[0], h) {
@@ -171,7 +178,7 @@ func (f *Filter) containsIn(g *generation, h Hash) bool {
 	prev := false
 	for i := 1; i <= last; i++ {
 		cur := f.has(s[i], h)
-		if cur && (prev || i == last) {
+		if cur && (prev || (i == last && !s[i].noFuture)) {
 			return true
 		}
 		prev = cur
@@ -365,6 +372,7 @@ func (f *Filter) skipIdleLocked(now int64) bool {
 	fut, pres := f.newSlot(), f.newSlot()
 	fut.open = true
 	pres.closedAt = f.periodStart
+	pres.noFuture = true
 	f.gen.Store(&generation{slots: []*slot{fut, pres}, pad: f.past})
 	return true
 }
@@ -511,7 +519,18 @@ func (f *Filter) probabilities(g *generation, fromBits bool) []float64 {
 }
 
 func (f *Filter) estimate(g *generation) float64 {
-	return FBFFPP(f.probabilities(g, f.cfg.EstimateFromBits))
+	return f.estimateFrom(g, f.cfg.EstimateFromBits)
+}
+
+// estimateFrom is Eq. 3 over the real filters; when the oldest was never the
+// future filter it has no "alone" term (the check does not test it alone),
+// only its pair with the filter before it.
+func (f *Filter) estimateFrom(g *generation, fromBits bool) float64 {
+	ps := f.probabilities(g, fromBits)
+	if g.slots[len(g.slots)-1].noFuture {
+		return FBFFPP(append(ps, 0))
+	}
+	return FBFFPP(ps)
 }
 
 // EstimatedFPP returns Equation (3) for the current state: the probability
@@ -522,7 +541,7 @@ func (f *Filter) EstimatedFPP() float64 { return f.estimate(f.gen.Load()) }
 // EstimatedFPPFromBits returns Equation (3) with each filter's probability
 // computed from its set bits, (set/m)^k.
 func (f *Filter) EstimatedFPPFromBits() float64 {
-	return FBFFPP(f.probabilities(f.gen.Load(), true))
+	return f.estimateFrom(f.gen.Load(), true)
 }
 
 // freshCounts returns, for each real filter, the number of ids whose newest

@@ -14,7 +14,8 @@ import (
 //	m u64 | k u32 | N u32 | t i64 (ns)
 //	now i64 | periodStart i64 | nextRefresh i64 | nextAdapt i64 (unix ns)
 //	pad u32 | real filters u32
-//	per real filter, future first: flags u8 (1 = future) | closedAt i64 |
+//	per real filter, future first: flags u8 (1 = future, 2 = never was the
+//	    future) | closedAt i64 |
 //	    ids i64 | ⌈m/64⌉ words u64
 //	CRC-32C of everything before it, u32
 const (
@@ -54,6 +55,9 @@ func (f *Filter) MarshalBinary() ([]byte, error) {
 		var fl byte
 		if s.open {
 			fl = 1
+		}
+		if s.noFuture {
+			fl |= 2
 		}
 		b = append(b, fl)
 		b = binary.LittleEndian.AppendUint64(b, uint64(s.closedAt))
@@ -120,14 +124,15 @@ func (f *Filter) UnmarshalBinary(data []byte) error {
 		fl := data[p]
 		p++
 		closedAt, ids := int64(u64()), int64(u64())
-		if fl > 1 || (fl == 1) != (i == 0) {
+		if fl > 2 || (fl == 1) != (i == 0) {
 			return snapErr("filter %d: flags %d", i, fl)
 		}
-		if ids < 0 || (fl == 0 && closedAt <= 0) || (fl == 1 && closedAt != 0) || closedAt > now {
+		if ids < 0 || (fl != 1 && closedAt <= 0) || (fl == 1 && closedAt != 0) || closedAt > now {
 			return snapErr("filter %d: ids %d closed at %d", i, ids, closedAt)
 		}
 		s := f.newSlot()
 		s.open = fl == 1
+		s.noFuture = fl == 2
 		s.closedAt = closedAt
 		s.ids.Store(ids)
 		for w := range s.words {

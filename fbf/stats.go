@@ -72,10 +72,6 @@ func (f *Filter) Stats() Stats {
 	return st
 }
 
-func (f *Filter) estimateFrom(g *generation, fromBits bool) float64 {
-	return FBFFPP(f.probabilities(g, fromBits))
-}
-
 // Past returns the nominal number of past filters N.
 func (f *Filter) Past() int {
 	f.mu.Lock()
