@@ -1,5 +1,3 @@
-// Package ring holds the partitioner that places keys on the token ring. It
-// is pure: no I/O, no clock.
 package ring
 
 import (
