@@ -72,7 +72,8 @@ func statusCode(s Status) byte {
 //	           load:varint(≥0)  nTokens:uvarint(≤4096) token:int64 BE * nTokens
 //	string   = len:uvarint(≤255) bytes
 //
-// Nothing may follow the payload.
+// Varints must be minimal, so that the encoding is canonical; nothing may
+// follow the payload.
 
 func appendDigest(b []byte, d digest) []byte {
 	b = appendHostID(b, d.hostID)
@@ -167,7 +168,7 @@ func (d *decoder) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
+	if n <= 0 || n > 1 && d.b[n-1] == 0 {
 		d.fail("bad uvarint")
 		return 0
 	}
@@ -181,7 +182,7 @@ func (d *decoder) nonNeg(what string) int64 {
 		return 0
 	}
 	v, n := binary.Varint(d.b)
-	if n <= 0 {
+	if n <= 0 || n > 1 && d.b[n-1] == 0 { // overflow, truncation or a non-minimal encoding
 		d.fail("bad varint in %s", what)
 		return 0
 	}
