@@ -151,9 +151,11 @@ func (s NetworkTopologyStrategy) Replicas(m *Metadata, token int64) []Endpoint {
 		left, repeats = make([]int, nd), make([]int, nd)
 	}
 	total, dcsToFill := 0, 0
-	for dc, rf := range s.DCs {
-		d, ok := m.dcIndex[dc]
-		if !ok || rf <= 0 {
+	// Look the ring's data centers up in DCs rather than range over DCs: a
+	// map range costs more than a few lookups.
+	for d, dc := range m.dcNames {
+		rf := s.DCs[dc]
+		if rf <= 0 {
 			continue
 		}
 		left[d] = min(rf, m.dcEndpoints[d])
