@@ -28,13 +28,16 @@
 //
 //   - [SimpleStrategy] takes the first RF distinct endpoints met on the walk,
 //     ignoring data centers and racks.
-//   - [NetworkTopologyStrategy] takes RF endpoints in each named data center.
-//     Within a data center it first takes endpoints of racks it has not used
-//     yet, skipping (and remembering) endpoints of racks already used; once
-//     every rack of the data center has a replica, it takes the skipped
-//     endpoints in the order met, then any further endpoint of that data
-//     center, until it has the data center's RF or all its endpoints. This is
-//     Cassandra's NetworkTopologyStrategy.calculateNaturalEndpoints.
+//   - [NetworkTopologyStrategy] takes RF endpoints in each named data center,
+//     spread over as many racks as possible. Within a data center it takes the
+//     first endpoint met of every rack; a further endpoint of a rack already
+//     used is taken, as met, only when the data center has fewer racks than
+//     its RF, and at most RF minus racks of them. It stops at the data
+//     center's RF or at all its endpoints. This is Cassandra's
+//     calculateNaturalEndpoints (the DatacenterEndpoints version of 3.x, kept
+//     in 4.x and 5.0); the older version, which skipped same-rack endpoints
+//     until every rack had a replica and then took the skipped ones, picks the
+//     same set in a different order.
 //
 // The replicas come back in the order the walk added them, which is the order
 // Cassandra reports; the primary owner comes first whenever its data center is
