@@ -624,8 +624,8 @@ func (e *memEndpoint) receive(env *envelope) bool {
 func (e *memEndpoint) serve(env *envelope) {
 	defer e.wg.Done()
 	resp, err := e.h(e.ctx, env.from, env.msg)
-	if env.kind == kindOneWay {
-		return
+	if env.kind == kindOneWay || e.isClosed() {
+		return // a closed endpoint answers nothing
 	}
 	back := &envelope{from: e.addr, to: env.from, id: env.id, class: env.class, dst: env.src}
 	if err != nil {
@@ -696,4 +696,19 @@ func (e *memEndpoint) peerClosed(p *memEndpoint) {
 	for _, cl := range failed {
 		cl.ch <- result{err: fmt.Errorf("%w: %s: endpoint closed", ErrUnreachable, p.addr)}
 	}
+}
+
+// traceDecisions makes every link record its decisions (tests).
+func (n *MemNetwork) traceDecisions() {
+	n.mu.Lock()
+	n.tracing = true
+	n.mu.Unlock()
+}
+
+// linkTrace returns the decisions recorded on a link (tests).
+func (n *MemNetwork) linkTrace(from, to Addr) []decision {
+	l := n.link(from, to)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]decision(nil), l.trace...)
 }

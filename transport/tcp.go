@@ -177,11 +177,13 @@ func (t *TCP) Close() error {
 	}
 	t.mu.Unlock()
 
-	t.cancel()
+	// Connections first, then handlers' ctx: an answer to a cancelled
+	// handler must not leave a closed node.
 	err := t.ln.Close()
 	for _, nc := range raw {
 		nc.Close()
 	}
+	t.cancel()
 	t.wg.Wait()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("transport: close listener %s: %w", t.addr, err)
