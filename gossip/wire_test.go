@@ -172,7 +172,21 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 			checkCanonical(t, b)
 		}
 	}
-	t.Logf("%d random bodies accepted", accepted)
+	// Valid bodies with one to three bytes changed.
+	mutated := 0
+	for range 3000 {
+		for _, body := range sampleBodies(r) {
+			b := bytes.Clone(body)
+			for range 1 + r.IntN(3) {
+				b[r.IntN(len(b))] = byte(r.Uint32())
+			}
+			if decodeAny(b) {
+				mutated++
+				checkCanonical(t, b)
+			}
+		}
+	}
+	t.Logf("%d random bodies and %d mutated bodies accepted", accepted, mutated)
 }
 
 func varint(v int64) []byte { return binary.AppendVarint(nil, v) }
