@@ -4,6 +4,67 @@
 // nodes, and an in-memory network with seeded fault injection (drop, delay,
 // duplicate, reorder, partition) for deterministic multi-node tests. Node code
 // cannot tell them apart.
+//
+// # Bodies
+//
+// The transport only reads a body passed to Request or Send; the caller must
+// not modify it afterwards (TCP may still be writing it after a timeout or
+// after Send returns), but may pass the same body to several calls. A
+// handler owns the body it receives, and a requester the response's body.
+//
+// # TCP wire format, version 1
+//
+// All integers are big-endian. CRC32C is CRC-32 with the Castagnoli
+// polynomial. A connection starts with a preamble from the dialler:
+//
+//	magic    4 bytes  "IDKV"
+//	version  uint16   1
+//	flags    uint16   0 (reserved)
+//	addrLen  uint16   ≤ 1024
+//	addr     addrLen bytes: the dialler's listen Addr, which handlers see as from
+//	crc      uint32   CRC32C of every preceding preamble byte
+//
+// The acceptor answers with its own preamble (its listen Addr) and both
+// sides then exchange frames. Magic and version keep their place in every
+// future version. An acceptor that does not speak the dialler's version
+// answers with its own preamble and closes the connection, so the dialler
+// can report "peer speaks protocol version N"; a bad magic, checksum or
+// length closes the connection without an answer. Each frame is
+//
+//	length   uint32   body length, at most TCPOptions.MaxFrame (64 MiB)
+//	flags    uint8    bits 0-1 kind: 0 request, 1 response, 2 error, 3 one-way;
+//	                  bits 2-7 reserved, zero
+//	id       uint64   request id; 0 for one-way, nonzero otherwise
+//	type     uint16   the message Type
+//	body     length bytes (an error frame's body is the handler's error text)
+//	crc      uint32   CRC32C of header and body
+//
+// A response or error frame carries the id of the request it answers; its
+// type is the response's (an error frame repeats the request's). A frame that
+// breaks any of these rules, or announces a body over the limit (refused
+// before anything is read or allocated for it), is logged at Error level and
+// closes its connection; other connections are not affected.
+//
+// # TCP connections
+//
+// Each endpoint dials one outbound connection per peer, lazily on the first
+// message, and uses it for its own requests and one-way messages; it
+// answers the requests of a peer on the connection that peer dialled. A
+// connection therefore carries requests one way and responses the other,
+// though the code accepts any frame kind on either. Requests are pipelined:
+// ids are per connection, any number may be in flight, and responses are
+// matched by id whatever their order. Each inbound request runs its handler
+// on its own goroutine (the peer's callers bound how many run at once). One
+// writer goroutine per connection drains a queue of frames into a buffered
+// writer and flushes only when the queue is empty, so frames queued together
+// leave in one system call.
+//
+// A broken connection fails the requests in flight on it with
+// ErrUnreachable (the peer may or may not have handled them); the next
+// message dials again at once. A failed dial starts a backoff
+// (TCPOptions.MinBackoff, doubling up to MaxBackoff) during which messages to
+// that peer fail at once with ErrUnreachable wrapping the dial error. No
+// goroutine outlives Close.
 package transport
 
 import (
@@ -44,6 +105,7 @@ type Transport interface {
 	Request(ctx context.Context, to Addr, req Message) (Message, error)
 	// Send sends a one-way message: no response is awaited and delivery is
 	// not guaranteed. It returns once the message is handed to the network.
+	// The handler's answer to a one-way message is discarded.
 	Send(ctx context.Context, to Addr, msg Message) error
 	// Close stops serving, closes connections and fails requests in flight.
 	Close() error
