@@ -2,10 +2,12 @@ package gossip
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,7 +37,7 @@ type tnode struct {
 	i       int
 	id      string
 	addr    transport.Addr
-	ep      *fakeEndpoint
+	tr      transport.Transport
 	g       *Gossiper
 	running bool // takes part in rounds
 
@@ -55,22 +57,40 @@ func (n *tnode) eventsAbout(id string) []Event {
 	return out
 }
 
-// cluster is a set of gossipers on a fakeNet in virtual time. A step is one
-// second, then one round of every running node, in a random order, all at
+// cluster is a set of gossipers on a network in virtual time. A step is one
+// interval (default a second), then one round of every running node, in a random order, all at
 // that instant.
 type cluster struct {
-	t     testing.TB
-	r     *rand.Rand
-	clock *vclock
-	net   *fakeNet
-	seeds []transport.Addr
-	phi   float64
-	nodes []*tnode
-	steps int
+	t        testing.TB
+	r        *rand.Rand
+	clock    *vclock
+	net      *fakeNet
+	interval time.Duration // of a step, and the gossipers' Interval
+	// listen attaches a node's endpoint to the network (default: net).
+	listen func(addr transport.Addr, h transport.Handler) transport.Transport
+	seeds  []transport.Addr
+	phi    float64
+	nodes  []*tnode
+	steps  int
 }
 
 func newCluster(t testing.TB, r *rand.Rand, n, nSeeds int, phi float64) *cluster {
-	c := &cluster{t: t, r: r, clock: &vclock{t: epoch}, net: newFakeNet(), phi: phi}
+	c := newClusterOn(t, r, n, nSeeds, phi, time.Second, nil)
+	return c
+}
+
+// newClusterOn builds a cluster whose nodes listen through listen (nil: an
+// in-package fakeNet) and take a step every interval.
+func newClusterOn(t testing.TB, r *rand.Rand, n, nSeeds int, phi float64, interval time.Duration,
+	listen func(transport.Addr, transport.Handler) transport.Transport) *cluster {
+	c := &cluster{t: t, r: r, clock: &vclock{t: epoch}, net: newFakeNet(), phi: phi, interval: interval, listen: listen}
+	if c.listen == nil {
+		c.listen = func(a transport.Addr, h transport.Handler) transport.Transport {
+			ep := c.net.endpoint(a)
+			ep.handler = h
+			return ep
+		}
+	}
 	for i := range n {
 		nd := &tnode{i: i, id: randHostID(r), addr: transport.Addr(fmt.Sprintf("127.0.0.%d:7000", i+1))}
 		c.nodes = append(c.nodes, nd)
@@ -97,7 +117,14 @@ func tokensFor(r *rand.Rand) []int64 {
 // gossiper whose generation is the virtual time.
 func (c *cluster) start(nd *tnode, tokens []int64) {
 	c.t.Helper()
-	nd.ep = c.net.endpoint(nd.addr)
+	var gp atomic.Pointer[Gossiper]
+	nd.tr = c.listen(nd.addr, func(ctx context.Context, from transport.Addr, m transport.Message) (transport.Message, error) {
+		g := gp.Load()
+		if g == nil {
+			return transport.Message{}, errors.New("starting")
+		}
+		return g.Handle(ctx, from, m)
+	})
 	g, err := New(Config{
 		Self: NodeState{
 			HostID: nd.id, CQLAddr: fmt.Sprintf("127.0.0.%d:9042", nd.i+1),
@@ -105,7 +132,8 @@ func (c *cluster) start(nd *tnode, tokens []int64) {
 			SchemaVersion: "s1", ReleaseVersion: "3.11.4",
 		},
 		Seeds:               c.seeds,
-		Transport:           nd.ep,
+		Transport:           nd.tr,
+		Interval:            c.interval,
 		PhiConvictThreshold: c.phi,
 		Now:                 c.clock.Now,
 		Rand:                rand.New(rand.NewPCG(c.r.Uint64(), c.r.Uint64())),
@@ -113,7 +141,7 @@ func (c *cluster) start(nd *tnode, tokens []int64) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	nd.ep.handler = g.Handle
+	gp.Store(g)
 	nd.g = g
 	nd.running = true
 	nd.mu.Lock()
@@ -129,11 +157,11 @@ func (c *cluster) start(nd *tnode, tokens []int64) {
 // crash stops node nd without announcing anything.
 func (c *cluster) crash(nd *tnode) {
 	nd.running = false
-	nd.ep.Close()
+	nd.tr.Close()
 }
 
 func (c *cluster) step() {
-	c.clock.Advance(time.Second)
+	c.clock.Advance(c.interval)
 	order := slices.Clone(c.nodes)
 	c.r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	for _, nd := range order {
