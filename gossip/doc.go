@@ -26,7 +26,11 @@
 //	ACK2 (TypeAck2, request)   the states the ACK asked for, when newer than asked (omitted if none)
 //
 // so that one exchange leaves both sides with the newer of every state
-// either knew. A stopping node sends SHUTDOWN (TypeShutdown), carrying its
+// either knew. (Cassandra's ACK carries only the states newer than the
+// digests; sending the ones missing from them too lets a joining node learn
+// the whole cluster in its first exchange with a seed.) All messages are
+// transport requests, so that a round has finished its exchanges when it
+// returns; an exchange waits at most Interval. A stopping node sends SHUTDOWN (TypeShutdown), carrying its
 // own state with status shutdown, to every live peer.
 //
 // Bodies are binary: a version byte (1), then lists prefixed by their
@@ -69,7 +73,9 @@
 // # Events
 //
 // Subscribers receive Joined, Up, Down, Restarted, Changed and Left events
-// about other nodes, in order, outside the gossiper's lock.
+// about other nodes, in order, outside the gossiper's lock. When one
+// received state changes several things, Restarted or Changed comes first,
+// then Left, Down or Up.
 //
 // Nodes that left stay known (Down, status left) and are never gossiped to;
 // they are not yet evicted after a quarantine as Cassandra does.

@@ -251,7 +251,8 @@ func (g *Gossiper) IsUp(hostID string) bool {
 // may call the gossiper's methods). Events are delivered on the goroutine
 // whose call (Round, Handle, Stop) caused them, before that call returns,
 // unless another delivery is in progress, which then delivers them. fn
-// should be quick. cancel stops later deliveries; one already started may
+// should be quick and must not call Stop (Stop waits for a round that may
+// be delivering). cancel stops later deliveries; one already started may
 // still complete.
 func (g *Gossiper) Subscribe(fn func(Event)) (cancel func()) {
 	g.mu.Lock()

@@ -198,3 +198,24 @@ func TestStartStopRealClock(t *testing.T) {
 		t.Fatal("Stop did not return in time")
 	}
 }
+
+// TestLocalPause: after the whole process stood still (virtual time jumps
+// 30 s between two rounds), nobody is convicted: the silence was local.
+func TestLocalPause(t *testing.T) {
+	c := newCluster(t, testseed.Rand(t), 5, 1, 0)
+	c.until(maxConvergeRounds, "converge", c.converged)
+	for range 10 {
+		c.step()
+	}
+	c.clock.Advance(30 * time.Second)
+	for range 20 {
+		c.step()
+	}
+	for _, a := range c.nodes {
+		for _, e := range a.events {
+			if e.Kind == EventDown {
+				t.Errorf("node %d convicted %s after a local pause", a.i, e.Node.HostID[:6])
+			}
+		}
+	}
+}
