@@ -45,6 +45,9 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// frameBuf is readFrame's scratch space: a header and a checksum.
+type frameBuf [headerLen + crcLen]byte
+
 // frame is one decoded frame.
 type frame struct {
 	kind byte
@@ -112,8 +115,8 @@ func writeFrame(w *bufio.Writer, kind byte, id uint64, typ Type, body []byte) er
 // cleanly between frames; every other failure of the peer to follow the
 // protocol wraps ErrProtocol. A body longer than maxBody is refused before
 // anything is allocated for it.
-func readFrame(r io.Reader, maxBody uint32, hdr *[headerLen]byte) (frame, error) {
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+func readFrame(r io.Reader, maxBody uint32, hdr *frameBuf) (frame, error) {
+	if _, err := io.ReadFull(r, hdr[:headerLen]); err != nil {
 		if err == io.ErrUnexpectedEOF {
 			return frame{}, fmt.Errorf("%w: truncated frame header: %w", ErrProtocol, err)
 		}
@@ -132,18 +135,20 @@ func readFrame(r io.Reader, maxBody uint32, hdr *[headerLen]byte) (frame, error)
 	if flags&^kindMask != 0 {
 		return frame{}, fmt.Errorf("%w: reserved flag bits set (flags %#02x)", ErrProtocol, flags)
 	}
+	// Body and checksum in one read, into the body's own allocation (or
+	// the caller's buffer when there is no body).
+	tr := hdr[headerLen:]
 	if n > 0 {
-		f.body = make([]byte, n)
-		if _, err := io.ReadFull(r, f.body); err != nil {
+		buf := make([]byte, int(n)+crcLen)
+		if _, err := io.ReadFull(r, buf); err != nil {
 			return frame{}, fmt.Errorf("%w: truncated frame body (%d bytes announced): %w", ErrProtocol, n, unexpected(err))
 		}
-	}
-	var tr [crcLen]byte
-	if _, err := io.ReadFull(r, tr[:]); err != nil {
+		f.body, tr = buf[:n:n], buf[n:]
+	} else if _, err := io.ReadFull(r, tr); err != nil {
 		return frame{}, fmt.Errorf("%w: truncated frame checksum: %w", ErrProtocol, unexpected(err))
 	}
-	want := binary.BigEndian.Uint32(tr[:])
-	if got := crc32.Update(crc32.Checksum(hdr[:], castagnoli), castagnoli, f.body); got != want {
+	want := binary.BigEndian.Uint32(tr)
+	if got := crc32.Update(crc32.Checksum(hdr[:headerLen], castagnoli), castagnoli, f.body); got != want {
 		return frame{}, fmt.Errorf("%w: frame checksum mismatch (computed %#08x, frame says %#08x)", ErrProtocol, got, want)
 	}
 	switch {

@@ -44,7 +44,7 @@ func TestFrameRoundTrip(t *testing.T) {
 	if !bytes.Equal(stream.Bytes(), viaWriter.Bytes()) {
 		t.Fatal("writeFrame and appendFrame disagree")
 	}
-	var hdr [headerLen]byte
+	var hdr frameBuf
 	r := bufio.NewReader(&stream)
 	for i, w := range wants {
 		f, err := readFrame(r, 1<<20, &hdr)
@@ -68,7 +68,7 @@ func TestFrameBitFlips(t *testing.T) {
 		body[i] = byte(rng.Uint32())
 	}
 	good := appendFrame(nil, kindResponse, 12345, 17, body)
-	var hdr [headerLen]byte
+	var hdr frameBuf
 	for bit := range len(good) * 8 {
 		b := bytes.Clone(good)
 		b[bit/8] ^= 1 << (bit % 8)
@@ -115,7 +115,7 @@ func FuzzFrameDecode(f *testing.F) {
 	const max = 1 << 16
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
-		var hdr [headerLen]byte
+		var hdr frameBuf
 		for {
 			start := len(data) - r.Len()
 			fr, err := readFrame(r, max, &hdr)

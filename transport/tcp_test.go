@@ -103,7 +103,7 @@ func TestTCPRawProtocol(t *testing.T) {
 	if err != nil || peerAddr != srv.Addr() {
 		t.Fatalf("reply preamble: %q, %v", peerAddr, err)
 	}
-	var hdr [headerLen]byte
+	var hdr frameBuf
 	got := map[uint64]frame{}
 	for range 2 {
 		f, err := readFrame(br, 1<<20, &hdr)
