@@ -1,0 +1,356 @@
+// Package coordinator routes counter writes and reads through the ring as
+// Cassandra does. A coordinator computes the key's token and natural
+// replicas, checks the consistency level can be met, and forwards a counter
+// update to one leader replica; the leader applies it through its local
+// replica (the column type decides how), replicates the resulting state to
+// the other replicas, hints the ones that are down, and answers once the
+// consistency level is met, itself included. Reads ask the replicas, merge
+// their cells, and repair the replicas that answered with stale state.
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/row"
+	"github.com/idemkv/idemkv/transport"
+)
+
+// Cluster is the coordinator's view of the ring, kept by the node from
+// gossip. It must be safe for concurrent use.
+type Cluster interface {
+	// Self is this node.
+	Self() ring.Endpoint
+	// Metadata is the current token map.
+	Metadata() *ring.Metadata
+	// Addr is the peer address of a node.
+	Addr(hostID string) (transport.Addr, bool)
+	// IsUp reports whether the failure detector holds the node up.
+	IsUp(hostID string) bool
+}
+
+// Tables resolves a table to the replication of its keyspace.
+type Tables interface {
+	Strategy(table uint64) (ring.Strategy, error)
+}
+
+// Store is the local replica.
+type Store interface {
+	Apply(u replica.Update) (replica.Mutation, error)
+	ApplyMutation(m replica.Mutation) error
+	ReadRow(table uint64, key []byte) (row.Row, bool, error)
+	MergeCells(table uint64, a, b row.Cell) (row.Cell, error)
+}
+
+// LeaderRule chooses the leader of a counter write among the live replicas.
+type LeaderRule int
+
+const (
+	// LeaderRandom is Cassandra's rule: a uniformly random live replica in
+	// the coordinator's data center (else the first live replica).
+	LeaderRandom LeaderRule = iota
+	// LeaderFirst is the deterministic rule: the first live replica in ring
+	// order, so that a retry meets the same leader while it lives.
+	LeaderFirst
+)
+
+func (r LeaderRule) String() string {
+	if r == LeaderFirst {
+		return "first"
+	}
+	return "random"
+}
+
+// ParseLeaderRule reads "random" or "first".
+func ParseLeaderRule(s string) (LeaderRule, error) {
+	switch s {
+	case "random", "cassandra":
+		return LeaderRandom, nil
+	case "first", "deterministic":
+		return LeaderFirst, nil
+	}
+	return 0, fmt.Errorf("unknown leader rule %q (want random or first)", s)
+}
+
+// Config configures a coordinator.
+type Config struct {
+	Cluster   Cluster
+	Tables    Tables
+	Store     Store
+	Transport transport.Transport
+	Hints     *Hints // nil: no hints are kept
+
+	// LeaderRule chooses counter leaders; per-table choice comes with the
+	// FBF columns. Default LeaderRandom, Cassandra's.
+	LeaderRule LeaderRule
+	// CounterWriteTimeout bounds a counter write (Cassandra's
+	// counter_write_request_timeout_in_ms, default 5 s).
+	CounterWriteTimeout time.Duration
+	// ReadTimeout bounds a read (read_request_timeout_in_ms, default 5 s).
+	ReadTimeout time.Duration
+	// Rand chooses random leaders; default a time-seeded source.
+	Rand   *rand.Rand
+	Logger *slog.Logger
+}
+
+// Stats are a coordinator's running counts.
+type Stats struct {
+	Writes, WritesLed, Unavailable, WriteTimeouts uint64
+	Reads, ReadTimeouts, ReadRepairs              uint64
+	ReplicaMutations                              uint64
+}
+
+// Coordinator serves counter writes and reads for one node.
+type Coordinator struct {
+	cfg    Config
+	logger *slog.Logger
+	randMu sync.Mutex
+
+	stats struct {
+		writes, led, unavailable, writeTimeouts atomic.Uint64
+		reads, readTimeouts, repairs, mutations atomic.Uint64
+	}
+}
+
+// New returns a coordinator.
+func New(cfg Config) (*Coordinator, error) {
+	if cfg.Cluster == nil || cfg.Tables == nil || cfg.Store == nil || cfg.Transport == nil {
+		return nil, errors.New("coordinator: Cluster, Tables, Store and Transport are required")
+	}
+	if cfg.CounterWriteTimeout <= 0 {
+		cfg.CounterWriteTimeout = 5 * time.Second
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 5 * time.Second
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x5eed))
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Coordinator{cfg: cfg, logger: cfg.Logger}, nil
+}
+
+// Stats returns the running counts.
+func (c *Coordinator) Stats() Stats {
+	s := &c.stats
+	return Stats{
+		Writes: s.writes.Load(), WritesLed: s.led.Load(), Unavailable: s.unavailable.Load(), WriteTimeouts: s.writeTimeouts.Load(),
+		Reads: s.reads.Load(), ReadTimeouts: s.readTimeouts.Load(), ReadRepairs: s.repairs.Load(), ReplicaMutations: s.mutations.Load(),
+	}
+}
+
+// placement returns a key's natural replicas, the live ones among them, and
+// what the consistency level requires of them.
+func (c *Coordinator) placement(table uint64, key []byte, cl ConsistencyLevel) (natural, live []ring.Endpoint, req requirement, err error) {
+	s, err := c.cfg.Tables.Strategy(table)
+	if err != nil {
+		return nil, nil, req, &InvalidError{Msg: err.Error()}
+	}
+	natural = s.Replicas(c.cfg.Cluster.Metadata(), ring.Token(key))
+	for _, e := range natural {
+		if c.cfg.Cluster.IsUp(e.ID) {
+			live = append(live, e)
+		}
+	}
+	return natural, live, newRequirement(cl, s, c.cfg.Cluster.Self().DC), nil
+}
+
+// chooseLeader applies the leader rule to the live replicas.
+func (c *Coordinator) chooseLeader(live []ring.Endpoint) ring.Endpoint {
+	if c.cfg.LeaderRule == LeaderFirst {
+		return live[0]
+	}
+	dc := c.cfg.Cluster.Self().DC
+	var local []ring.Endpoint
+	for _, e := range live {
+		if e.DC == dc {
+			local = append(local, e)
+		}
+	}
+	if len(local) == 0 {
+		return live[0]
+	}
+	c.randMu.Lock()
+	i := c.cfg.Rand.IntN(len(local))
+	c.randMu.Unlock()
+	return local[i]
+}
+
+// CounterWrite applies a client's counter update at a consistency level: it
+// chooses a leader, forwards the update, and waits for the leader's answer
+// up to the counter write timeout. On a timeout the update may or may not
+// have been applied: the error is a *WriteTimeoutError of type COUNTER.
+func (c *Coordinator) CounterWrite(ctx context.Context, u replica.Update, cl ConsistencyLevel) error {
+	c.stats.writes.Add(1)
+	if err := validateCounterWrite(cl); err != nil {
+		return err
+	}
+	_, live, req, err := c.placement(u.Table, u.Key, cl)
+	if err != nil {
+		return err
+	}
+	if err := req.sufficient(live); err != nil {
+		c.stats.unavailable.Add(1)
+		return err
+	}
+	leader := c.chooseLeader(live)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	defer cancel()
+	if leader.ID == c.cfg.Cluster.Self().ID {
+		return c.countTimeout(c.lead(ctx, counterWrite{cl: cl, localDC: req.localDC, u: u}))
+	}
+	addr, ok := c.cfg.Cluster.Addr(leader.ID)
+	if !ok {
+		return c.countTimeout(&WriteTimeoutError{CL: cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter})
+	}
+	resp, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeCounterWrite, Body: encodeCounterWrite(counterWrite{cl: cl, localDC: req.localDC, u: u})})
+	if err != nil {
+		// The leader may have applied the update: its outcome is unknown.
+		c.logger.Debug("counter write to leader failed", "leader", addr, "err", err)
+		return c.countTimeout(&WriteTimeoutError{CL: cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter})
+	}
+	return c.countTimeout(decodeResult(resp.Body))
+}
+
+func (c *Coordinator) countTimeout(err error) error {
+	var wt *WriteTimeoutError
+	var un *UnavailableError
+	switch {
+	case errors.As(err, &wt):
+		c.stats.writeTimeouts.Add(1)
+	case errors.As(err, &un):
+		c.stats.unavailable.Add(1)
+	}
+	return err
+}
+
+// lead is the leader's part: apply locally, replicate the resulting state,
+// and return once the consistency level is met (counting this node).
+func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
+	natural, live, _, err := c.placement(w.u.Table, w.u.Key, w.cl)
+	if err != nil {
+		return err
+	}
+	req := newRequirementFor(w, c)
+	if err := req.sufficient(live); err != nil {
+		return err
+	}
+	m, err := c.cfg.Store.Apply(w.u)
+	if err != nil {
+		return err
+	}
+	c.stats.led.Add(1)
+	self := c.cfg.Cluster.Self()
+	acks := make(chan string, len(natural))
+	acks <- self.DC
+	remotes := 0
+	for _, e := range natural {
+		if e.ID == self.ID {
+			continue
+		}
+		remotes++
+		go c.replicate(ctx, e, m, acks)
+	}
+	t := req.newTally()
+	for received := 0; received <= remotes; {
+		select {
+		case dc := <-acks:
+			received++
+			if dc != "" {
+				t.add(dc)
+			}
+			if t.met() {
+				return nil
+			}
+		case <-ctx.Done():
+			return &WriteTimeoutError{CL: w.cl, Received: t.total, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
+		}
+	}
+	// Every replica answered and the level is still not met (some failed).
+	return &WriteTimeoutError{CL: w.cl, Received: t.total, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
+}
+
+// newRequirementFor rebuilds the coordinator's requirement on the leader:
+// local levels refer to the coordinator's data center.
+func newRequirementFor(w counterWrite, c *Coordinator) requirement {
+	s, err := c.cfg.Tables.Strategy(w.u.Table)
+	if err != nil {
+		return requirement{cl: w.cl, blockFor: 1 << 30}
+	}
+	return newRequirement(w.cl, s, w.localDC)
+}
+
+// replicate sends the leader's new state to one replica; a replica that is
+// down or does not answer gets a hint. It reports the replica's DC on ack,
+// "" on failure.
+func (c *Coordinator) replicate(ctx context.Context, e ring.Endpoint, m replica.Mutation, acks chan<- string) {
+	addr, ok := c.cfg.Cluster.Addr(e.ID)
+	if !ok || !c.cfg.Cluster.IsUp(e.ID) {
+		c.hint(e.ID, m)
+		acks <- ""
+		return
+	}
+	_, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: EncodeMutation(m)})
+	if err != nil {
+		c.logger.Debug("replication failed; hinting", "replica", addr, "err", err)
+		c.hint(e.ID, m)
+		acks <- ""
+		return
+	}
+	acks <- e.DC
+}
+
+func (c *Coordinator) hint(hostID string, m replica.Mutation) {
+	if c.cfg.Hints == nil {
+		return
+	}
+	if err := c.cfg.Hints.Store(hostID, m); err != nil {
+		c.logger.Error("storing hint failed", "target", hostID, "err", err)
+	}
+}
+
+// Handle serves the coordinator's message types; the node's transport
+// handler passes them here.
+func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transport.Message) (transport.Message, error) {
+	switch m.Type {
+	case TypeCounterWrite:
+		w, err := decodeCounterWrite(m.Body)
+		if err != nil {
+			return transport.Message{}, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+		defer cancel()
+		return transport.Message{Type: TypeCounterWrite, Body: encodeResult(c.lead(ctx, w))}, nil
+	case TypeMutation:
+		mu, err := DecodeMutation(m.Body)
+		if err != nil {
+			return transport.Message{}, err
+		}
+		if err := c.cfg.Store.ApplyMutation(mu); err != nil {
+			return transport.Message{}, err
+		}
+		c.stats.mutations.Add(1)
+		return transport.Message{Type: TypeMutation}, nil
+	case TypeRead:
+		table, key, err := decodeRead(m.Body)
+		if err != nil {
+			return transport.Message{}, err
+		}
+		r, found, err := c.cfg.Store.ReadRow(table, key)
+		if err != nil {
+			return transport.Message{}, err
+		}
+		return transport.Message{Type: TypeRead, Body: encodeRow(r, found)}, nil
+	}
+	return transport.Message{}, fmt.Errorf("coordinator: unexpected message type %d", m.Type)
+}

@@ -1,0 +1,51 @@
+package coordinator
+
+import "fmt"
+
+// UnavailableError: not enough live replicas for the consistency level; the
+// request was not attempted.
+type UnavailableError struct {
+	CL       ConsistencyLevel
+	Required int
+	Alive    int
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("Cannot achieve consistency level %s (required %d, alive %d)", e.CL, e.Required, e.Alive)
+}
+
+// WriteType is the native protocol's write type of a write timeout.
+type WriteType string
+
+// WriteTypeCounter is the write type of every counter write, batched or not.
+const WriteTypeCounter WriteType = "COUNTER"
+
+// WriteTimeoutError: the write did not gather enough acknowledgements in
+// time. For counters the outcome is unknown: the leader may have applied it.
+type WriteTimeoutError struct {
+	CL        ConsistencyLevel
+	Received  int
+	BlockFor  int
+	WriteType WriteType
+}
+
+func (e *WriteTimeoutError) Error() string {
+	return fmt.Sprintf("Operation timed out - received only %d responses (%s, %s write, %d required)", e.Received, e.CL, e.WriteType, e.BlockFor)
+}
+
+// ReadTimeoutError: the read did not gather enough answers in time.
+type ReadTimeoutError struct {
+	CL          ConsistencyLevel
+	Received    int
+	BlockFor    int
+	DataPresent bool
+}
+
+func (e *ReadTimeoutError) Error() string {
+	return fmt.Sprintf("Operation timed out - received only %d responses (%s read, %d required)", e.Received, e.CL, e.BlockFor)
+}
+
+// InvalidError: the request is not valid (Cassandra's Invalid error).
+type InvalidError struct{ Msg string }
+
+func (e *InvalidError) Error() string { return e.Msg }

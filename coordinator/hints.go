@@ -1,0 +1,241 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkv/idemkv/commitlog"
+	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/transport"
+)
+
+// Hints keeps the mutations a leader could not deliver to a replica that was
+// down, one commit log per target node under Dir/<hostID>, and replays them
+// in order when the target is up again. Mutations are replicated state
+// (shards), so delivering a hint twice is harmless.
+type Hints struct {
+	dir    string
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	targets map[string]*hintQueue
+	// deliverMu serializes deliveries, so that two triggers (the periodic
+	// loop and a node coming up) never send or trim a queue twice.
+	deliverMu sync.Mutex
+
+	stored, delivered atomic.Uint64
+}
+
+type hintQueue struct {
+	log     *commitlog.Log
+	pending []replica.Mutation
+}
+
+// OpenHints opens the hints directory and loads the hints it holds.
+func OpenHints(dir string, logger *slog.Logger) (*Hints, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("coordinator: hints dir: %w", err)
+	}
+	h := &Hints{dir: dir, logger: logger, targets: map[string]*hintQueue{}}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: hints dir: %w", err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := hex.DecodeString(e.Name()); err != nil {
+			continue
+		}
+		if _, err := h.queue(e.Name()); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// queue returns the target's queue, opening its log (and loading its
+// hints) on first use; h.mu is held or the Hints is not shared yet.
+func (h *Hints) queue(target string) (*hintQueue, error) {
+	if q, ok := h.targets[target]; ok {
+		return q, nil
+	}
+	q := &hintQueue{}
+	log, err := commitlog.Open(commitlog.Options{
+		Dir:    filepath.Join(h.dir, target),
+		Sync:   commitlog.SyncPeriodic,
+		Logger: h.logger,
+	}, func(_ commitlog.Position, rec commitlog.Record) error {
+		q.pending = append(q.pending, recordMutation(rec))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: open hints for %s: %w", target, err)
+	}
+	q.log = log
+	h.targets[target] = q
+	return q, nil
+}
+
+func mutationRecord(m replica.Mutation) commitlog.Record {
+	kind := commitlog.PayloadShard
+	if m.Cell.Tombstone {
+		kind = commitlog.PayloadTombstone
+	}
+	return commitlog.Record{
+		Table: m.Table, Key: m.Key, Column: m.Cell.Column, Kind: kind,
+		Payload: m.Cell.Value, Timestamp: m.Cell.Timestamp,
+		HasOp: m.HasOp, OpID: m.OpID, OpTime: m.OpTime,
+	}
+}
+
+func recordMutation(r commitlog.Record) replica.Mutation {
+	return replica.Mutation{
+		Table: r.Table, Key: r.Key,
+		Cell:  replicaCell(r),
+		HasOp: r.HasOp, OpID: r.OpID, OpTime: r.OpTime,
+	}
+}
+
+// Store keeps a mutation for a target node.
+func (h *Hints) Store(target string, m replica.Mutation) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q, err := h.queue(target)
+	if err != nil {
+		return err
+	}
+	rec := mutationRecord(m)
+	if _, err := q.log.Append(&rec); err != nil {
+		return fmt.Errorf("coordinator: store hint for %s: %w", target, err)
+	}
+	q.pending = append(q.pending, m)
+	h.stored.Add(1)
+	return nil
+}
+
+// Pending returns how many hints each target has waiting.
+func (h *Hints) Pending() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]int{}
+	for t, q := range h.targets {
+		if len(q.pending) > 0 {
+			out[t] = len(q.pending)
+		}
+	}
+	return out
+}
+
+// Counts returns how many hints were stored and delivered since opening.
+func (h *Hints) Counts() (stored, delivered uint64) { return h.stored.Load(), h.delivered.Load() }
+
+// Deliver sends the hints of every target that cluster holds up, in order,
+// stopping a target's replay at its first failure. A target whose hints are
+// all delivered has its log removed.
+func (h *Hints) Deliver(ctx context.Context, cluster Cluster, tr transport.Transport) error {
+	h.deliverMu.Lock()
+	defer h.deliverMu.Unlock()
+	h.mu.Lock()
+	var targets []string
+	for t, q := range h.targets {
+		if len(q.pending) > 0 && cluster.IsUp(t) {
+			targets = append(targets, t)
+		}
+	}
+	h.mu.Unlock()
+	sort.Strings(targets)
+	var errs []error
+	for _, t := range targets {
+		errs = append(errs, h.deliverTo(ctx, t, cluster, tr))
+	}
+	return errors.Join(errs...)
+}
+
+func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, tr transport.Transport) error {
+	addr, ok := cluster.Addr(target)
+	if !ok {
+		return nil
+	}
+	h.mu.Lock()
+	q, ok := h.targets[target]
+	if !ok {
+		h.mu.Unlock()
+		return nil
+	}
+	batch := append([]replica.Mutation(nil), q.pending...)
+	h.mu.Unlock()
+	sent := 0
+	for _, m := range batch {
+		if _, err := tr.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: EncodeMutation(m)}); err != nil {
+			h.logger.Debug("hint replay stopped", "target", target, "delivered", sent, "err", err)
+			break
+		}
+		sent++
+		h.delivered.Add(1)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q.pending = q.pending[sent:]
+	if len(q.pending) > 0 {
+		return nil
+	}
+	// Everything delivered: drop the log. Hints stored meanwhile went to
+	// pending as well, so an empty pending means none is lost.
+	delete(h.targets, target)
+	err := q.log.Close()
+	if rerr := os.RemoveAll(filepath.Join(h.dir, target)); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	if sent > 0 {
+		h.logger.Info("hints replayed", "target", target, "count", sent)
+	}
+	return err
+}
+
+// Run delivers hints every interval until ctx ends.
+func (h *Hints) Run(ctx context.Context, interval time.Duration, cluster Cluster, tr transport.Transport) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			dctx, cancel := context.WithTimeout(ctx, interval*4)
+			if err := h.Deliver(dctx, cluster, tr); err != nil {
+				h.logger.Warn("hint delivery", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// Close closes the hint logs.
+func (h *Hints) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var errs []error
+	for t, q := range h.targets {
+		errs = append(errs, q.log.Close())
+		delete(h.targets, t)
+	}
+	return errors.Join(errs...)
+}
+
+var _ io.Closer = (*Hints)(nil)

@@ -1,0 +1,328 @@
+package coordinator
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/idemkv/idemkv/commitlog"
+	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/row"
+	"github.com/idemkv/idemkv/transport"
+)
+
+// Message types of the coordinator, in transport's 16–47 range.
+const (
+	// TypeCounterWrite carries a client's counter update from a coordinator
+	// to the leader it chose: consistency level, coordinator's DC, update.
+	TypeCounterWrite transport.Type = 16
+	// TypeMutation carries replicated state (a leader's shard, a hint, a
+	// read repair) to a replica.
+	TypeMutation transport.Type = 17
+	// TypeRead asks a replica for its version of a partition.
+	TypeRead transport.Type = 18
+)
+
+// IsCoordinatorType reports whether a message type belongs to this package.
+func IsCoordinatorType(t transport.Type) bool { return t >= 16 && t <= 31 }
+
+// wireVersion prefixes every body so that a later format can be told apart.
+const wireVersion = 1
+
+// errWire is wrapped by every decoding error.
+var errWire = errors.New("coordinator: malformed message")
+
+type enc struct{ b []byte }
+
+func newEnc() *enc                                    { return &enc{b: []byte{wireVersion}} }
+func (e *enc) u8(v uint8)                             { e.b = append(e.b, v) }
+func (e *enc) u16(v uint16)                           { e.b = binary.BigEndian.AppendUint16(e.b, v) }
+func (e *enc) u32(v uint32)                           { e.b = binary.BigEndian.AppendUint32(e.b, v) }
+func (e *enc) u64(v uint64)                           { e.b = binary.BigEndian.AppendUint64(e.b, v) }
+func (e *enc) i64(v int64)                            { e.u64(uint64(v)) }
+func (e *enc) bytes(v []byte)                         { e.u32(uint32(len(v))); e.b = append(e.b, v...) }
+func (e *enc) str(v string)                           { e.u32(uint32(len(v))); e.b = append(e.b, v...) }
+func (e *enc) boolean(v bool)                         { e.u8(map[bool]uint8{false: 0, true: 1}[v]) }
+func (e *enc) msg(t transport.Type) transport.Message { return transport.Message{Type: t, Body: e.b} }
+
+type dec struct {
+	b   []byte
+	err error
+}
+
+func newDec(b []byte) *dec {
+	d := &dec{b: b}
+	if v := d.u8(); d.err == nil && v != wireVersion {
+		d.fail("version %d, want %d", v, wireVersion)
+	}
+	return d
+}
+
+func (d *dec) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{errWire}, args...)...)
+	}
+}
+
+func (d *dec) take(n int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(d.b) {
+		d.fail("need %d bytes, have %d", n, len(d.b))
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) u8() uint8 {
+	if v := d.take(1); v != nil {
+		return v[0]
+	}
+	return 0
+}
+func (d *dec) u16() uint16 {
+	if v := d.take(2); v != nil {
+		return binary.BigEndian.Uint16(v)
+	}
+	return 0
+}
+func (d *dec) u32() uint32 {
+	if v := d.take(4); v != nil {
+		return binary.BigEndian.Uint32(v)
+	}
+	return 0
+}
+func (d *dec) u64() uint64 {
+	if v := d.take(8); v != nil {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+func (d *dec) i64() int64    { return int64(d.u64()) }
+func (d *dec) bytes() []byte { return d.take(int(d.u32())) }
+func (d *dec) str() string   { return string(d.bytes()) }
+func (d *dec) boolean() bool {
+	v := d.u8()
+	if v > 1 {
+		d.fail("boolean byte %d", v)
+	}
+	return v == 1
+}
+
+// end checks that the body was consumed exactly.
+func (d *dec) end() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	return d.err
+}
+
+func (e *enc) update(u replica.Update) {
+	e.u64(u.Table)
+	e.bytes(u.Key)
+	e.str(u.Column)
+	e.i64(u.Delta)
+	e.i64(u.Timestamp)
+	e.op(u.HasOp, u.OpID, u.OpTime)
+}
+
+func (d *dec) update() replica.Update {
+	u := replica.Update{Table: d.u64(), Key: d.bytes(), Column: d.str(), Delta: d.i64(), Timestamp: d.i64()}
+	u.HasOp, u.OpID, u.OpTime = d.op()
+	return u
+}
+
+func (e *enc) op(has bool, id [16]byte, t int64) {
+	e.boolean(has)
+	if has {
+		e.b = append(e.b, id[:]...)
+		e.i64(t)
+	}
+}
+
+func (d *dec) op() (has bool, id [16]byte, t int64) {
+	if has = d.boolean(); has {
+		copy(id[:], d.take(16))
+		t = d.i64()
+	}
+	return
+}
+
+func (e *enc) cell(c row.Cell) {
+	e.str(c.Column)
+	e.boolean(c.Tombstone)
+	e.i64(c.Timestamp)
+	e.bytes(c.Value)
+}
+
+func (d *dec) cell() row.Cell {
+	return row.Cell{Column: d.str(), Tombstone: d.boolean(), Timestamp: d.i64(), Value: d.bytes()}
+}
+
+func (e *enc) mutation(m replica.Mutation) {
+	e.u64(m.Table)
+	e.bytes(m.Key)
+	e.cell(m.Cell)
+	e.op(m.HasOp, m.OpID, m.OpTime)
+}
+
+func (d *dec) mutation() replica.Mutation {
+	m := replica.Mutation{Table: d.u64(), Key: d.bytes(), Cell: d.cell()}
+	m.HasOp, m.OpID, m.OpTime = d.op()
+	return m
+}
+
+// EncodeMutation is the body of a TypeMutation message.
+func EncodeMutation(m replica.Mutation) []byte {
+	e := newEnc()
+	e.mutation(m)
+	return e.b
+}
+
+// DecodeMutation parses a TypeMutation body.
+func DecodeMutation(b []byte) (replica.Mutation, error) {
+	d := newDec(b)
+	m := d.mutation()
+	return m, d.end()
+}
+
+// Counter write request and its answer.
+
+type counterWrite struct {
+	cl      ConsistencyLevel
+	localDC string
+	u       replica.Update
+}
+
+func encodeCounterWrite(w counterWrite) []byte {
+	e := newEnc()
+	e.u16(uint16(w.cl))
+	e.str(w.localDC)
+	e.update(w.u)
+	return e.b
+}
+
+func decodeCounterWrite(b []byte) (counterWrite, error) {
+	d := newDec(b)
+	w := counterWrite{cl: ConsistencyLevel(d.u16()), localDC: d.str(), u: d.update()}
+	return w, d.end()
+}
+
+// Answer status codes.
+const (
+	statusOK           = 0
+	statusUnavailable  = 1
+	statusWriteTimeout = 2
+	statusInvalid      = 3
+	statusError        = 4
+)
+
+// encodeResult turns a leader's outcome into an answer body; the typed
+// errors survive the trip.
+func encodeResult(err error) []byte {
+	e := newEnc()
+	var un *UnavailableError
+	var wt *WriteTimeoutError
+	var inv *InvalidError
+	switch {
+	case err == nil:
+		e.u8(statusOK)
+	case errors.As(err, &un):
+		e.u8(statusUnavailable)
+		e.u16(uint16(un.CL))
+		e.u32(uint32(un.Required))
+		e.u32(uint32(un.Alive))
+	case errors.As(err, &wt):
+		e.u8(statusWriteTimeout)
+		e.u16(uint16(wt.CL))
+		e.u32(uint32(wt.Received))
+		e.u32(uint32(wt.BlockFor))
+		e.str(string(wt.WriteType))
+	case errors.As(err, &inv):
+		e.u8(statusInvalid)
+		e.str(inv.Msg)
+	default:
+		e.u8(statusError)
+		e.str(err.Error())
+	}
+	return e.b
+}
+
+func decodeResult(b []byte) error {
+	d := newDec(b)
+	var out error
+	switch s := d.u8(); s {
+	case statusOK:
+	case statusUnavailable:
+		out = &UnavailableError{CL: ConsistencyLevel(d.u16()), Required: int(d.u32()), Alive: int(d.u32())}
+	case statusWriteTimeout:
+		out = &WriteTimeoutError{CL: ConsistencyLevel(d.u16()), Received: int(d.u32()), BlockFor: int(d.u32()), WriteType: WriteType(d.str())}
+	case statusInvalid:
+		out = &InvalidError{Msg: d.str()}
+	case statusError:
+		out = errors.New(d.str())
+	default:
+		d.fail("status %d", s)
+	}
+	if err := d.end(); err != nil {
+		return err
+	}
+	return out
+}
+
+// Reads.
+
+func encodeRead(table uint64, key []byte) []byte {
+	e := newEnc()
+	e.u64(table)
+	e.bytes(key)
+	return e.b
+}
+
+func decodeRead(b []byte) (uint64, []byte, error) {
+	d := newDec(b)
+	t, k := d.u64(), d.bytes()
+	return t, k, d.end()
+}
+
+func encodeRow(r row.Row, found bool) []byte {
+	e := newEnc()
+	e.boolean(found)
+	if found {
+		e.u32(uint32(len(r.Cells)))
+		for _, c := range r.Cells {
+			e.cell(c)
+		}
+	}
+	return e.b
+}
+
+// maxCells bounds a decoded row so that a corrupt count cannot allocate much.
+const maxCells = 1 << 16
+
+func decodeRow(key row.Key, b []byte) (row.Row, bool, error) {
+	d := newDec(b)
+	found := d.boolean()
+	r := row.Row{Key: key}
+	if found {
+		n := d.u32()
+		if n > maxCells {
+			d.fail("%d cells", n)
+		}
+		for i := uint32(0); i < n && d.err == nil; i++ {
+			c := d.cell()
+			if len(r.Cells) > 0 && r.Cells[len(r.Cells)-1].Column >= c.Column {
+				d.fail("cells not sorted by column")
+			}
+			r.Cells = append(r.Cells, c)
+		}
+	}
+	return r, found, d.end()
+}
+
+func replicaCell(r commitlog.Record) row.Cell {
+	return row.Cell{Column: r.Column, Value: r.Payload, Timestamp: r.Timestamp, Tombstone: r.Kind == commitlog.PayloadTombstone}
+}
