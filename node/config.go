@@ -1,0 +1,138 @@
+package node
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemkv/idemkv/commitlog"
+	"github.com/idemkv/idemkv/coordinator"
+)
+
+// Config is a node's configuration, read from a YAML file in the spirit of
+// cassandra.yaml (same key names where Cassandra has one).
+type Config struct {
+	ClusterName         string   `yaml:"cluster_name"`
+	DataDirectory       string   `yaml:"data_directory"`
+	ListenAddress       string   `yaml:"listen_address"`        // this node's IP, e.g. 127.0.0.2
+	StoragePort         int      `yaml:"storage_port"`          // peer port, default 7000
+	NativeTransportPort int      `yaml:"native_transport_port"` // CQL port, default 9042
+	Seeds               []string `yaml:"seeds"`                 // "ip" or "ip:port"
+	NumTokens           int      `yaml:"num_tokens"`            // default 16
+	DC                  string   `yaml:"dc"`                    // default "datacenter1"
+	Rack                string   `yaml:"rack"`                  // default "rack1"
+
+	CommitLogSync          string `yaml:"commitlog_sync"`                    // periodic | batch | group
+	CommitLogSyncPeriodMS  int    `yaml:"commitlog_sync_period_in_ms"`       // default 10000
+	CommitLogGroupWindowMS int    `yaml:"commitlog_sync_group_window_in_ms"` // default 2
+	CommitLogSegmentSizeMB int    `yaml:"commitlog_segment_size_in_mb"`      // default 32
+	MemtableFlushMB        int    `yaml:"memtable_flush_size_in_mb"`         // default 64
+
+	CounterWriteTimeoutMS int     `yaml:"counter_write_request_timeout_in_ms"` // default 5000
+	ReadTimeoutMS         int     `yaml:"read_request_timeout_in_ms"`          // default 5000
+	PhiConvictThreshold   float64 `yaml:"phi_convict_threshold"`               // default 8
+	GossipIntervalMS      int     `yaml:"gossip_interval_in_ms"`               // default 1000
+	HintDeliveryMS        int     `yaml:"hint_delivery_interval_in_ms"`        // default 1000
+	CounterLeader         string  `yaml:"counter_leader"`                      // random (Cassandra) | first
+}
+
+// LoadConfig reads a YAML configuration file; unknown keys are an error.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	f, err := os.Open(path)
+	if err != nil {
+		return c, fmt.Errorf("node: config: %w", err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("node: config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Write saves the configuration as YAML.
+func (c Config) Write(path string) error {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// withDefaults fills the defaults and validates.
+func (c Config) withDefaults() (Config, error) {
+	if c.ClusterName == "" {
+		c.ClusterName = "idemkv"
+	}
+	if c.DataDirectory == "" {
+		return c, fmt.Errorf("node: data_directory is required")
+	}
+	if c.ListenAddress == "" {
+		c.ListenAddress = "127.0.0.1"
+	}
+	if net.ParseIP(c.ListenAddress) == nil {
+		return c, fmt.Errorf("node: listen_address %q is not an IP address", c.ListenAddress)
+	}
+	if c.StoragePort == 0 {
+		c.StoragePort = 7000
+	}
+	if c.NativeTransportPort == 0 {
+		c.NativeTransportPort = 9042
+	}
+	if c.NumTokens <= 0 {
+		c.NumTokens = 16
+	}
+	if c.DC == "" {
+		c.DC = "datacenter1"
+	}
+	if c.Rack == "" {
+		c.Rack = "rack1"
+	}
+	if c.CommitLogSync == "" {
+		c.CommitLogSync = "periodic"
+	}
+	if _, err := commitlog.ParseSyncMode(c.CommitLogSync); err != nil {
+		return c, fmt.Errorf("node: commitlog_sync: %w", err)
+	}
+	if c.CounterLeader == "" {
+		c.CounterLeader = "random"
+	}
+	if _, err := coordinator.ParseLeaderRule(c.CounterLeader); err != nil {
+		return c, fmt.Errorf("node: counter_leader: %w", err)
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.CommitLogSyncPeriodMS, 10000)
+	def(&c.CommitLogGroupWindowMS, 2)
+	def(&c.CommitLogSegmentSizeMB, 32)
+	def(&c.MemtableFlushMB, 64)
+	def(&c.CounterWriteTimeoutMS, 5000)
+	def(&c.ReadTimeoutMS, 5000)
+	def(&c.GossipIntervalMS, 1000)
+	def(&c.HintDeliveryMS, 1000)
+	if c.PhiConvictThreshold <= 0 {
+		c.PhiConvictThreshold = 8
+	}
+	return c, nil
+}
+
+// PeerAddr is the node's peer address, ip:storage_port.
+func (c Config) PeerAddr() string {
+	return net.JoinHostPort(c.ListenAddress, strconv.Itoa(c.StoragePort))
+}
+
+// CQLAddr is the node's CQL address, ip:native_transport_port.
+func (c Config) CQLAddr() string {
+	return net.JoinHostPort(c.ListenAddress, strconv.Itoa(c.NativeTransportPort))
+}
+
+func ms(v int) time.Duration { return time.Duration(v) * time.Millisecond }

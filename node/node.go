@@ -1,0 +1,454 @@
+// Package node assembles one idemkv node: the storage engine (replica), the
+// peer transport, gossip membership, the cluster schema and the counter
+// coordinator, configured from a cassandra.yaml-like file. It is wiring: the
+// behaviour lives in the packages it composes.
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkv/idemkv/commitlog"
+	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/gossip"
+	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/transport"
+)
+
+// ReleaseVersion is the Cassandra release idemkv presents itself as.
+const ReleaseVersion = "3.11.17"
+
+// Node message types, in transport's 48–63 range.
+const (
+	TypeSchemaPush transport.Type = 48 // a node's schema document, merged by the receiver
+	TypeSchemaPull transport.Type = 49 // asks for the receiver's schema document
+	TypeStatus     transport.Type = 50 // asks for the receiver's view of the ring (for idemkv ring status)
+)
+
+// ListenFunc opens a node's transport endpoint; the default is TCP.
+type ListenFunc func(addr transport.Addr, h transport.Handler) (transport.Transport, error)
+
+// Options are what a node takes besides its configuration: test seams.
+type Options struct {
+	Listen ListenFunc // default: transport.ListenTCP
+	Logger *slog.Logger
+	Seed   uint64 // seeds token choice and leader choice; 0 = from the clock
+}
+
+// Node is a running idemkv node.
+type Node struct {
+	cfg     Config
+	logger  *slog.Logger
+	replica *replica.Replica
+	schema  *Schema
+	tr      transport.Transport
+	gossip  *gossip.Gossiper
+	coord   *coordinator.Coordinator
+	hints   *coordinator.Hints
+	view    *clusterView
+
+	ready    atomic.Bool
+	cancel   context.CancelFunc
+	bg       sync.WaitGroup
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start opens the node's data, joins the cluster through the seeds and
+// serves peers until Stop.
+func Start(cfg Config, opts Options) (*Node, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Seed == 0 {
+		opts.Seed = uint64(time.Now().UnixNano())
+	}
+	if opts.Listen == nil {
+		opts.Listen = func(a transport.Addr, h transport.Handler) (transport.Transport, error) {
+			return transport.ListenTCP(a, h, transport.TCPOptions{Logger: opts.Logger})
+		}
+	}
+	logger := opts.Logger.With("node", cfg.ListenAddress)
+	rng := rand.New(rand.NewPCG(opts.Seed, 0x1de4))
+	mode, _ := commitlog.ParseSyncMode(cfg.CommitLogSync)
+	rep, err := replica.Open(replica.Config{
+		Dir: cfg.DataDirectory,
+		CommitLog: commitlog.Options{
+			Sync: mode, SyncPeriod: ms(cfg.CommitLogSyncPeriodMS), GroupWindow: ms(cfg.CommitLogGroupWindowMS),
+			SegmentSize: int64(cfg.CommitLogSegmentSizeMB) << 20,
+		},
+		MemtableFlushBytes: int64(cfg.MemtableFlushMB) << 20,
+		Logger:             logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, logger: logger, replica: rep}
+	fail := func(err error) (*Node, error) {
+		n.closeAll()
+		return nil, err
+	}
+	if n.schema, err = openSchema(cfg.DataDirectory, rep); err != nil {
+		return fail(err)
+	}
+	tokens, err := loadTokens(cfg.DataDirectory, cfg.NumTokens, rng)
+	if err != nil {
+		return fail(err)
+	}
+	if n.hints, err = coordinator.OpenHints(filepath.Join(cfg.DataDirectory, "hints"), logger); err != nil {
+		return fail(err)
+	}
+	if n.tr, err = opts.Listen(transport.Addr(cfg.PeerAddr()), n.handle); err != nil {
+		return fail(fmt.Errorf("node: listen on %s: %w", cfg.PeerAddr(), err))
+	}
+	hostID := rep.HostID().String()
+	var seeds []transport.Addr
+	for _, s := range cfg.Seeds {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			s = net.JoinHostPort(s, strconv.Itoa(cfg.StoragePort))
+		}
+		seeds = append(seeds, transport.Addr(s))
+	}
+	n.gossip, err = gossip.New(gossip.Config{
+		Self: gossip.NodeState{
+			HostID: hostID, Addr: transport.Addr(cfg.PeerAddr()), CQLAddr: cfg.CQLAddr(),
+			DC: cfg.DC, Rack: cfg.Rack, Tokens: tokens, Status: gossip.StatusNormal,
+			SchemaVersion: n.schema.Version(), ReleaseVersion: ReleaseVersion,
+			Generation: time.Now().UnixNano(),
+		},
+		Seeds: seeds, Transport: n.tr,
+		Interval: ms(cfg.GossipIntervalMS), PhiConvictThreshold: cfg.PhiConvictThreshold,
+		Rand: rand.New(rand.NewPCG(opts.Seed, 0x90551)), Logger: logger,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	n.view = newClusterView(n.gossip, ring.Endpoint{ID: hostID, DC: cfg.DC, Rack: cfg.Rack}, logger)
+	rule, _ := coordinator.ParseLeaderRule(cfg.CounterLeader)
+	n.coord, err = coordinator.New(coordinator.Config{
+		Cluster: n.view, Tables: n.schema, Store: rep, Transport: n.tr, Hints: n.hints,
+		LeaderRule: rule, CounterWriteTimeout: ms(cfg.CounterWriteTimeoutMS), ReadTimeout: ms(cfg.ReadTimeoutMS),
+		Rand: rand.New(rand.NewPCG(opts.Seed, 0x1ead)), Logger: logger,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.schema.onChange = func(version string) {
+		n.gossip.UpdateSelf(func(s *gossip.NodeState) { s.SchemaVersion = version })
+		n.pushSchema(ctx)
+	}
+	n.gossip.Subscribe(func(ev gossip.Event) { n.onGossip(ctx, ev) })
+	n.ready.Store(true)
+	n.gossip.Start()
+	n.bg.Add(2)
+	go func() {
+		defer n.bg.Done()
+		n.hints.Run(ctx, ms(cfg.HintDeliveryMS), n.view, n.tr)
+	}()
+	go func() {
+		defer n.bg.Done()
+		n.reportLoad(ctx)
+	}()
+	logger.Info("node started", "host_id", hostID, "peer", cfg.PeerAddr(), "dc", cfg.DC, "rack", cfg.Rack, "tokens", len(tokens))
+	return n, nil
+}
+
+// Coordinator is the node's counter coordinator.
+func (n *Node) Coordinator() *coordinator.Coordinator { return n.coord }
+
+// Schema is the node's view of the cluster schema.
+func (n *Node) Schema() *Schema { return n.schema }
+
+// Replica is the node's storage engine.
+func (n *Node) Replica() *replica.Replica { return n.replica }
+
+// Gossip is the node's membership.
+func (n *Node) Gossip() *gossip.Gossiper { return n.gossip }
+
+// Hints is the node's hint store.
+func (n *Node) Hints() *coordinator.Hints { return n.hints }
+
+// HostID is the node's host id (hex).
+func (n *Node) HostID() string { return n.replica.HostID().String() }
+
+// Config is the node's configuration with defaults filled.
+func (n *Node) Config() Config { return n.cfg }
+
+// Stop announces the shutdown to peers and closes everything. Unflushed data
+// is in the commit log and replayed by the next Start.
+func (n *Node) Stop() error {
+	n.stopOnce.Do(func() {
+		n.ready.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if n.gossip != nil {
+			n.gossip.Stop(ctx)
+		}
+		n.stopErr = n.closeAll()
+	})
+	return n.stopErr
+}
+
+func (n *Node) closeAll() error {
+	if n.cancel != nil {
+		n.cancel()
+	}
+	n.bg.Wait()
+	var errs []error
+	if n.tr != nil {
+		errs = append(errs, n.tr.Close())
+	}
+	if n.hints != nil {
+		errs = append(errs, n.hints.Close())
+	}
+	errs = append(errs, n.replica.Close())
+	return errors.Join(errs...)
+}
+
+// handle dispatches a peer's message to the part that owns its type.
+func (n *Node) handle(ctx context.Context, from transport.Addr, m transport.Message) (transport.Message, error) {
+	if !n.ready.Load() {
+		return transport.Message{}, errors.New("node is starting or stopping")
+	}
+	switch {
+	case gossip.IsGossipType(m.Type):
+		return n.gossip.Handle(ctx, from, m)
+	case coordinator.IsCoordinatorType(m.Type):
+		return n.coord.Handle(ctx, from, m)
+	}
+	switch m.Type {
+	case TypeSchemaPush:
+		var d SchemaDoc
+		if err := json.Unmarshal(m.Body, &d); err != nil {
+			return transport.Message{}, fmt.Errorf("schema push: %w", err)
+		}
+		if _, err := n.schema.Merge(d); err != nil {
+			return transport.Message{}, err
+		}
+		return transport.Message{Type: TypeSchemaPush}, nil
+	case TypeSchemaPull:
+		b, err := json.Marshal(n.schema.Doc())
+		return transport.Message{Type: TypeSchemaPull, Body: b}, err
+	case TypeStatus:
+		b, err := json.Marshal(n.Status())
+		return transport.Message{Type: TypeStatus, Body: b}, err
+	}
+	return transport.Message{}, fmt.Errorf("node: unknown message type %d", m.Type)
+}
+
+// onGossip reacts to membership events: rebuild the token map, deliver
+// hints to a node that came back, and fetch a newer schema.
+func (n *Node) onGossip(ctx context.Context, ev gossip.Event) {
+	n.view.rebuild()
+	if ev.Node.HostID == n.HostID() {
+		return
+	}
+	if ev.Kind == gossip.EventUp || ev.Kind == gossip.EventRestarted || ev.Kind == gossip.EventJoined {
+		go func() {
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_ = n.hints.Deliver(dctx, n.view, n.tr)
+		}()
+	}
+	if ev.Node.Up && ev.Node.SchemaVersion != "" && ev.Node.SchemaVersion != n.schema.Version() {
+		go n.pullSchema(ctx, ev.Node.Addr)
+	}
+}
+
+func (n *Node) pullSchema(ctx context.Context, from transport.Addr) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := n.tr.Request(ctx, from, transport.Message{Type: TypeSchemaPull})
+	if err != nil {
+		n.logger.Debug("schema pull failed", "from", from, "err", err)
+		return
+	}
+	var d SchemaDoc
+	if err := json.Unmarshal(resp.Body, &d); err != nil {
+		n.logger.Warn("schema pull: bad document", "from", from, "err", err)
+		return
+	}
+	if _, err := n.schema.Merge(d); err != nil {
+		n.logger.Error("schema merge failed", "err", err)
+	}
+}
+
+// pushSchema sends the schema to every live peer.
+func (n *Node) pushSchema(ctx context.Context) {
+	b, err := json.Marshal(n.schema.Doc())
+	if err != nil {
+		return
+	}
+	for _, p := range n.gossip.Nodes() {
+		if p.HostID == n.HostID() || !p.Up {
+			continue
+		}
+		go func(a transport.Addr) {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if _, err := n.tr.Request(ctx, a, transport.Message{Type: TypeSchemaPush, Body: b}); err != nil {
+				n.logger.Debug("schema push failed", "to", a, "err", err)
+			}
+		}(p.Addr)
+	}
+}
+
+// WaitSchemaAgreement waits until every live node gossips this node's schema
+// version.
+func (n *Node) WaitSchemaAgreement(ctx context.Context) error {
+	for {
+		v := n.schema.Version()
+		agreed := true
+		for _, p := range n.gossip.Nodes() {
+			if p.Up && p.SchemaVersion != v {
+				agreed = false
+			}
+		}
+		if agreed {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node: no schema agreement: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// reportLoad gossips the bytes the data directory holds, every 10 s.
+func (n *Node) reportLoad(ctx context.Context) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		var size int64
+		_ = filepath.WalkDir(n.cfg.DataDirectory, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if fi, err := d.Info(); err == nil {
+					size += fi.Size()
+				}
+			}
+			return nil
+		})
+		n.gossip.UpdateSelf(func(s *gossip.NodeState) { s.Load = size })
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// PeerStatus is one node as another sees it.
+type PeerStatus struct {
+	HostID        string  `json:"host_id"`
+	Addr          string  `json:"addr"`
+	CQLAddr       string  `json:"cql_addr"`
+	DC            string  `json:"dc"`
+	Rack          string  `json:"rack"`
+	Up            bool    `json:"up"`
+	Status        string  `json:"status"`
+	Tokens        []int64 `json:"tokens"`
+	Load          int64   `json:"load"`
+	Owns          float64 `json:"owns"`
+	SchemaVersion string  `json:"schema_version"`
+}
+
+// Status returns this node's view of the ring.
+func (n *Node) Status() []PeerStatus {
+	own := map[string]float64{}
+	if m := n.view.Metadata(); m != nil {
+		own = m.Ownership()
+	}
+	var out []PeerStatus
+	for _, p := range n.gossip.Nodes() {
+		out = append(out, PeerStatus{
+			HostID: p.HostID, Addr: string(p.Addr), CQLAddr: p.CQLAddr, DC: p.DC, Rack: p.Rack,
+			Up: p.Up, Status: string(p.Status), Tokens: p.Tokens, Load: p.Load, Owns: own[p.HostID],
+			SchemaVersion: p.SchemaVersion,
+		})
+	}
+	return out
+}
+
+// loadTokens returns the node's tokens, choosing and saving them on first
+// start (Cassandra keeps them in system.local).
+func loadTokens(dir string, n int, rng *rand.Rand) ([]int64, error) {
+	p := filepath.Join(dir, "tokens.json")
+	b, err := os.ReadFile(p)
+	if err == nil {
+		var t []int64
+		if err := json.Unmarshal(b, &t); err != nil || len(t) == 0 {
+			return nil, fmt.Errorf("node: %s is corrupt", p)
+		}
+		return t, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("node: read tokens: %w", err)
+	}
+	t := ring.RandomTokens(rng, n)
+	b, _ = json.Marshal(t)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		return nil, fmt.Errorf("node: save tokens: %w", err)
+	}
+	return t, nil
+}
+
+// clusterView is the coordinator's view of the ring, rebuilt from gossip.
+type clusterView struct {
+	g      *gossip.Gossiper
+	self   ring.Endpoint
+	logger *slog.Logger
+	mu     sync.Mutex
+	meta   atomic.Pointer[ring.Metadata]
+}
+
+func newClusterView(g *gossip.Gossiper, self ring.Endpoint, logger *slog.Logger) *clusterView {
+	v := &clusterView{g: g, self: self, logger: logger}
+	v.rebuild()
+	return v
+}
+
+func (v *clusterView) rebuild() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	tokens := map[ring.Endpoint][]int64{}
+	for _, p := range v.g.Nodes() {
+		if len(p.Tokens) == 0 || (p.Status != gossip.StatusNormal && p.Status != gossip.StatusShutdown) {
+			continue
+		}
+		tokens[ring.Endpoint{ID: p.HostID, DC: p.DC, Rack: p.Rack}] = p.Tokens
+	}
+	m, err := ring.NewMetadata(tokens)
+	if err != nil {
+		v.logger.Error("token map not rebuilt", "err", err)
+		return
+	}
+	v.meta.Store(m)
+}
+
+func (v *clusterView) Self() ring.Endpoint      { return v.self }
+func (v *clusterView) Metadata() *ring.Metadata { return v.meta.Load() }
+func (v *clusterView) IsUp(hostID string) bool  { return v.g.IsUp(hostID) }
+func (v *clusterView) Addr(hostID string) (transport.Addr, bool) {
+	p, ok := v.g.Node(hostID)
+	return p.Addr, ok
+}

@@ -1,0 +1,355 @@
+package node
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/ring"
+)
+
+// Keyspace is a keyspace definition: its name and replication.
+type Keyspace struct {
+	Name          string            `json:"name"`
+	Class         string            `json:"class"`
+	Options       map[string]string `json:"options"`
+	DurableWrites bool              `json:"durable_writes"`
+}
+
+// SchemaDoc is the whole schema of the cluster as one node knows it. It is a
+// state-based CRDT, so that nodes agree by exchanging it: keyspaces and
+// tables are created once (a table by its cluster-wide id) and dropped for
+// good; merging two documents takes the union of creations and of drops.
+type SchemaDoc struct {
+	Keyspaces        map[string]Keyspace         `json:"keyspaces"`
+	Tables           map[uint64]replica.TableDef `json:"tables"`
+	DroppedKeyspaces map[string]bool             `json:"dropped_keyspaces,omitempty"`
+	DroppedTables    map[uint64]bool             `json:"dropped_tables,omitempty"`
+}
+
+func emptyDoc() SchemaDoc {
+	return SchemaDoc{Keyspaces: map[string]Keyspace{}, Tables: map[uint64]replica.TableDef{}, DroppedKeyspaces: map[string]bool{}, DroppedTables: map[uint64]bool{}}
+}
+
+// Version is the schema's digest, formatted as a UUID as Cassandra's
+// schema_version is: every node with the same schema has the same version.
+func (d SchemaDoc) Version() string {
+	b, _ := json.Marshal(d.canonical())
+	s := sha256.Sum256(b)
+	s[6] = s[6]&0x0f | 0x30 // a name-based (version 3 style) UUID
+	s[8] = s[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", s[0:4], s[4:6], s[6:8], s[8:10], s[10:16])
+}
+
+// canonical orders everything so that the encoding is deterministic.
+func (d SchemaDoc) canonical() any {
+	type tbl struct {
+		ID  uint64
+		Def replica.TableDef
+	}
+	var ks []Keyspace
+	for _, k := range d.Keyspaces {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].Name < ks[j].Name })
+	var ts []tbl
+	for id, t := range d.Tables {
+		ts = append(ts, tbl{id, t})
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].ID < ts[j].ID })
+	var dk []string
+	for k := range d.DroppedKeyspaces {
+		dk = append(dk, k)
+	}
+	sort.Strings(dk)
+	var dt []uint64
+	for t := range d.DroppedTables {
+		dt = append(dt, t)
+	}
+	sort.Slice(dt, func(i, j int) bool { return dt[i] < dt[j] })
+	return []any{ks, ts, dk, dt}
+}
+
+// merge returns the union of two documents.
+func (d SchemaDoc) merge(o SchemaDoc) SchemaDoc {
+	out := emptyDoc()
+	for _, src := range []SchemaDoc{d, o} {
+		for n, k := range src.Keyspaces {
+			if cur, ok := out.Keyspaces[n]; !ok || lessKeyspace(k, cur) {
+				out.Keyspaces[n] = k
+			}
+		}
+		for id, t := range src.Tables {
+			out.Tables[id] = t
+		}
+		for n := range src.DroppedKeyspaces {
+			out.DroppedKeyspaces[n] = true
+		}
+		for id := range src.DroppedTables {
+			out.DroppedTables[id] = true
+		}
+	}
+	for n := range out.DroppedKeyspaces {
+		delete(out.Keyspaces, n)
+	}
+	for id, t := range out.Tables {
+		if out.DroppedTables[id] || out.DroppedKeyspaces[t.Keyspace] {
+			delete(out.Tables, id)
+			out.DroppedTables[id] = true
+		}
+	}
+	return out
+}
+
+// lessKeyspace breaks the tie of a keyspace created concurrently with two
+// definitions, deterministically, so that every node keeps the same one.
+func lessKeyspace(a, b Keyspace) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) < string(y)
+}
+
+// Schema is a node's schema: the document, persisted in the data directory,
+// applied to the local replica's tables.
+type Schema struct {
+	mu   sync.Mutex
+	path string
+	doc  SchemaDoc
+	rep  *replica.Replica
+	// strategies caches each keyspace's parsed replication, rebuilt on
+	// every change, since every write needs it.
+	strategies map[string]ring.Strategy
+	// onChange is called (without mu) after the schema changed.
+	onChange func(version string)
+}
+
+func openSchema(dir string, rep *replica.Replica) (*Schema, error) {
+	s := &Schema{path: filepath.Join(dir, "cluster_schema.json"), doc: emptyDoc(), rep: rep}
+	b, err := os.ReadFile(s.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("node: read schema: %w", err)
+	default:
+		var d SchemaDoc
+		if err := json.Unmarshal(b, &d); err != nil {
+			return nil, fmt.Errorf("node: schema %s is corrupt: %w", s.path, err)
+		}
+		s.doc = emptyDoc().merge(d)
+	}
+	// Tables the replica has but the document lacks (a crash between the
+	// two writes) are adopted; the document's tables are created locally.
+	for _, t := range rep.Tables() {
+		if _, ok := s.doc.Tables[t.ID]; !ok && !s.doc.DroppedTables[t.ID] {
+			s.doc.Tables[t.ID] = t
+		}
+	}
+	if err := s.applyLocked(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Doc returns a copy of the schema document.
+func (s *Schema) Doc() SchemaDoc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return emptyDoc().merge(s.doc)
+}
+
+// Version returns the schema version.
+func (s *Schema) Version() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.doc.Version()
+}
+
+// Merge folds another node's document into this one; it reports whether
+// anything changed.
+func (s *Schema) Merge(o SchemaDoc) (bool, error) {
+	s.mu.Lock()
+	before := s.doc.Version()
+	s.doc = s.doc.merge(o)
+	after := s.doc.Version()
+	var err error
+	if before != after {
+		err = s.applyLocked()
+	}
+	s.mu.Unlock()
+	if before != after && s.onChange != nil {
+		s.onChange(after)
+	}
+	return before != after, err
+}
+
+// applyLocked persists the document and makes the replica's tables match it.
+func (s *Schema) applyLocked() error {
+	b, err := json.MarshalIndent(s.doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := s.path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("node: write schema: %w", err)
+	}
+	if f, err := os.Open(tmp); err == nil {
+		f.Sync()
+		f.Close()
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		return fmt.Errorf("node: write schema: %w", err)
+	}
+	s.strategies = map[string]ring.Strategy{}
+	for n, k := range s.doc.Keyspaces {
+		st, err := ring.ParseStrategy(k.Class, k.Options)
+		if err != nil {
+			return fmt.Errorf("node: keyspace %s: %w", n, err)
+		}
+		s.strategies[n] = st
+	}
+	have := map[uint64]bool{}
+	for _, t := range s.rep.Tables() {
+		have[t.ID] = true
+		if s.doc.DroppedTables[t.ID] {
+			if err := s.rep.DropTable(t.ID); err != nil {
+				return err
+			}
+		}
+	}
+	ids := make([]uint64, 0, len(s.doc.Tables))
+	for id := range s.doc.Tables {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if !have[id] {
+			if err := s.rep.CreateTable(s.doc.Tables[id]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// CreateKeyspace adds a keyspace; ifNotExists makes an existing one no error.
+func (s *Schema) CreateKeyspace(k Keyspace, ifNotExists bool) error {
+	if _, err := ring.ParseStrategy(k.Class, k.Options); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if _, ok := s.doc.Keyspaces[k.Name]; ok {
+		s.mu.Unlock()
+		if ifNotExists {
+			return nil
+		}
+		return fmt.Errorf("Keyspace %s already exists", k.Name)
+	}
+	if s.doc.DroppedKeyspaces[k.Name] {
+		s.mu.Unlock()
+		return fmt.Errorf("keyspace %s was dropped; idemkv does not reuse a dropped keyspace's name", k.Name)
+	}
+	d := emptyDoc()
+	d.Keyspaces[k.Name] = k
+	s.mu.Unlock()
+	_, err := s.Merge(d)
+	return err
+}
+
+// CreateTable adds a table to an existing keyspace.
+func (s *Schema) CreateTable(t replica.TableDef, ifNotExists bool) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if _, ok := s.doc.Keyspaces[t.Keyspace]; !ok {
+		s.mu.Unlock()
+		return fmt.Errorf("Keyspace %s does not exist", t.Keyspace)
+	}
+	for _, x := range s.doc.Tables {
+		if x.Keyspace == t.Keyspace && x.Name == t.Name {
+			s.mu.Unlock()
+			if ifNotExists {
+				return nil
+			}
+			return fmt.Errorf("Table %s.%s already exists", t.Keyspace, t.Name)
+		}
+	}
+	d := emptyDoc()
+	d.Tables[t.ID] = t
+	s.mu.Unlock()
+	_, err := s.Merge(d)
+	return err
+}
+
+// DropTable drops a table by name.
+func (s *Schema) DropTable(keyspace, name string, ifExists bool) error {
+	s.mu.Lock()
+	var id uint64
+	for tid, x := range s.doc.Tables {
+		if x.Keyspace == keyspace && x.Name == name {
+			id = tid
+		}
+	}
+	s.mu.Unlock()
+	if id == 0 {
+		if ifExists {
+			return nil
+		}
+		return fmt.Errorf("Table %s.%s does not exist", keyspace, name)
+	}
+	d := emptyDoc()
+	d.DroppedTables[id] = true
+	_, err := s.Merge(d)
+	return err
+}
+
+// DropKeyspace drops a keyspace and its tables.
+func (s *Schema) DropKeyspace(name string, ifExists bool) error {
+	s.mu.Lock()
+	_, ok := s.doc.Keyspaces[name]
+	s.mu.Unlock()
+	if !ok {
+		if ifExists {
+			return nil
+		}
+		return fmt.Errorf("Keyspace %s does not exist", name)
+	}
+	d := emptyDoc()
+	d.DroppedKeyspaces[name] = true
+	_, err := s.Merge(d)
+	return err
+}
+
+// Table finds a table by name.
+func (s *Schema) Table(keyspace, name string) (replica.TableDef, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range s.doc.Tables {
+		if x.Keyspace == keyspace && x.Name == name {
+			return x, true
+		}
+	}
+	return replica.TableDef{}, false
+}
+
+// Strategy returns the replication strategy of a table's keyspace
+// (coordinator.Tables).
+func (s *Schema) Strategy(table uint64) (ring.Strategy, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.doc.Tables[table]
+	if !ok {
+		return nil, fmt.Errorf("unknown table id %d", table)
+	}
+	st, ok := s.strategies[t.Keyspace]
+	if !ok {
+		return nil, fmt.Errorf("table %s.%s: unknown keyspace", t.Keyspace, t.Name)
+	}
+	return st, nil
+}
