@@ -35,10 +35,10 @@ func newTestCluster(t *testing.T, n int, tweak func(i int, c *Config)) *testClus
 	c := &testCluster{t: t, net: transport.NewMemNetwork(seed), dir: t.TempDir(), seed: seed}
 	for i := 1; i <= n; i++ {
 		cfg := Config{
-			DataDirectory:         filepath.Join(c.dir, fmt.Sprintf("node%d", i)),
-			ListenAddress:         fmt.Sprintf("127.0.0.%d", i),
-			Seeds:                 []string{"127.0.0.1"},
-			NumTokens:             8,
+			DataDirectory: filepath.Join(c.dir, fmt.Sprintf("node%d", i)),
+			ListenAddress: fmt.Sprintf("127.0.0.%d", i),
+			Seeds:         []string{"127.0.0.1"},
+			NumTokens:     8,
 			// A 50 ms gossip round and a conviction threshold of 12 take
 			// about 1.4 s of silence to hold a node down: long enough that a
 			// loaded CI machine under -race does not convict live nodes.

@@ -696,3 +696,26 @@ func (l leader) CacheLocalShard(key row.Key, column string, clock, count int64) 
 		l.r.cache.Add(cacheKey(l.t.def.ID, column, key.Partition), [2]int64{clock, count})
 	}
 }
+
+// MergeCells reconciles two versions of a cell of a table by its column's
+// type, as a coordinator merging replicas' answers needs.
+func (r *Replica) MergeCells(tableID uint64, a, b row.Cell) (row.Cell, error) {
+	t, err := r.table(tableID)
+	if err != nil {
+		return row.Cell{}, err
+	}
+	return t.merge(a, b)
+}
+
+// CellValue reads the value of a live cell of a table by its column's type.
+func (r *Replica) CellValue(tableID uint64, c row.Cell) (int64, error) {
+	t, err := r.table(tableID)
+	if err != nil {
+		return 0, err
+	}
+	col, ok := t.cols[c.Column]
+	if !ok {
+		return 0, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, c.Column)
+	}
+	return col.Value(c)
+}
