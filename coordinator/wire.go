@@ -326,3 +326,63 @@ func decodeRow(key row.Key, b []byte) (row.Row, bool, error) {
 func replicaCell(r commitlog.Record) row.Cell {
 	return row.Cell{Column: r.Column, Value: r.Payload, Timestamp: r.Timestamp, Tombstone: r.Kind == commitlog.PayloadTombstone}
 }
+
+// Client requests: what a client library sends a node to have it coordinate
+// a counter write or a read (until the CQL server carries them).
+
+// EncodeWriteRequest is the body of a client's counter write request.
+func EncodeWriteRequest(cl ConsistencyLevel, u replica.Update) []byte {
+	e := newEnc()
+	e.u16(uint16(cl))
+	e.update(u)
+	return e.b
+}
+
+// DecodeWriteRequest parses a client's counter write request.
+func DecodeWriteRequest(b []byte) (ConsistencyLevel, replica.Update, error) {
+	d := newDec(b)
+	cl, u := ConsistencyLevel(d.u16()), d.update()
+	return cl, u, d.end()
+}
+
+// EncodeResult encodes an outcome so that the typed errors
+// (*UnavailableError, *WriteTimeoutError, *InvalidError) survive the trip.
+func EncodeResult(err error) []byte { return encodeResult(err) }
+
+// DecodeResult is EncodeResult's inverse: nil for success, else the error.
+func DecodeResult(b []byte) error { return decodeResult(b) }
+
+// EncodeReadRequest is the body of a client's read request.
+func EncodeReadRequest(cl ConsistencyLevel, table uint64, key []byte) []byte {
+	e := newEnc()
+	e.u16(uint16(cl))
+	e.u64(table)
+	e.bytes(key)
+	return e.b
+}
+
+// DecodeReadRequest parses a client's read request.
+func DecodeReadRequest(b []byte) (ConsistencyLevel, uint64, []byte, error) {
+	d := newDec(b)
+	cl, t, k := ConsistencyLevel(d.u16()), d.u64(), d.bytes()
+	return cl, t, k, d.end()
+}
+
+// EncodeReadResult is the answer to a client's read: an outcome, then the
+// row when the outcome is success.
+func EncodeReadResult(r row.Row, found bool, err error) []byte {
+	out := encodeResult(err)
+	if err == nil {
+		out = append(out, encodeRow(r, found)...)
+	}
+	return out
+}
+
+// DecodeReadResult parses the answer to a client's read.
+func DecodeReadResult(key row.Key, b []byte) (row.Row, bool, error) {
+	d := newDec(b)
+	if s := d.u8(); d.err != nil || s != statusOK {
+		return row.Row{}, false, decodeResult(b)
+	}
+	return decodeRow(key, d.b)
+}

@@ -6,7 +6,6 @@ package localring
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/node"
-	"github.com/idemkv/idemkv/transport"
 )
 
 // Ring is a local ring's directory and how to start its nodes.
@@ -229,7 +227,7 @@ func (r Ring) Status(ctx context.Context) ([]NodeStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := newClient()
+	client, err := node.NewClient()
 	if err != nil {
 		return nil, err
 	}
@@ -243,12 +241,8 @@ func (r Ring) Status(ctx context.Context) ([]NodeStatus, error) {
 		}
 		if st.Running {
 			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			resp, err := client.Request(qctx, transport.Addr(st.Addr), transport.Message{Type: node.TypeStatus})
+			st.View, st.Err = client.Status(qctx, st.Addr)
 			cancel()
-			if err == nil {
-				err = json.Unmarshal(resp.Body, &st.View)
-			}
-			st.Err = err
 		}
 		out = append(out, st)
 	}
@@ -294,17 +288,4 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
-}
-
-// newClient opens a transport endpoint for queries on an ephemeral port.
-func newClient() (transport.Transport, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return transport.ListenTCP(transport.Addr(addr), func(context.Context, transport.Addr, transport.Message) (transport.Message, error) {
-		return transport.Message{}, errors.New("the ring tool serves no requests")
-	}, transport.TCPOptions{})
 }

@@ -36,6 +36,10 @@ const (
 	TypeSchemaPush transport.Type = 48 // a node's schema document, merged by the receiver
 	TypeSchemaPull transport.Type = 49 // asks for the receiver's schema document
 	TypeStatus     transport.Type = 50 // asks for the receiver's view of the ring (for idemkv ring status)
+	// Client requests (see Client): the receiving node coordinates them.
+	TypeClientWrite  transport.Type = 51
+	TypeClientRead   transport.Type = 52
+	TypeClientSchema transport.Type = 53
 )
 
 // ListenFunc opens a node's transport endpoint; the default is TCP.
@@ -251,6 +255,26 @@ func (n *Node) handle(ctx context.Context, from transport.Addr, m transport.Mess
 	case TypeStatus:
 		b, err := json.Marshal(n.Status())
 		return transport.Message{Type: TypeStatus, Body: b}, err
+	case TypeClientWrite:
+		cl, u, err := coordinator.DecodeWriteRequest(m.Body)
+		if err != nil {
+			return transport.Message{}, err
+		}
+		err = n.coord.CounterWrite(ctx, u, cl)
+		return transport.Message{Type: TypeClientWrite, Body: coordinator.EncodeResult(err)}, nil
+	case TypeClientRead:
+		cl, table, key, err := coordinator.DecodeReadRequest(m.Body)
+		if err != nil {
+			return transport.Message{}, err
+		}
+		r, found, err := n.coord.Read(ctx, table, key, cl)
+		return transport.Message{Type: TypeClientRead, Body: coordinator.EncodeReadResult(r, found, err)}, nil
+	case TypeClientSchema:
+		var req schemaRequest
+		if err := json.Unmarshal(m.Body, &req); err != nil {
+			return transport.Message{}, fmt.Errorf("schema request: %w", err)
+		}
+		return transport.Message{Type: TypeClientSchema}, n.applySchemaRequest(req)
 	}
 	return transport.Message{}, fmt.Errorf("node: unknown message type %d", m.Type)
 }

@@ -1,0 +1,131 @@
+package coordinator
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/row"
+)
+
+func eps(spec ...string) []ring.Endpoint {
+	var out []ring.Endpoint
+	for i, dc := range spec {
+		out = append(out, ring.Endpoint{ID: string(rune('a' + i)), DC: dc})
+	}
+	return out
+}
+
+func TestBlockFor(t *testing.T) {
+	simple := ring.SimpleStrategy{RF: 3}
+	nts := ring.NetworkTopologyStrategy{DCs: map[string]int{"dc1": 3, "dc2": 2}}
+	cases := []struct {
+		cl   ConsistencyLevel
+		s    ring.Strategy
+		want int
+	}{
+		{One, simple, 1}, {Two, simple, 2}, {Three, simple, 3}, {Quorum, simple, 2}, {All, simple, 3},
+		{LocalOne, simple, 1}, {LocalQuorum, simple, 2}, {EachQuorum, simple, 2},
+		{Quorum, nts, 3}, {All, nts, 5}, {LocalQuorum, nts, 2}, {EachQuorum, nts, 4},
+	}
+	for _, c := range cases {
+		if got := newRequirement(c.cl, c.s, "dc1").blockFor; got != c.want {
+			t.Errorf("%s on %v: blockFor %d, want %d", c.cl, c.s, got, c.want)
+		}
+	}
+}
+
+func TestSufficientAndTally(t *testing.T) {
+	nts := ring.NetworkTopologyStrategy{DCs: map[string]int{"dc1": 3, "dc2": 2}}
+	cases := []struct {
+		cl   ConsistencyLevel
+		live []ring.Endpoint
+		ok   bool
+	}{
+		{LocalQuorum, eps("dc1", "dc1", "dc2", "dc2"), true},
+		{LocalQuorum, eps("dc1", "dc2", "dc2"), false}, // only one local replica
+		{LocalOne, eps("dc2", "dc2"), false},
+		{EachQuorum, eps("dc1", "dc1", "dc2", "dc2"), true},
+		{EachQuorum, eps("dc1", "dc1", "dc1", "dc2"), false}, // dc2 lacks its quorum
+		{Quorum, eps("dc1", "dc2", "dc2"), true},
+		{All, eps("dc1", "dc1", "dc1", "dc2"), false},
+	}
+	for _, c := range cases {
+		req := newRequirement(c.cl, nts, "dc1")
+		err := req.sufficient(c.live)
+		var un *UnavailableError
+		if c.ok != (err == nil) || (err != nil && !errors.As(err, &un)) {
+			t.Errorf("%s with live %v: %v, want ok=%v", c.cl, c.live, err, c.ok)
+		}
+		// Acks from exactly the live replicas meet the level iff they suffice.
+		tl := req.newTally()
+		for _, e := range c.live {
+			tl.add(e.DC)
+		}
+		if tl.met() != c.ok {
+			t.Errorf("%s: tally of %v met=%v, want %v", c.cl, c.live, tl.met(), c.ok)
+		}
+	}
+}
+
+func TestValidateLevels(t *testing.T) {
+	for _, cl := range []ConsistencyLevel{Any, Serial, LocalSerial, 99} {
+		var inv *InvalidError
+		if err := validateCounterWrite(cl); !errors.As(err, &inv) {
+			t.Errorf("counter write at %s: %v, want Invalid", cl, err)
+		}
+	}
+	if err := validateCounterWrite(Any); err.Error() != "Consistency level ANY is not yet supported for counter table" {
+		t.Errorf("ANY message %q differs from Cassandra's", err)
+	}
+	for _, cl := range []ConsistencyLevel{Any, EachQuorum, Serial} {
+		if validateRead(cl) == nil {
+			t.Errorf("read at %s accepted", cl)
+		}
+	}
+}
+
+func TestWireRoundTrips(t *testing.T) {
+	u := replica.Update{Table: 9, Key: []byte("k"), Column: "c", Delta: -4, Timestamp: 77, HasOp: true, OpID: [16]byte{1, 2, 3}, OpTime: 5}
+	cl, got, err := DecodeWriteRequest(EncodeWriteRequest(LocalQuorum, u))
+	if err != nil || cl != LocalQuorum || got.Delta != -4 || got.OpID != u.OpID || string(got.Key) != "k" || got.OpTime != 5 {
+		t.Fatalf("write request round trip: %v %+v %v", cl, got, err)
+	}
+	for _, want := range []error{nil, &UnavailableError{CL: All, Required: 3, Alive: 2},
+		&WriteTimeoutError{CL: Quorum, Received: 1, BlockFor: 2, WriteType: WriteTypeCounter}, &InvalidError{Msg: "bad"}} {
+		err := DecodeResult(EncodeResult(want))
+		if (want == nil) != (err == nil) || (want != nil && err.Error() != want.Error()) {
+			t.Errorf("result round trip: %v became %v", want, err)
+		}
+	}
+	r := row.Row{Cells: []row.Cell{{Column: "a", Value: []byte{1}}, {Column: "b", Tombstone: true, Timestamp: 3}}}
+	back, found, err := DecodeReadResult(row.Key{}, EncodeReadResult(r, true, nil))
+	if err != nil || !found || len(back.Cells) != 2 || !back.Cells[1].Tombstone {
+		t.Fatalf("read result round trip: %+v %v %v", back, found, err)
+	}
+}
+
+// FuzzDecode feeds arbitrary bytes to every decoder of the package: none
+// may panic, and whatever decodes re-encodes to the same bytes.
+func FuzzDecode(f *testing.F) {
+	f.Add(EncodeWriteRequest(Quorum, replica.Update{Table: 1, Key: []byte("k"), Column: "c", Delta: 1}))
+	f.Add(EncodeMutation(replica.Mutation{Table: 1, Key: []byte("k"), Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
+	f.Add(EncodeResult(&WriteTimeoutError{CL: One, WriteType: WriteTypeCounter}))
+	f.Add(EncodeReadResult(row.Row{Cells: []row.Cell{{Column: "c"}}}, true, nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if cl, u, err := DecodeWriteRequest(b); err == nil {
+			if again := EncodeWriteRequest(cl, u); string(again) != string(b) {
+				t.Fatalf("write request %x re-encodes as %x", b, again)
+			}
+		}
+		if m, err := DecodeMutation(b); err == nil {
+			if again := EncodeMutation(m); string(again) != string(b) {
+				t.Fatalf("mutation %x re-encodes as %x", b, again)
+			}
+		}
+		_ = DecodeResult(b)
+		_, _, _ = DecodeReadResult(row.Key{}, b)
+		_, _ = decodeCounterWrite(b)
+	})
+}
