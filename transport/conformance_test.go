@@ -248,6 +248,12 @@ func testRemoteError(t *testing.T, env netEnv) {
 		t.Fatalf("RemoteError %+v", re)
 	}
 	mustNotErr(t, err, ErrUnreachable, ErrTimeout, ErrClosed)
+
+	// An endpoint without a handler answers with an error too.
+	_, err = srv.Request(longCtx(t), cli.Addr(), Message{Type: 3})
+	if !errors.As(err, &re) || re.Peer != cli.Addr() {
+		t.Fatalf("request to an endpoint without handler: %v", err)
+	}
 }
 
 func testUnknownPeer(t *testing.T, env netEnv) {

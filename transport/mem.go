@@ -113,7 +113,8 @@ func NewMemNetwork(seed uint64) *MemNetwork {
 	}
 }
 
-// Listen opens an endpoint at addr served by h. It fails if an open endpoint
+// Listen opens an endpoint at addr served by h (nil: every request is
+// answered with an error). It fails if an open endpoint
 // already has addr; a closed endpoint's address can be listened on again (a
 // node restart).
 func (n *MemNetwork) Listen(addr Addr, h Handler) (Transport, error) {
@@ -623,7 +624,7 @@ func (e *memEndpoint) receive(env *envelope) bool {
 
 func (e *memEndpoint) serve(env *envelope) {
 	defer e.wg.Done()
-	resp, err := e.h(e.ctx, env.from, env.msg)
+	resp, err := callHandler(e.ctx, e.h, env.from, env.msg)
 	if env.kind == kindOneWay || e.isClosed() {
 		return // a closed endpoint answers nothing
 	}

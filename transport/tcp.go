@@ -68,8 +68,9 @@ type TCP struct {
 
 var _ Transport = (*TCP)(nil)
 
-// ListenTCP listens on addr and serves requests with h. If addr's port is 0,
-// the port chosen by the system becomes part of the endpoint's Addr.
+// ListenTCP listens on addr and serves requests with h (nil: every request
+// is answered with an error). If addr's port is 0, the port chosen by the
+// system becomes part of the endpoint's Addr.
 func ListenTCP(addr Addr, h Handler, opts TCPOptions) (*TCP, error) {
 	opts.setDefaults()
 	ln, err := net.Listen("tcp", string(addr))
@@ -111,7 +112,7 @@ func (t *TCP) Request(ctx context.Context, to Addr, req Message) (Message, error
 	if err := t.checkSend(ctx, to, req); err != nil {
 		return Message{}, err
 	}
-	c, err := t.peerConn(ctx, to)
+	c, err := t.peerConn(ctx, to, req.Type)
 	if err != nil {
 		return Message{}, err
 	}
@@ -138,7 +139,7 @@ func (t *TCP) Send(ctx context.Context, to Addr, msg Message) error {
 	if err := t.checkSend(ctx, to, msg); err != nil {
 		return err
 	}
-	c, err := t.peerConn(ctx, to)
+	c, err := t.peerConn(ctx, to, msg.Type)
 	if err != nil {
 		return err
 	}
@@ -335,7 +336,9 @@ type peer struct {
 	backoff time.Duration
 }
 
-func (t *TCP) peerConn(ctx context.Context, to Addr) (*conn, error) {
+// peerConn returns the outbound connection to a peer, dialling it if
+// needed; typ only labels a timeout error.
+func (t *TCP) peerConn(ctx context.Context, to Addr, typ Type) (*conn, error) {
 	t.mu.Lock()
 	p := t.peers[to]
 	if p == nil {
@@ -368,7 +371,7 @@ func (t *TCP) peerConn(ctx context.Context, to Addr) (*conn, error) {
 	select {
 	case <-ch:
 	case <-ctx.Done():
-		return nil, timeoutError(to, 0, ctx)
+		return nil, timeoutError(to, typ, ctx)
 	}
 	if t.closed.Load() {
 		return nil, fmt.Errorf("%w: %s", ErrClosed, t.addr)
@@ -646,7 +649,7 @@ func (c *conn) readLoop() {
 // serve runs the handler for one inbound request and queues its answer.
 func (c *conn) serve(f frame) {
 	defer c.t.wg.Done()
-	resp, err := c.t.h(c.t.ctx, c.peer, Message{Type: f.typ, Body: f.body})
+	resp, err := callHandler(c.t.ctx, c.t.h, c.peer, Message{Type: f.typ, Body: f.body})
 	if f.kind == kindOneWay {
 		if err != nil {
 			c.t.log.Debug("transport: one-way handler failed", "peer", string(c.peer), "type", f.typ, "err", err)
@@ -665,4 +668,14 @@ func (c *conn) serve(f frame) {
 		return
 	}
 	c.enqueue(kindResponse, f.id, resp.Type, resp.Body)
+}
+
+// errNoHandler answers requests to an endpoint opened without a handler.
+var errNoHandler = errors.New("transport: this endpoint serves no requests")
+
+func callHandler(ctx context.Context, h Handler, from Addr, req Message) (Message, error) {
+	if h == nil {
+		return Message{}, errNoHandler
+	}
+	return h(ctx, from, req)
 }
