@@ -13,22 +13,25 @@ import (
 
 	"github.com/idemkv/idemkv/bench"
 	"github.com/idemkv/idemkv/commitlog"
+	"github.com/idemkv/idemkv/coordinator"
 )
 
 func init() {
-	register("bench", "benchmark counter writes (engine: one embedded node's leader path)", runBench)
+	register("bench", "benchmark counter writes (ring: an embedded ring over TCP; engine: one node's leader path)", runBench)
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(stderr, "usage: idemkv bench engine [flags]")
+		fmt.Fprintln(stderr, "usage: idemkv bench ring|engine [flags]")
 		return flag.ErrHelp
 	}
 	switch args[0] {
 	case "engine":
 		return runBenchEngine(args[1:], stdout, stderr)
+	case "ring":
+		return runBenchRing(args[1:], stdout, stderr)
 	}
-	return fmt.Errorf("unknown benchmark %q (have: engine)", args[0])
+	return fmt.Errorf("unknown benchmark %q (have: ring, engine)", args[0])
 }
 
 func runBenchEngine(args []string, stdout, stderr io.Writer) error {
@@ -111,4 +114,55 @@ func intList(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+func runBenchRing(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench ring", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	nodes := fs.Int("nodes", 3, "nodes of the embedded ring (node i on 127.0.0.i)")
+	rf := fs.Int("rf", 3, "replication factor")
+	levels := fs.String("cl", "ONE,QUORUM,ALL", "consistency levels, comma-separated")
+	keys := fs.String("keys", "10000,1", "distinct keys per run (1 = one hot counter), comma-separated")
+	writers := fs.Int("writers", 32, "concurrent closed-loop writers")
+	dur := fs.Duration("duration", 3*time.Second, "measured time of each run")
+	warm := fs.Duration("warmup", 500*time.Millisecond, "unmeasured time before each run")
+	syncMode := fs.String("commitlog-sync", "periodic", "commit log sync mode of the nodes")
+	leader := fs.String("counter-leader", "random", "counter leader rule: random (Cassandra) or first")
+	seed := fs.Uint64("seed", 1, "seed of key, coordinator and leader choices")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var cls []coordinator.ConsistencyLevel
+	for _, s := range strings.Split(*levels, ",") {
+		cl, err := coordinator.ParseConsistencyLevel(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		cls = append(cls, cl)
+	}
+	ks, err := intList(*keys)
+	if err != nil {
+		return fmt.Errorf("--keys: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --seed %d\n",
+		*nodes, *rf, *levels, *keys, *writers, *dur, *warm, *syncMode, *leader, *seed)
+	fmt.Fprintln(stdout, "# vanilla counter increments through random coordinators of an embedded ring; nodes talk over TCP on 127.0.0.i")
+	results, err := bench.RunRing(ctx, bench.RingConfig{
+		Nodes: *nodes, RF: *rf, Levels: cls, Keys: ks, Writers: *writers, Duration: *dur, Warmup: *warm,
+		Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
+	})
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteRingTable(stdout, results); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Wrong != 0 {
+			return fmt.Errorf("%d counters at %s hold a value outside their acknowledged increments", r.Wrong, r.CL)
+		}
+	}
+	return nil
 }

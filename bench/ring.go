@@ -1,0 +1,284 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/node"
+	"github.com/idemkv/idemkv/replica"
+)
+
+// RingConfig is the embedded-ring benchmark: N nodes in this process, each
+// on its own loopback address, talking over real TCP; closed-loop writers
+// send counter increments to random coordinators.
+type RingConfig struct {
+	Nodes, RF int
+	Levels    []coordinator.ConsistencyLevel
+	Keys      []int // distinct keys per run; 1 is one hot counter
+	Writers   int
+	Duration  time.Duration
+	Warmup    time.Duration
+	Seed      uint64
+	Sync      string // commit log sync mode of every node
+	Leader    string // counter leader rule: random or first
+	Dir       string // data directories; a temporary one when empty
+	Port      int    // peer port; 0 picks a free one
+	Progress  io.Writer
+}
+
+// RingResult is one (level, keys) run.
+type RingResult struct {
+	CL      coordinator.ConsistencyLevel
+	Keys    int
+	Ops     int64
+	Errors  int64 // timeouts and unavailable answers
+	Elapsed time.Duration
+	Latency *hdrhistogram.Histogram // microseconds, acknowledged writes
+	Wrong   int                     // counters whose value at ALL is outside [acked, acked+unknown]
+	Unknown int64                   // writes whose outcome the client could not know
+}
+
+// Throughput is acknowledged writes per second.
+func (r RingResult) Throughput() float64 { return float64(r.Ops) / r.Elapsed.Seconds() }
+
+// freePort finds a port free on 127.0.0.1..n.
+func freePort(n int, rng *rand.Rand) (int, error) {
+	for try := 0; try < 50; try++ {
+		p := 20000 + rng.IntN(30000)
+		var ls []net.Listener
+		ok := true
+		for i := 1; i <= n; i++ {
+			l, err := net.Listen("tcp", net.JoinHostPort(fmt.Sprintf("127.0.0.%d", i), strconv.Itoa(p)))
+			if err != nil {
+				ok = false
+				break
+			}
+			ls = append(ls, l)
+		}
+		for _, l := range ls {
+			l.Close()
+		}
+		if ok {
+			return p, nil
+		}
+	}
+	return 0, errors.New("bench: no free port on the loopback addresses")
+}
+
+// StartRing starts an embedded ring and creates keyspace bench (SimpleStrategy,
+// RF) with table counters (c counter). The caller stops the nodes.
+func StartRing(ctx context.Context, cfg RingConfig, logger *slog.Logger) ([]*node.Node, replica.TableDef, error) {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
+	port := cfg.Port
+	if port == 0 {
+		p, err := freePort(cfg.Nodes, rng)
+		if err != nil {
+			return nil, replica.TableDef{}, err
+		}
+		port = p
+	}
+	var nodes []*node.Node
+	stopAll := func() {
+		for _, n := range nodes {
+			n.Stop()
+		}
+	}
+	for i := 1; i <= cfg.Nodes; i++ {
+		n, err := node.Start(node.Config{
+			DataDirectory: filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i)),
+			ListenAddress: fmt.Sprintf("127.0.0.%d", i),
+			StoragePort:   port,
+			Seeds:         []string{fmt.Sprintf("127.0.0.1:%d", port)},
+			CommitLogSync: cfg.Sync, CounterLeader: cfg.Leader,
+			GossipIntervalMS: 200, PhiConvictThreshold: 12,
+		}, node.Options{Logger: logger, Seed: cfg.Seed + uint64(i)})
+		if err != nil {
+			stopAll()
+			return nil, replica.TableDef{}, err
+		}
+		nodes = append(nodes, n)
+	}
+	def := replica.TableDef{ID: 1001, Keyspace: "bench", Name: "counters", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}
+	err := nodes[0].Schema().CreateKeyspace(node.Keyspace{Name: "bench", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": strconv.Itoa(cfg.RF)}}, true)
+	if err == nil {
+		err = nodes[0].Schema().CreateTable(def, true)
+	}
+	for err == nil {
+		up := 0
+		for _, p := range nodes[0].Gossip().Nodes() {
+			if p.Up {
+				up++
+			}
+		}
+		if up == cfg.Nodes {
+			err = nodes[0].WaitSchemaAgreement(ctx)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		stopAll()
+		return nil, replica.TableDef{}, err
+	}
+	return nodes, def, nil
+}
+
+// RunRing runs every (keys, level) combination on one embedded ring.
+func RunRing(ctx context.Context, cfg RingConfig) ([]RingResult, error) {
+	if cfg.Nodes < 1 || cfg.RF < 1 || cfg.Writers < 1 || cfg.Duration <= 0 {
+		return nil, errors.New("bench: nodes, rf, writers and duration must be positive")
+	}
+	if cfg.Dir == "" {
+		d, err := os.MkdirTemp("", "idemkv-bench-ring-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		cfg.Dir = d
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	nodes, def, err := StartRing(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.Stop()
+		}
+	}()
+	var out []RingResult
+	run := 0
+	for _, keys := range cfg.Keys {
+		for _, cl := range cfg.Levels {
+			run++
+			res, err := runRingOnce(ctx, cfg, nodes, def, cl, keys, fmt.Sprintf("r%d-", run))
+			if err != nil {
+				return out, err
+			}
+			out = append(out, res)
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "  done: %s keys=%d\n", cl, keys)
+			}
+		}
+	}
+	return out, nil
+}
+
+func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def replica.TableDef, cl coordinator.ConsistencyLevel, keys int, prefix string) (RingResult, error) {
+	names := make([][]byte, keys)
+	for i := range names {
+		names[i] = []byte(prefix + strconv.Itoa(i))
+	}
+	acked := make([]atomic.Int64, keys)
+	unknown := make([]atomic.Int64, keys)
+	var measuring atomic.Bool
+	var ops, errs, unk atomic.Int64
+	hists := make([]*hdrhistogram.Histogram, cfg.Writers)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range cfg.Writers {
+		hists[w] = hdrhistogram.New(1, 60_000_000, 3)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(w)))
+			for runCtx.Err() == nil {
+				k := rng.IntN(keys)
+				coord := nodes[rng.IntN(len(nodes))].Coordinator()
+				start := time.Now()
+				err := coord.CounterWrite(runCtx, replica.Update{Table: def.ID, Key: names[k], Column: "c", Delta: 1}, cl)
+				lat := time.Since(start)
+				var un *coordinator.UnavailableError
+				switch {
+				case err == nil:
+					acked[k].Add(1)
+					if measuring.Load() {
+						ops.Add(1)
+						_ = hists[w].RecordValue(max(1, lat.Microseconds()))
+					}
+				case runCtx.Err() != nil:
+					unknown[k].Add(1) // cut short by the end of the run
+				case errors.As(err, &un):
+					errs.Add(1)
+				default:
+					errs.Add(1)
+					unk.Add(1)
+					unknown[k].Add(1)
+				}
+			}
+		}()
+	}
+	select {
+	case <-time.After(cfg.Warmup):
+	case <-ctx.Done():
+	}
+	measuring.Store(true)
+	start := time.Now()
+	select {
+	case <-time.After(cfg.Duration):
+	case <-ctx.Done():
+	}
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	cancel()
+	wg.Wait()
+	if ctx.Err() != nil {
+		return RingResult{}, ctx.Err()
+	}
+	res := RingResult{CL: cl, Keys: keys, Ops: ops.Load(), Errors: errs.Load(), Unknown: unk.Load(), Elapsed: elapsed, Latency: hdrhistogram.New(1, 60_000_000, 3)}
+	for _, h := range hists {
+		res.Latency.Merge(h)
+	}
+	for k := range names {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		r, found, err := nodes[0].Coordinator().Read(rctx, def.ID, names[k], coordinator.All)
+		cancel()
+		if err != nil {
+			return res, fmt.Errorf("bench: verification read: %w", err)
+		}
+		var v int64
+		if found {
+			if c, ok := r.Cell("c"); ok && !c.Tombstone {
+				if v, err = nodes[0].Replica().CellValue(def.ID, c); err != nil {
+					return res, err
+				}
+			}
+		}
+		if lo := acked[k].Load(); v < lo || v > lo+unknown[k].Load() {
+			res.Wrong++
+		}
+	}
+	return res, nil
+}
+
+// WriteRingTable prints ring results side by side.
+func WriteRingTable(w io.Writer, results []RingResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "CL\tkeys\tops\tops/s\tp50 µs\tp99 µs\tp99.9 µs\tmax µs\terrors\twrong\t")
+	for _, r := range results {
+		h := r.Latency
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.CL, r.Keys, r.Ops, r.Throughput(),
+			h.ValueAtQuantile(50), h.ValueAtQuantile(99), h.ValueAtQuantile(99.9), h.Max(), r.Errors, r.Wrong)
+	}
+	return tw.Flush()
+}
