@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -229,7 +230,15 @@ func (n *Node) closeAll() error {
 }
 
 // handle dispatches a peer's message to the part that owns its type.
-func (n *Node) handle(ctx context.Context, from transport.Addr, m transport.Message) (transport.Message, error) {
+func (n *Node) handle(ctx context.Context, from transport.Addr, m transport.Message) (resp transport.Message, err error) {
+	defer func() {
+		// A bug in one request's handling must not take the node down:
+		// the peer gets an error and the stack goes to the log.
+		if p := recover(); p != nil {
+			n.logger.Error("panic serving a peer request", "type", m.Type, "from", from, "panic", p, "stack", string(debug.Stack()))
+			resp, err = transport.Message{}, fmt.Errorf("node: internal error serving message type %d", m.Type)
+		}
+	}()
 	if !n.ready.Load() {
 		return transport.Message{}, errors.New("node is starting or stopping")
 	}
