@@ -21,6 +21,7 @@ import (
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/node"
 	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/schema"
 )
 
 // RingConfig is the embedded-ring benchmark: N nodes in this process, each
@@ -114,7 +115,7 @@ func StartRing(ctx context.Context, cfg RingConfig, logger *slog.Logger) ([]*nod
 		nodes = append(nodes, n)
 	}
 	def := replica.TableDef{ID: 1001, Keyspace: "bench", Name: "counters", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}
-	err := nodes[0].Schema().CreateKeyspace(node.Keyspace{Name: "bench", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": strconv.Itoa(cfg.RF)}}, true)
+	err := nodes[0].Schema().CreateKeyspace(schema.Keyspace{Name: "bench", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": strconv.Itoa(cfg.RF)}}, true)
 	if err == nil {
 		err = nodes[0].Schema().CreateTable(def, true)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/idemkv/idemkv/internal/testseed"
 	"github.com/idemkv/idemkv/node"
 	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/schema"
 )
 
 // buildBinary compiles the idemkv command for the real-process tests.
@@ -66,7 +67,7 @@ func TestRingSurvivesSIGKILL(t *testing.T) {
 	}
 	defer client.Close()
 	table := replica.TableDef{ID: 77, Keyspace: "ks", Name: "hits", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}
-	if err := client.CreateKeyspace(ctx, addr(1), node.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "3"}}); err != nil {
+	if err := client.CreateKeyspace(ctx, addr(1), schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "3"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := client.CreateTable(ctx, addr(1), table); err != nil {

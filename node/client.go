@@ -11,13 +11,14 @@ import (
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
+	"github.com/idemkv/idemkv/schema"
 	"github.com/idemkv/idemkv/transport"
 )
 
 // schemaRequest is a client's schema change.
 type schemaRequest struct {
 	Op       string           `json:"op"` // create_keyspace, create_table
-	Keyspace Keyspace         `json:"keyspace,omitempty"`
+	Keyspace schema.Keyspace  `json:"keyspace,omitempty"`
 	Table    replica.TableDef `json:"table,omitempty"`
 }
 
@@ -77,7 +78,7 @@ func (c *Client) Read(ctx context.Context, addr string, cl coordinator.Consisten
 }
 
 // CreateKeyspace creates a keyspace (if it does not exist) through addr.
-func (c *Client) CreateKeyspace(ctx context.Context, addr string, k Keyspace) error {
+func (c *Client) CreateKeyspace(ctx context.Context, addr string, k schema.Keyspace) error {
 	return c.schema(ctx, addr, schemaRequest{Op: "create_keyspace", Keyspace: k})
 }
 

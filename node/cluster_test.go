@@ -14,6 +14,7 @@ import (
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/internal/testseed"
 	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/schema"
 	"github.com/idemkv/idemkv/transport"
 )
 
@@ -135,7 +136,7 @@ func (c *testCluster) seenDown(from, target int) {
 func (c *testCluster) createTable(rf int) replica.TableDef {
 	c.t.Helper()
 	n1 := c.node(1)
-	if err := n1.Schema().CreateKeyspace(Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": fmt.Sprint(rf)}}, false); err != nil {
+	if err := n1.Schema().CreateKeyspace(schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": fmt.Sprint(rf)}}, false); err != nil {
 		c.t.Fatal(err)
 	}
 	def := replica.TableDef{ID: 42, Keyspace: "ks", Name: "t", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}

@@ -26,6 +26,7 @@ import (
 	"github.com/idemkv/idemkv/gossip"
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/schema"
 	"github.com/idemkv/idemkv/transport"
 )
 
@@ -58,7 +59,7 @@ type Node struct {
 	cfg     Config
 	logger  *slog.Logger
 	replica *replica.Replica
-	schema  *Schema
+	schema  *schema.Schema
 	tr      transport.Transport
 	gossip  *gossip.Gossiper
 	coord   *coordinator.Coordinator
@@ -110,7 +111,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		n.closeAll()
 		return nil, err
 	}
-	if n.schema, err = openSchema(cfg.DataDirectory, rep); err != nil {
+	if n.schema, err = schema.Open(cfg.DataDirectory, rep); err != nil {
 		return fail(err)
 	}
 	tokens, err := loadTokens(cfg.DataDirectory, cfg.NumTokens, rng)
@@ -157,10 +158,10 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.schema.onChange = func(version string) {
+	n.schema.OnChange(func(version string) {
 		n.gossip.UpdateSelf(func(s *gossip.NodeState) { s.SchemaVersion = version })
 		n.pushSchema(ctx)
-	}
+	})
 	n.gossip.Subscribe(func(ev gossip.Event) { n.onGossip(ctx, ev) })
 	n.ready.Store(true)
 	n.gossip.Start()
@@ -181,7 +182,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 func (n *Node) Coordinator() *coordinator.Coordinator { return n.coord }
 
 // Schema is the node's view of the cluster schema.
-func (n *Node) Schema() *Schema { return n.schema }
+func (n *Node) Schema() *schema.Schema { return n.schema }
 
 // Replica is the node's storage engine.
 func (n *Node) Replica() *replica.Replica { return n.replica }
@@ -250,7 +251,7 @@ func (n *Node) handle(ctx context.Context, from transport.Addr, m transport.Mess
 	}
 	switch m.Type {
 	case TypeSchemaPush:
-		var d SchemaDoc
+		var d schema.Doc
 		if err := json.Unmarshal(m.Body, &d); err != nil {
 			return transport.Message{}, fmt.Errorf("schema push: %w", err)
 		}
@@ -315,7 +316,7 @@ func (n *Node) pullSchema(ctx context.Context, from transport.Addr) {
 		n.logger.Debug("schema pull failed", "from", from, "err", err)
 		return
 	}
-	var d SchemaDoc
+	var d schema.Doc
 	if err := json.Unmarshal(resp.Body, &d); err != nil {
 		n.logger.Warn("schema pull: bad document", "from", from, "err", err)
 		return

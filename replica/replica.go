@@ -719,3 +719,15 @@ func (r *Replica) CellValue(tableID uint64, c row.Cell) (int64, error) {
 	}
 	return col.Value(c)
 }
+
+// Scan returns up to limit partitions of a table in key order (token, then
+// partition bytes), after the key after (exclusive; nil: from the start) and
+// with a token at most endToken, merged from the memtables and SSTables.
+// Tombstoned cells are included, as ReadRow includes them.
+func (r *Replica) Scan(tableID uint64, after *row.Key, endToken int64, limit int) ([]row.Row, error) {
+	t, err := r.table(tableID)
+	if err != nil {
+		return nil, err
+	}
+	return t.scan(after, endToken, limit)
+}

@@ -2,12 +2,14 @@ package replica
 
 import (
 	"fmt"
+	"math"
 	"io"
 	"log/slog"
 	"testing"
 
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/internal/testseed"
+	"github.com/idemkv/idemkv/row"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -224,6 +226,19 @@ func TestModel(t *testing.T) {
 		if step%10 == 0 {
 			check(step, "after op")
 		}
+		if step%100 == 0 {
+			live := map[uint64]int{}
+			for c := range model {
+				if !deleted[c] {
+					live[c.table]++
+				}
+			}
+			checkScan(t, r, step, rng.IntN(7)+1, live, func(table uint64, key, col string) (int64, bool) {
+				c := cell{table, key, col}
+				v, ok := model[c]
+				return v, ok && !deleted[c]
+			})
+		}
 	}
 	check(-1, "end")
 	if st := addStats(total, r.Stats()); st.Flushes == 0 || st.Compactions == 0 || st.CacheMisses == 0 {
@@ -242,4 +257,50 @@ func addStats(a, b Stats) Stats {
 	a.ReplayedRecords += b.ReplayedRecords
 	a.SkippedFlushedRecs += b.SkippedFlushedRecs
 	return a
+}
+
+// checkScan pages through every table with Scan and checks the rows come in
+// key order, once each, with the model's values.
+func checkScan(t *testing.T, r *Replica, step, page int, live map[uint64]int, model func(table uint64, key, col string) (int64, bool)) {
+	t.Helper()
+	for _, d := range r.Tables() {
+		seen := 0
+		var after *row.Key
+		var prev *row.Key
+		for {
+			rows, err := r.Scan(d.ID, after, math.MaxInt64, page)
+			if err != nil {
+				t.Fatalf("step %d: scan: %v", step, err)
+			}
+			for _, rw := range rows {
+				if prev != nil && row.Compare(*prev, rw.Key) >= 0 {
+					t.Fatalf("step %d: scan out of order: %v after %v", step, rw.Key, *prev)
+				}
+				k := rw.Key
+				prev = &k
+				for _, c := range rw.Cells {
+					want, live := model(d.ID, string(rw.Key.Partition), c.Column)
+					if c.Tombstone {
+						if live {
+							t.Fatalf("step %d: scan shows %s/%s deleted; model has it live", step, rw.Key.Partition, c.Column)
+						}
+						continue
+					}
+					seen++
+					got, err := counterValue(c)
+					if err != nil || got != want {
+						t.Fatalf("step %d: scan %s/%s = %d (%v), model %d", step, rw.Key.Partition, c.Column, got, err, want)
+					}
+				}
+			}
+			if len(rows) < page {
+				break
+			}
+			last := rows[len(rows)-1].Key
+			after = &last
+		}
+		if seen != live[d.ID] {
+			t.Fatalf("step %d: scan of table %d saw %d live cells, model has %d", step, d.ID, seen, live[d.ID])
+		}
+	}
 }

@@ -18,11 +18,17 @@ type ColumnDef struct {
 // TableDef describes a table. Partition keys are opaque serialized bytes at
 // this level; the CQL layer owns their types.
 type TableDef struct {
-	ID       uint64            `json:"id"`
-	Keyspace string            `json:"keyspace"`
-	Name     string            `json:"name"`
-	Columns  []ColumnDef       `json:"columns"`
-	Options  map[string]string `json:"options,omitempty"`
+	ID       uint64      `json:"id"`
+	Keyspace string      `json:"keyspace"`
+	Name     string      `json:"name"`
+	Columns  []ColumnDef `json:"columns"`
+	// PartitionKey lists the key's columns with their CQL types ("text",
+	// "int", ...). The replica stores keys as opaque serialized bytes and
+	// keeps this only for the CQL layer.
+	PartitionKey []ColumnDef `json:"partition_key,omitempty"`
+	// Options are the table's options as CQL sets them (e.g. the
+	// idempotence map of FBF counters, JSON-encoded under "idempotence").
+	Options map[string]string `json:"options,omitempty"`
 }
 
 // Validate checks a definition against the registered column types.

@@ -4,16 +4,17 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+
+	"sync"
+	"sync/atomic"
 
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/memtable"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/sstable"
-
-	"sync"
-	"sync/atomic"
 )
 
 // table is one table's storage on this node: an active memtable taking
@@ -400,4 +401,90 @@ func decodePosition(b []byte) (commitlog.Position, error) {
 		return commitlog.Position{}, fmt.Errorf("replay position metadata is %d bytes, want 16", len(b))
 	}
 	return commitlog.Position{Segment: binary.BigEndian.Uint64(b), Offset: int64(binary.BigEndian.Uint64(b[8:]))}, nil
+}
+
+// scan merges up to limit rows after after (exclusive) and up to endToken
+// from every source: each source contributes at most limit rows, so the
+// first limit keys of the union are exact.
+func (t *table) scan(after *row.Key, endToken int64, limit int) ([]row.Row, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	from := row.Key{Token: math.MinInt64}
+	if after != nil {
+		from = *after
+	}
+	inRange := func(k row.Key) (skip, stop bool) {
+		if after != nil && row.Compare(k, *after) <= 0 {
+			return true, false
+		}
+		return false, k.Token > endToken
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var merged []row.Row
+	add := func(rows []row.Row) error {
+		out := make([]row.Row, 0, len(merged)+len(rows))
+		i, j := 0, 0
+		for i < len(merged) || j < len(rows) {
+			switch {
+			case j == len(rows) || (i < len(merged) && row.Compare(merged[i].Key, rows[j].Key) < 0):
+				out = append(out, merged[i])
+				i++
+			case i == len(merged) || row.Compare(rows[j].Key, merged[i].Key) < 0:
+				out = append(out, rows[j])
+				j++
+			default:
+				m, err := row.MergeRows(merged[i], rows[j], t.merge)
+				if err != nil {
+					return err
+				}
+				out = append(out, m)
+				i++
+				j++
+			}
+		}
+		if len(out) > limit {
+			out = out[:limit]
+		}
+		merged = out
+		return nil
+	}
+	for _, m := range []*memtable.Memtable{t.view.active, t.view.flushing} {
+		if m == nil {
+			continue
+		}
+		var rows []row.Row
+		for r := range m.Range(from) {
+			skip, stop := inRange(r.Key)
+			if stop || len(rows) == limit {
+				break
+			}
+			if !skip {
+				rows = append(rows, r)
+			}
+		}
+		if err := add(rows); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range t.view.sstables {
+		var rows []row.Row
+		for r, err := range s.Range(from) {
+			if err != nil {
+				return nil, fmt.Errorf("table %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+			}
+			skip, stop := inRange(r.Key)
+			if stop || len(rows) == limit {
+				break
+			}
+			if !skip {
+				rows = append(rows, r)
+			}
+		}
+		if err := add(rows); err != nil {
+			return nil, err
+		}
+	}
+	return merged, nil
 }

@@ -1,4 +1,8 @@
-package node
+// Package schema keeps the cluster's schema on one node: keyspaces with
+// their replication and tables with their columns, persisted in the data
+// directory and applied to the local replica. The document is a state-based
+// CRDT (creations and drops are unions), so nodes agree by exchanging it.
+package schema
 
 import (
 	"crypto/sha256"
@@ -22,24 +26,24 @@ type Keyspace struct {
 	DurableWrites bool              `json:"durable_writes"`
 }
 
-// SchemaDoc is the whole schema of the cluster as one node knows it. It is a
+// Doc is the whole schema of the cluster as one node knows it. It is a
 // state-based CRDT, so that nodes agree by exchanging it: keyspaces and
 // tables are created once (a table by its cluster-wide id) and dropped for
 // good; merging two documents takes the union of creations and of drops.
-type SchemaDoc struct {
+type Doc struct {
 	Keyspaces        map[string]Keyspace         `json:"keyspaces"`
 	Tables           map[uint64]replica.TableDef `json:"tables"`
 	DroppedKeyspaces map[string]bool             `json:"dropped_keyspaces,omitempty"`
 	DroppedTables    map[uint64]bool             `json:"dropped_tables,omitempty"`
 }
 
-func emptyDoc() SchemaDoc {
-	return SchemaDoc{Keyspaces: map[string]Keyspace{}, Tables: map[uint64]replica.TableDef{}, DroppedKeyspaces: map[string]bool{}, DroppedTables: map[uint64]bool{}}
+func emptyDoc() Doc {
+	return Doc{Keyspaces: map[string]Keyspace{}, Tables: map[uint64]replica.TableDef{}, DroppedKeyspaces: map[string]bool{}, DroppedTables: map[uint64]bool{}}
 }
 
 // Version is the schema's digest, formatted as a UUID as Cassandra's
 // schema_version is: every node with the same schema has the same version.
-func (d SchemaDoc) Version() string {
+func (d Doc) Version() string {
 	b, _ := json.Marshal(d.canonical())
 	s := sha256.Sum256(b)
 	s[6] = s[6]&0x0f | 0x30 // a name-based (version 3 style) UUID
@@ -48,7 +52,7 @@ func (d SchemaDoc) Version() string {
 }
 
 // canonical orders everything so that the encoding is deterministic.
-func (d SchemaDoc) canonical() any {
+func (d Doc) canonical() any {
 	type tbl struct {
 		ID  uint64
 		Def replica.TableDef
@@ -77,9 +81,9 @@ func (d SchemaDoc) canonical() any {
 }
 
 // merge returns the union of two documents.
-func (d SchemaDoc) merge(o SchemaDoc) SchemaDoc {
+func (d Doc) merge(o Doc) Doc {
 	out := emptyDoc()
-	for _, src := range []SchemaDoc{d, o} {
+	for _, src := range []Doc{d, o} {
 		for n, k := range src.Keyspaces {
 			if cur, ok := out.Keyspaces[n]; !ok || lessKeyspace(k, cur) {
 				out.Keyspaces[n] = k
@@ -120,26 +124,26 @@ func lessKeyspace(a, b Keyspace) bool {
 type Schema struct {
 	mu   sync.Mutex
 	path string
-	doc  SchemaDoc
+	doc  Doc
 	rep  *replica.Replica
 	// strategies caches each keyspace's parsed replication, rebuilt on
 	// every change, since every write needs it.
 	strategies map[string]ring.Strategy
-	// onChange is called (without mu) after the schema changed.
-	onChange func(version string)
+	onChange   func(version string)
 }
 
-func openSchema(dir string, rep *replica.Replica) (*Schema, error) {
+// Open loads the schema kept in dir and makes rep's tables match it.
+func Open(dir string, rep *replica.Replica) (*Schema, error) {
 	s := &Schema{path: filepath.Join(dir, "cluster_schema.json"), doc: emptyDoc(), rep: rep}
 	b, err := os.ReadFile(s.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
-		return nil, fmt.Errorf("node: read schema: %w", err)
+		return nil, fmt.Errorf("schema: read schema: %w", err)
 	default:
-		var d SchemaDoc
+		var d Doc
 		if err := json.Unmarshal(b, &d); err != nil {
-			return nil, fmt.Errorf("node: schema %s is corrupt: %w", s.path, err)
+			return nil, fmt.Errorf("schema: schema %s is corrupt: %w", s.path, err)
 		}
 		s.doc = emptyDoc().merge(d)
 	}
@@ -156,8 +160,16 @@ func openSchema(dir string, rep *replica.Replica) (*Schema, error) {
 	return s, nil
 }
 
+// OnChange sets the function called, outside the schema's lock, with the new
+// version after every change.
+func (s *Schema) OnChange(fn func(version string)) {
+	s.mu.Lock()
+	s.onChange = fn
+	s.mu.Unlock()
+}
+
 // Doc returns a copy of the schema document.
-func (s *Schema) Doc() SchemaDoc {
+func (s *Schema) Doc() Doc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return emptyDoc().merge(s.doc)
@@ -172,7 +184,7 @@ func (s *Schema) Version() string {
 
 // Merge folds another node's document into this one; it reports whether
 // anything changed.
-func (s *Schema) Merge(o SchemaDoc) (bool, error) {
+func (s *Schema) Merge(o Doc) (bool, error) {
 	s.mu.Lock()
 	before := s.doc.Version()
 	s.doc = s.doc.merge(o)
@@ -182,8 +194,13 @@ func (s *Schema) Merge(o SchemaDoc) (bool, error) {
 		err = s.applyLocked()
 	}
 	s.mu.Unlock()
-	if before != after && s.onChange != nil {
-		s.onChange(after)
+	if before != after {
+		s.mu.Lock()
+		fn := s.onChange
+		s.mu.Unlock()
+		if fn != nil {
+			fn(after)
+		}
 	}
 	return before != after, err
 }
@@ -196,20 +213,20 @@ func (s *Schema) applyLocked() error {
 	}
 	tmp := s.path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("node: write schema: %w", err)
+		return fmt.Errorf("schema: write schema: %w", err)
 	}
 	if f, err := os.Open(tmp); err == nil {
 		f.Sync()
 		f.Close()
 	}
 	if err := os.Rename(tmp, s.path); err != nil {
-		return fmt.Errorf("node: write schema: %w", err)
+		return fmt.Errorf("schema: write schema: %w", err)
 	}
 	s.strategies = map[string]ring.Strategy{}
 	for n, k := range s.doc.Keyspaces {
 		st, err := ring.ParseStrategy(k.Class, k.Options)
 		if err != nil {
-			return fmt.Errorf("node: keyspace %s: %w", n, err)
+			return fmt.Errorf("schema: keyspace %s: %w", n, err)
 		}
 		s.strategies[n] = st
 	}

@@ -1,0 +1,54 @@
+package exec
+
+import (
+	"context"
+	"net"
+
+	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/row"
+	"github.com/idemkv/idemkv/schema"
+)
+
+// Backend is what the executor needs of its node: the cluster schema, the
+// coordinator's writes, reads and scans, and the ring's membership for the
+// system tables. The node implements it; tests may use a fake.
+type Backend interface {
+	// Schema is the node's view of the cluster schema. DDL goes through it
+	// and reaches the other nodes by the node's schema propagation.
+	Schema() *schema.Schema
+	// WaitSchemaAgreement waits until every live node has this node's
+	// schema version (or ctx ends).
+	WaitSchemaAgreement(ctx context.Context) error
+	// NewTableID returns a fresh cluster-wide table id.
+	NewTableID() uint64
+
+	// CounterWrite coordinates one counter update (coordinator semantics
+	// and typed errors: *coordinator.UnavailableError, *WriteTimeoutError,
+	// *InvalidError).
+	CounterWrite(ctx context.Context, u replica.Update, cl coordinator.ConsistencyLevel) error
+	// Read coordinates the read of one partition.
+	Read(ctx context.Context, table uint64, key []byte, cl coordinator.ConsistencyLevel) (row.Row, bool, error)
+	// Scan coordinates a range read: up to limit partitions in token order
+	// after the key after (exclusive; nil for the first page).
+	Scan(ctx context.Context, table uint64, after *row.Key, limit int, cl coordinator.ConsistencyLevel) ([]row.Row, error)
+	// CellValue decodes a counter cell's value by its column type.
+	CellValue(table uint64, c row.Cell) (int64, error)
+
+	// Local describes this node (system.local); Peers the others (system.peers).
+	Local() NodeInfo
+	Peers() []NodeInfo
+}
+
+// NodeInfo is one node as the system tables show it.
+type NodeInfo struct {
+	HostID         [16]byte // a UUID
+	IP             net.IP   // rpc_address, broadcast_address, listen_address, peer
+	NativePort     int
+	DC, Rack       string
+	Tokens         []int64
+	SchemaVersion  [16]byte // a UUID
+	ReleaseVersion string
+	ClusterName    string
+	Up             bool
+}
