@@ -2,9 +2,9 @@ package replica
 
 import (
 	"fmt"
-	"math"
 	"io"
 	"log/slog"
+	"math"
 	"testing"
 
 	"github.com/idemkv/idemkv/commitlog"
