@@ -454,6 +454,9 @@ func (r *Replica) ApplyMutation(m Mutation) error {
 	kind := commitlog.PayloadShard
 	if m.Cell.Tombstone {
 		kind = commitlog.PayloadTombstone
+		if r.cache != nil {
+			r.cache.Remove(cacheKey(m.Table, m.Cell.Column, m.Key))
+		}
 	} else {
 		ctx, err := counters.Decode(m.Cell.Value)
 		if err != nil {

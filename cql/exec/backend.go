@@ -32,6 +32,10 @@ type Backend interface {
 	// Scan coordinates a range read: up to limit partitions in token order
 	// after the key after (exclusive; nil for the first page).
 	Scan(ctx context.Context, table uint64, after *row.Key, limit int, cl coordinator.ConsistencyLevel) ([]row.Row, error)
+	// Delete coordinates the deletion of a partition's counter cells (all
+	// of the table's columns when columns is empty): tombstones written to
+	// every replica, acknowledged at cl. A deleted counter stays deleted.
+	Delete(ctx context.Context, table uint64, key []byte, columns []string, cl coordinator.ConsistencyLevel) error
 	// CellValue decodes a counter cell's value by its column type.
 	CellValue(table uint64, c row.Cell) (int64, error)
 
