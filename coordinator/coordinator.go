@@ -341,6 +341,8 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		}
 		c.stats.mutations.Add(1)
 		return transport.Message{Type: TypeMutation}, nil
+	case TypeScan:
+		return c.handleScan(m.Body)
 	case TypeRead:
 		table, key, err := decodeRead(m.Body)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/internal/testseed"
 	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/schema"
 	"github.com/idemkv/idemkv/transport"
 )
@@ -424,5 +425,72 @@ func TestLeaderCrashMidWrite(t *testing.T) {
 	}
 	for i := 1; i <= 3; i++ {
 		c.waitFor(fmt.Sprintf("node %d repaired", i), func() bool { return c.localValue(i, "crash") == 9 })
+	}
+}
+
+// TestScanAndDelete pages through a table across every token range of the
+// ring and deletes counters at QUORUM.
+func TestScanAndDelete(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	c.createTable(2)
+	want := map[string]int64{}
+	for i := 0; i < 200; i++ {
+		key := fmt.Sprintf("s%d", i)
+		if err := c.write(1+i%3, key, int64(i+1), coordinator.Quorum); err != nil {
+			t.Fatal(err)
+		}
+		want[key] = int64(i + 1)
+	}
+	for _, page := range []int{1, 7, 64, 1000} {
+		seen := map[string]bool{}
+		var after *row.Key
+		var prev *row.Key
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			rows, err := c.node(2).Coordinator().Scan(ctx, 42, after, page, coordinator.Quorum)
+			cancel()
+			if err != nil {
+				t.Fatalf("page %d: scan: %v", page, err)
+			}
+			for _, r := range rows {
+				if prev != nil && row.Compare(*prev, r.Key) >= 0 {
+					t.Fatalf("page %d: %v after %v", page, r.Key, *prev)
+				}
+				k := r.Key
+				prev = &k
+				cell, _ := r.Cell("c")
+				v, err := c.node(2).Replica().CellValue(42, cell)
+				if err != nil || v != want[string(r.Key.Partition)] || seen[string(r.Key.Partition)] {
+					t.Fatalf("page %d: row %s = %d (%v), want %d once", page, r.Key.Partition, v, err, want[string(r.Key.Partition)])
+				}
+				seen[string(r.Key.Partition)] = true
+			}
+			if len(rows) < page {
+				break
+			}
+			last := rows[len(rows)-1].Key
+			after = &last
+		}
+		if len(seen) != len(want) {
+			t.Fatalf("page size %d: scan saw %d partitions, wrote %d", page, len(seen), len(want))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.node(3).Coordinator().Delete(ctx, 42, []byte("s5"), []string{"c"}, coordinator.Quorum); err != nil {
+		t.Fatal(err)
+	}
+	r, found, err := c.node(1).Coordinator().Read(ctx, 42, []byte("s5"), coordinator.Quorum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cell, ok := r.Cell("c"); found && (!ok || !cell.Tombstone) {
+		t.Fatalf("after the delete, read at QUORUM returns a live cell: %+v", r)
+	}
+	if err := c.write(1, "s5", 1, coordinator.Quorum); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.read(2, "s5", coordinator.All); got != 0 {
+		t.Fatalf("a deleted counter came back with %d after an increment", got)
 	}
 }

@@ -724,13 +724,14 @@ func (r *Replica) CellValue(tableID uint64, c row.Cell) (int64, error) {
 }
 
 // Scan returns up to limit partitions of a table in key order (token, then
-// partition bytes), after the key after (exclusive; nil: from the start) and
-// with a token at most endToken, merged from the memtables and SSTables.
-// Tombstoned cells are included, as ReadRow includes them.
-func (r *Replica) Scan(tableID uint64, after *row.Key, endToken int64, limit int) ([]row.Row, error) {
+// partition bytes) whose token lies in (startToken, endToken] and whose key
+// is after the key after (exclusive; nil: no such bound), merged from the
+// memtables and SSTables. Tombstoned cells are included, as ReadRow includes
+// them.
+func (r *Replica) Scan(tableID uint64, after *row.Key, startToken, endToken int64, limit int) ([]row.Row, error) {
 	t, err := r.table(tableID)
 	if err != nil {
 		return nil, err
 	}
-	return t.scan(after, endToken, limit)
+	return t.scan(after, startToken, endToken, limit)
 }

@@ -268,7 +268,7 @@ func checkScan(t *testing.T, r *Replica, step, page int, live map[uint64]int, mo
 		var after *row.Key
 		var prev *row.Key
 		for {
-			rows, err := r.Scan(d.ID, after, math.MaxInt64, page)
+			rows, err := r.Scan(d.ID, after, math.MinInt64, math.MaxInt64, page)
 			if err != nil {
 				t.Fatalf("step %d: scan: %v", step, err)
 			}

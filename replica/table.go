@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 
@@ -406,16 +405,16 @@ func decodePosition(b []byte) (commitlog.Position, error) {
 // scan merges up to limit rows after after (exclusive) and up to endToken
 // from every source: each source contributes at most limit rows, so the
 // first limit keys of the union are exact.
-func (t *table) scan(after *row.Key, endToken int64, limit int) ([]row.Row, error) {
+func (t *table) scan(after *row.Key, startToken, endToken int64, limit int) ([]row.Row, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	from := row.Key{Token: math.MinInt64}
-	if after != nil {
+	from := row.Key{Token: startToken}
+	if after != nil && row.Compare(*after, from) > 0 {
 		from = *after
 	}
 	inRange := func(k row.Key) (skip, stop bool) {
-		if after != nil && row.Compare(k, *after) <= 0 {
+		if k.Token <= startToken || (after != nil && row.Compare(k, *after) <= 0) {
 			return true, false
 		}
 		return false, k.Token > endToken

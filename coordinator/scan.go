@@ -1,0 +1,360 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/row"
+	"github.com/idemkv/idemkv/transport"
+)
+
+// TypeScan asks a replica for the partitions of a token range; TypeDelete
+// is not a separate verb: deletions travel as tombstone TypeMutations.
+const TypeScan transport.Type = 19
+
+// Store additions used by scans; the replica implements them.
+type scanner interface {
+	Scan(table uint64, after *row.Key, startToken, endToken int64, limit int) ([]row.Row, error)
+}
+
+type scanRequest struct {
+	table                uint64
+	after                *row.Key
+	startToken, endToken int64
+	limit                int
+}
+
+func encodeScan(r scanRequest) []byte {
+	e := newEnc()
+	e.u64(r.table)
+	e.boolean(r.after != nil)
+	if r.after != nil {
+		e.i64(r.after.Token)
+		e.bytes(r.after.Partition)
+	}
+	e.i64(r.startToken)
+	e.i64(r.endToken)
+	e.u32(uint32(r.limit))
+	return e.b
+}
+
+func decodeScan(b []byte) (scanRequest, error) {
+	d := newDec(b)
+	r := scanRequest{table: d.u64()}
+	if d.boolean() {
+		r.after = &row.Key{Token: d.i64(), Partition: d.bytes()}
+	}
+	r.startToken, r.endToken, r.limit = d.i64(), d.i64(), int(d.u32())
+	if r.limit > 1<<20 {
+		d.fail("scan limit %d", r.limit)
+	}
+	return r, d.end()
+}
+
+func encodeRows(rows []row.Row) []byte {
+	e := newEnc()
+	e.u32(uint32(len(rows)))
+	for _, r := range rows {
+		e.i64(r.Key.Token)
+		e.bytes(r.Key.Partition)
+		e.u32(uint32(len(r.Cells)))
+		for _, c := range r.Cells {
+			e.cell(c)
+		}
+	}
+	return e.b
+}
+
+func decodeRows(b []byte) ([]row.Row, error) {
+	d := newDec(b)
+	n := d.u32()
+	if n > 1<<20 {
+		d.fail("%d rows", n)
+	}
+	var out []row.Row
+	for i := uint32(0); i < n && d.err == nil; i++ {
+		r := row.Row{Key: row.Key{Token: d.i64(), Partition: d.bytes()}}
+		nc := d.u32()
+		if nc > maxCells {
+			d.fail("%d cells", nc)
+		}
+		for j := uint32(0); j < nc && d.err == nil; j++ {
+			r.Cells = append(r.Cells, d.cell())
+		}
+		if len(out) > 0 && row.Compare(out[len(out)-1].Key, r.Key) >= 0 {
+			d.fail("rows out of order")
+		}
+		out = append(out, r)
+	}
+	return out, d.end()
+}
+
+// Scan returns up to limit partitions of a table in token order, after the
+// key after (exclusive; nil for the first page), read at a consistency
+// level. It walks the ring's token ranges from after's token, asking enough
+// live replicas of each range for its partitions and merging their answers,
+// until limit partitions are gathered or the ring is done. Partitions are
+// returned as the replicas hold them, tombstoned cells included.
+func (c *Coordinator) Scan(ctx context.Context, table uint64, after *row.Key, limit int, cl ConsistencyLevel) ([]row.Row, error) {
+	c.stats.reads.Add(1)
+	if err := validateRead(cl); err != nil {
+		return nil, err
+	}
+	s, err := c.cfg.Tables.Strategy(table)
+	if err != nil {
+		return nil, &InvalidError{Msg: err.Error()}
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
+	defer cancel()
+	m := c.cfg.Cluster.Metadata()
+	start := int64(math.MinInt64)
+	if after != nil {
+		start = after.Token - 1 // the range holding after's token, from just below it
+		if after.Token == math.MinInt64 {
+			start = math.MinInt64
+		}
+	}
+	// Range ends in token order from start: every ring token above start,
+	// then MaxToken for the wrap-around range (owned like the first token).
+	var ends []int64
+	for _, to := range m.Ring() {
+		if to.Token > start {
+			ends = append(ends, to.Token)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != math.MaxInt64 {
+		ends = append(ends, math.MaxInt64)
+	}
+	var out []row.Row
+	lo := start
+	for _, end := range ends {
+		rows, err := c.scanRange(ctx, s, m, table, after, lo, end, limit-len(out), cl)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+		if len(out) >= limit {
+			return out[:limit], nil
+		}
+		lo = end
+	}
+	return out, nil
+}
+
+func (c *Coordinator) scanRange(ctx context.Context, s ring.Strategy, m *ring.Metadata, table uint64, after *row.Key, lo, hi int64, limit int, cl ConsistencyLevel) ([]row.Row, error) {
+	var live []ring.Endpoint
+	for _, e := range s.Replicas(m, hi) {
+		if c.cfg.Cluster.IsUp(e.ID) {
+			live = append(live, e)
+		}
+	}
+	req := newRequirement(cl, s, c.cfg.Cluster.Self().DC)
+	if err := req.sufficient(live); err != nil {
+		c.stats.unavailable.Add(1)
+		return nil, err
+	}
+	self := c.cfg.Cluster.Self()
+	var cands []ring.Endpoint
+	for _, e := range live {
+		if !req.counts(e.DC) {
+			continue
+		}
+		if e.ID == self.ID {
+			cands = append([]ring.Endpoint{e}, cands...)
+		} else {
+			cands = append(cands, e)
+		}
+	}
+	sr := scanRequest{table: table, after: after, startToken: lo, endToken: hi, limit: limit}
+	type answer struct {
+		rows []row.Row
+		err  error
+	}
+	answers := make(chan answer, len(cands))
+	ask := func(e ring.Endpoint) {
+		go func() {
+			if e.ID == self.ID {
+				sc, ok := c.cfg.Store.(scanner)
+				if !ok {
+					answers <- answer{err: errors.New("coordinator: the local store cannot scan")}
+					return
+				}
+				rows, err := sc.Scan(table, after, lo, hi, limit)
+				answers <- answer{rows, err}
+				return
+			}
+			addr, ok := c.cfg.Cluster.Addr(e.ID)
+			if !ok {
+				answers <- answer{err: transport.ErrUnreachable}
+				return
+			}
+			resp, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeScan, Body: encodeScan(sr)})
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			rows, err := decodeRows(resp.Body)
+			answers <- answer{rows, err}
+		}()
+	}
+	next := 0
+	for ; next < req.blockFor && next < len(cands); next++ {
+		ask(cands[next])
+	}
+	inflight, got := next, 0
+	var merged []row.Row
+	for got < req.blockFor && inflight > 0 {
+		select {
+		case a := <-answers:
+			inflight--
+			if a.err != nil {
+				if next < len(cands) {
+					ask(cands[next])
+					next++
+					inflight++
+				}
+				continue
+			}
+			got++
+			var err error
+			if merged, err = c.mergeRowLists(table, merged, a.rows, limit); err != nil {
+				return nil, err
+			}
+		case <-ctx.Done():
+			c.stats.readTimeouts.Add(1)
+			return nil, &ReadTimeoutError{CL: cl, Received: got, BlockFor: req.blockFor, DataPresent: got > 0}
+		}
+	}
+	if got < req.blockFor {
+		c.stats.readTimeouts.Add(1)
+		return nil, &ReadTimeoutError{CL: cl, Received: got, BlockFor: req.blockFor, DataPresent: got > 0}
+	}
+	return merged, nil
+}
+
+// mergeRowLists merges two key-sorted row lists, keeping the first limit.
+func (c *Coordinator) mergeRowLists(table uint64, a, b []row.Row, limit int) ([]row.Row, error) {
+	out := make([]row.Row, 0, min(limit, len(a)+len(b)))
+	i, j := 0, 0
+	for (i < len(a) || j < len(b)) && len(out) < limit {
+		switch {
+		case j == len(b) || (i < len(a) && row.Compare(a[i].Key, b[j].Key) < 0):
+			out = append(out, a[i])
+			i++
+		case i == len(a) || row.Compare(b[j].Key, a[i].Key) < 0:
+			out = append(out, b[j])
+			j++
+		default:
+			m, err := row.MergeRows(a[i], b[j], func(x, y row.Cell) (row.Cell, error) { return c.cfg.Store.MergeCells(table, x, y) })
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+			i++
+			j++
+		}
+	}
+	return out, nil
+}
+
+// handleScan serves TypeScan.
+func (c *Coordinator) handleScan(body []byte) (transport.Message, error) {
+	r, err := decodeScan(body)
+	if err != nil {
+		return transport.Message{}, err
+	}
+	sc, ok := c.cfg.Store.(scanner)
+	if !ok {
+		return transport.Message{}, errors.New("coordinator: the local store cannot scan")
+	}
+	rows, err := sc.Scan(r.table, r.after, r.startToken, r.endToken, r.limit)
+	if err != nil {
+		return transport.Message{}, err
+	}
+	return transport.Message{Type: TypeScan, Body: encodeRows(rows)}, nil
+}
+
+// WriteTypeSimple is the write type of a deletion's timeout.
+const WriteTypeSimple WriteType = "SIMPLE"
+
+// Delete writes tombstones for the named counter cells of a partition to
+// every replica and waits until the consistency level has acknowledged
+// them; replicas that are down or do not answer get hints. The timeout is
+// the read timeout (idemkv has no separate write_request_timeout).
+func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, columns []string, cl ConsistencyLevel) error {
+	switch cl {
+	case Any, Serial, LocalSerial:
+		return &InvalidError{Msg: "consistency level " + cl.String() + " is not supported for deletions"}
+	}
+	if len(columns) == 0 {
+		return &InvalidError{Msg: "a deletion names no column"}
+	}
+	natural, live, req, err := c.placement(table, key, cl)
+	if err != nil {
+		return err
+	}
+	if err := req.sufficient(live); err != nil {
+		c.stats.unavailable.Add(1)
+		return err
+	}
+	ts := time.Now().UnixMicro()
+	var muts []replica.Mutation
+	for _, col := range columns {
+		muts = append(muts, replica.Mutation{Table: table, Key: key, Cell: row.Cell{Column: col, Timestamp: ts, Tombstone: true}})
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
+	defer cancel()
+	self := c.cfg.Cluster.Self()
+	acks := make(chan string, len(natural))
+	for _, e := range natural {
+		go func() {
+			if e.ID == self.ID {
+				for _, m := range muts {
+					if err := c.cfg.Store.ApplyMutation(m); err != nil {
+						c.logger.Error("local deletion failed", "err", err)
+						acks <- ""
+						return
+					}
+				}
+				acks <- e.DC
+				return
+			}
+			ok := true
+			for _, m := range muts {
+				sub := make(chan string, 1)
+				c.replicate(ctx, e, m, sub)
+				if <-sub == "" {
+					ok = false
+				}
+			}
+			if ok {
+				acks <- e.DC
+			} else {
+				acks <- ""
+			}
+		}()
+	}
+	t := req.newTally()
+	for received := 0; received < len(natural); {
+		select {
+		case dc := <-acks:
+			received++
+			if dc != "" {
+				t.add(dc)
+			}
+			if t.met() {
+				return nil
+			}
+		case <-ctx.Done():
+			return &WriteTimeoutError{CL: cl, Received: t.total, BlockFor: req.blockFor, WriteType: WriteTypeSimple}
+		}
+	}
+	return &WriteTimeoutError{CL: cl, Received: t.total, BlockFor: req.blockFor, WriteType: WriteTypeSimple}
+}
