@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/bits-and-blooms/bitset v1.29.0
+	github.com/gocql/gocql v1.7.0
 	github.com/google/btree v1.1.3
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/schollz/progressbar/v3 v3.19.1
@@ -20,6 +21,8 @@ require (
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/golang/snappy v0.0.3 // indirect
+	github.com/hailocab/go-hostpool v0.0.0-20160125115350-e80d13ce29ed // indirect
 	github.com/kr/text v0.2.0 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
@@ -27,4 +30,5 @@ require (
 	golang.org/x/sys v0.46.0 // indirect
 	golang.org/x/term v0.44.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
+	gopkg.in/inf.v0 v0.9.1 // indirect
 )
