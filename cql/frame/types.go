@@ -236,6 +236,10 @@ type Error struct {
 	Keyspace    string      // AlreadyExists
 	Table       string      // AlreadyExists ("" for a keyspace)
 	UnknownID   []byte      // Unprepared
+
+	NumFailures int32    // ReadFailure, WriteFailure (v4); DataPresent and WriteType as above
+	Function    string   // FunctionFailure, with Keyspace
+	ArgTypes    []string // FunctionFailure
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("cql error 0x%04x: %s", int32(e.Code), e.Message) }
@@ -253,3 +257,10 @@ type Event struct {
 	Port   int32
 	Schema SchemaChangeResult // for SCHEMA_CHANGE
 }
+
+// Types that only appear in metadata decoded from elsewhere: tuples carry
+// their element types in Elems; user-defined types are not supported.
+const (
+	TypeUDT   TypeID = 0x0030
+	TypeTuple TypeID = 0x0031
+)
