@@ -135,7 +135,7 @@ func TestParseStatements(t *testing.T) {
 func TestParseMarkers(t *testing.T) {
 	for q, want := range map[string]int{
 		`SELECT * FROM t`: 0,
-		`UPDATE t SET c = c + ?, d = d + :x WHERE k = ? AND j = ?`: 4,
+		`UPDATE t SET c = c + ?, d = d + :x WHERE k = ? AND j = ?`:                                      4,
 		`BEGIN BATCH UPDATE t SET c = c + ? WHERE k = ? UPDATE t SET c = c + ? WHERE k = ? APPLY BATCH`: 4,
 		`SELECT * FROM t WHERE k IN (?, ?) LIMIT ?`:                                                     3,
 	} {

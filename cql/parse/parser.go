@@ -17,7 +17,7 @@
 //
 // Lexical rules are Cassandra's: keywords are case-insensitive, unquoted
 // identifiers fold to lower case, "quoted" identifiers keep their case with
-// "" as an escaped quote, 'strings' use '' as an escaped quote; integers,
+// "" as an escaped quote, 'strings' use ” as an escaped quote; integers,
 // floats, UUIDs, 0x blobs, true/false, NULL, ? and :name bind markers
 // (numbered in order of appearance), -- and // line comments, /* */ block
 // comments and an optional trailing semicolon. The package is pure: no I/O,
