@@ -42,6 +42,12 @@ type Tables interface {
 	Strategy(table uint64) (ring.Strategy, error)
 }
 
+// leaderRules is implemented by Tables that choose the leader rule per table
+// (FBF tables default to LeaderFirst); ok false means the node's default.
+type leaderRules interface {
+	LeaderRule(table uint64) (rule LeaderRule, ok bool)
+}
+
 // Store is the local replica.
 type Store interface {
 	Apply(u replica.Update) (replica.Mutation, error)
@@ -106,6 +112,9 @@ type Stats struct {
 	Writes, WritesLed, Unavailable, WriteTimeouts uint64
 	Reads, ReadTimeouts, ReadRepairs              uint64
 	ReplicaMutations                              uint64
+	// Dismissed counts the updates this node led that its column recognised
+	// as retries (FBF counters) and acknowledged without applying.
+	Dismissed uint64
 }
 
 // Coordinator serves counter writes and reads for one node.
@@ -117,6 +126,7 @@ type Coordinator struct {
 	stats struct {
 		writes, led, unavailable, writeTimeouts atomic.Uint64
 		reads, readTimeouts, repairs, mutations atomic.Uint64
+		dismissed                               atomic.Uint64
 	}
 }
 
@@ -146,6 +156,7 @@ func (c *Coordinator) Stats() Stats {
 	return Stats{
 		Writes: s.writes.Load(), WritesLed: s.led.Load(), Unavailable: s.unavailable.Load(), WriteTimeouts: s.writeTimeouts.Load(),
 		Reads: s.reads.Load(), ReadTimeouts: s.readTimeouts.Load(), ReadRepairs: s.repairs.Load(), ReplicaMutations: s.mutations.Load(),
+		Dismissed: s.dismissed.Load(),
 	}
 }
 
@@ -165,9 +176,15 @@ func (c *Coordinator) placement(table uint64, key []byte, cl ConsistencyLevel) (
 	return natural, live, newRequirement(cl, s, c.cfg.Cluster.Self().DC), nil
 }
 
-// chooseLeader applies the leader rule to the live replicas.
-func (c *Coordinator) chooseLeader(live []ring.Endpoint) ring.Endpoint {
-	if c.cfg.LeaderRule == LeaderFirst {
+// chooseLeader applies the table's leader rule to the live replicas.
+func (c *Coordinator) chooseLeader(table uint64, live []ring.Endpoint) ring.Endpoint {
+	rule := c.cfg.LeaderRule
+	if lr, ok := c.cfg.Tables.(leaderRules); ok {
+		if r, ok := lr.LeaderRule(table); ok {
+			rule = r
+		}
+	}
+	if rule == LeaderFirst {
 		return live[0]
 	}
 	dc := c.cfg.Cluster.Self().DC
@@ -203,7 +220,7 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u replica.Update, cl Con
 		c.stats.unavailable.Add(1)
 		return err
 	}
-	leader := c.chooseLeader(live)
+	leader := c.chooseLeader(u.Table, live)
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 	defer cancel()
 	if leader.ID == c.cfg.Cluster.Self().ID {
@@ -250,6 +267,11 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		return err
 	}
 	c.stats.led.Add(1)
+	if m.Dismissed {
+		// A retry the column recognised: acknowledged, nothing to replicate.
+		c.stats.dismissed.Add(1)
+		return nil
+	}
 	self := c.cfg.Cluster.Self()
 	acks := make(chan string, len(natural))
 	acks <- self.DC

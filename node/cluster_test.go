@@ -494,3 +494,126 @@ func TestScanAndDelete(t *testing.T) {
 		t.Fatalf("a deleted counter came back with %d after an increment", got)
 	}
 }
+
+// createFBFTable makes table ks.f (id 43) with the FBF on.
+func (c *testCluster) createFBFTable() {
+	c.t.Helper()
+	def := replica.TableDef{ID: 43, Keyspace: "ks", Name: "f", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}},
+		Options: map[string]string{replica.IdempotenceOption: `{"class": "fbf"}`}}
+	if err := c.node(1).Schema().CreateTable(def, false); err != nil {
+		c.t.Fatal(err)
+	}
+	c.waitFor("FBF table everywhere", func() bool {
+		for _, nd := range c.nodes {
+			if nd != nil {
+				if _, ok := nd.Schema().Table("ks", "f"); !ok {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+func (c *testCluster) writeOp(via int, key string, delta int64, seq uint64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	u := replica.Update{Table: 43, Key: []byte(key), Column: "c", Delta: delta, HasOp: true, OpTime: time.Now().UnixNano()}
+	u.OpID[7], u.OpID[15] = 1, byte(seq)
+	return c.node(via).Coordinator().CounterWrite(ctx, u, coordinator.Quorum)
+}
+
+func (c *testCluster) readFBF(via int, key string) int64 {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, found, err := c.node(via).Coordinator().Read(ctx, 43, []byte(key), coordinator.All)
+	if err != nil {
+		c.t.Fatalf("read: %v", err)
+	}
+	if !found {
+		return 0
+	}
+	cell, _ := r.Cell("c")
+	v, err := c.node(via).Replica().CellValue(43, cell)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return v
+}
+
+// TestFBFLostAckRetryIsExact is TestLostAckRetryOverCounts on an FBF
+// column: the retry carries the same op id and is dismissed, wherever it
+// lands.
+func TestFBFLostAckRetryIsExact(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	c.createTable(3)
+	c.createFBFTable()
+	var dropped atomic.Int32
+	c.net.OnDeliver(func(from, to transport.Addr, m transport.Message, isResponse bool) bool {
+		return isResponse && m.Type == coordinator.TypeCounterWrite && dropped.CompareAndSwap(0, 1)
+	})
+	key := ""
+	for i := 0; i < 100 && dropped.Load() == 0; i++ {
+		key = fmt.Sprintf("f%d", i)
+		err := c.writeOp(1, key, 5, uint64(i))
+		if dropped.Load() == 0 {
+			if err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		var wt *coordinator.WriteTimeoutError
+		if !errors.As(err, &wt) {
+			t.Fatalf("write with a lost ack: %v, want a write timeout", err)
+		}
+		// Retry through the same coordinator, then through another one.
+		for _, via := range []int{1, 2, 3} {
+			if err := c.writeOp(via, key, 5, uint64(i)); err != nil {
+				t.Fatalf("retry via node %d: %v", via, err)
+			}
+		}
+	}
+	if dropped.Load() == 0 {
+		t.Fatal("no write was forwarded to another leader")
+	}
+	if got := c.readFBF(1, key); got != 5 {
+		t.Fatalf("FBF counter after a lost ack and three retries = %d, want exactly 5", got)
+	}
+	dismissed := uint64(0)
+	for i := 1; i <= 3; i++ {
+		dismissed += c.node(i).Coordinator().Stats().Dismissed
+	}
+	if dismissed != 3 {
+		t.Fatalf("%d retries dismissed, want 3", dismissed)
+	}
+}
+
+// TestFBFRetryAfterLeaderRestart: the leader restarts between the first
+// attempt and the retry; its filter is rebuilt from its commit log.
+func TestFBFRetryAfterLeaderRestart(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	c.createTable(3)
+	c.createFBFTable()
+	if err := c.writeOp(1, "r", 4, 77); err != nil {
+		t.Fatal(err)
+	}
+	leader := 0
+	for i := 1; i <= 3; i++ {
+		if c.node(i).Replica().FBFStats().Applied == 1 {
+			leader = i
+		}
+	}
+	if leader == 0 {
+		t.Fatal("no node led the write")
+	}
+	c.stop(leader)
+	c.start(leader)
+	c.waitUp(3)
+	if err := c.writeOp(1+leader%3, "r", 4, 77); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.readFBF(1, "r"); got != 4 {
+		t.Fatalf("after the leader's restart and a retry: %d, want 4", got)
+	}
+}

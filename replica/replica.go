@@ -63,13 +63,16 @@ type Config struct {
 	// already flushed to SSTables: Cassandra's behaviour before
 	// CASSANDRA-2419, kept to demonstrate why legacy counters over-count.
 	ReplayAll bool
-	// Now is the clock for cell timestamps; default time.Now.
+	// Now is the clock for cell timestamps and FBF filters; default time.Now.
 	Now func() time.Time
+	// CounterWriteTimeout is the cluster's counter write timeout, from which
+	// the FBF options' defaults derive (default 5 s).
+	CounterWriteTimeout time.Duration
 	// Logger receives flush, compaction and replay events; default slog.Default().
 	Logger *slog.Logger
 }
 
-func (c *Config) fill() error {
+func (c *Config) fill(r *Replica) error {
 	if c.Dir == "" {
 		return errors.New("replica: Config.Dir is required")
 	}
@@ -109,6 +112,13 @@ func (c *Config) fill() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.CounterWriteTimeout <= 0 {
+		c.CounterWriteTimeout = 5 * time.Second
+	}
+	retain := c.CommitLog.Retain
+	c.CommitLog.Retain = func(s commitlog.SegmentInfo) bool {
+		return (retain != nil && retain(s)) || (r != nil && r.needsOpIDs(s))
 	}
 	return nil
 }
@@ -151,6 +161,10 @@ type Mutation struct {
 	HasOp  bool
 	OpID   [16]byte
 	OpTime int64
+	// Dismissed is set by Apply when the leader recognised the operation
+	// as a retry of one it has seen (an FBF column): nothing was applied and
+	// there is nothing to replicate; the client is answered with success.
+	Dismissed bool
 }
 
 // Stats are a replica's running counts.
@@ -191,13 +205,14 @@ var ErrClosed = errors.New("replica: closed")
 // the SSTables, replays the commit log into the memtables and starts the
 // background flush and compaction workers.
 func Open(cfg Config) (*Replica, error) {
-	if err := cfg.fill(); err != nil {
+	r := &Replica{}
+	if err := cfg.fill(r); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: create %s: %w", cfg.Dir, err)
 	}
-	r := &Replica{cfg: cfg, logger: cfg.Logger, locks: make([]sync.Mutex, cfg.LockStripes), lockSeed: maphash.MakeSeed()}
+	*r = Replica{cfg: cfg, logger: cfg.Logger, locks: make([]sync.Mutex, cfg.LockStripes), lockSeed: maphash.MakeSeed()}
 	var err error
 	if r.hostID, err = loadHostID(cfg.Dir); err != nil {
 		return nil, err
@@ -253,6 +268,11 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, replayed 
 	if !ok {
 		r.logger.Warn("commit log record for an unknown (dropped) table skipped", "table", rec.Table, "segment", pos.Segment, "offset", pos.Offset)
 		return nil
+	}
+	// Op ids of FBF columns are restored from every record still in the
+	// log, flushed or not: the log keeps their segments for this.
+	if f, ok := t.fbf[rec.Column]; ok && rec.HasOp && r.cfg.Now().Sub(time.Unix(0, rec.OpTime)) < f.window() {
+		f.filter.TestAndAddHash(f.opHash(rec.OpID, rec.Key))
 	}
 	if !r.cfg.ReplayAll && pos.Less(t.flushedPos) {
 		r.stats.skipped.Add(1)
@@ -450,6 +470,11 @@ func (r *Replica) ApplyMutation(m Mutation) error {
 	}
 	if _, ok := t.cols[m.Cell.Column]; !ok {
 		return fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, m.Cell.Column)
+	}
+	if f, ok := t.fbf[m.Cell.Column]; ok {
+		// The op id joins this replica's filter before the ack, so that a
+		// retry that reaches this replica as leader is recognised.
+		f.observe(m)
 	}
 	kind := commitlog.PayloadShard
 	if m.Cell.Tombstone {
@@ -734,4 +759,44 @@ func (r *Replica) Scan(tableID uint64, after *row.Key, startToken, endToken int6
 		return nil, err
 	}
 	return t.scan(after, startToken, endToken, limit)
+}
+
+// needsOpIDs is the commit log's retention hook: a segment holding op ids
+// of FBF columns younger than the longest filter window is kept, so that a
+// restart can rebuild the filters from it.
+func (r *Replica) needsOpIDs(s commitlog.SegmentInfo) bool {
+	if s.OpRecords == 0 {
+		return false
+	}
+	tables := r.tables.Load()
+	if tables == nil {
+		return true
+	}
+	var longest time.Duration
+	for _, t := range *tables {
+		for _, f := range t.fbf {
+			longest = max(longest, f.window())
+		}
+	}
+	return longest > 0 && r.cfg.Now().Sub(time.Unix(0, s.MaxOpTime)) < longest
+}
+
+// FBFStats sums the FBF counters' counts over every FBF column; the FPP is
+// the largest of their filters' estimates.
+func (r *Replica) FBFStats() FBFStats {
+	var out FBFStats
+	if r.tables.Load() == nil {
+		return out
+	}
+	for _, t := range *r.tables.Load() {
+		for _, f := range t.fbf {
+			out.Dismissed += f.dismissed.Load()
+			out.Applied += f.applied.Load()
+			out.NoOpID += f.noOp.Load()
+			st := f.filter.Stats()
+			out.BitsInUse += uint64(st.BitsInUse)
+			out.EstimatedFPP = max(out.EstimatedFPP, f.filter.EstimatedFPP())
+		}
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 )
 
 // ColumnDef is one non-key column of a table.
@@ -54,6 +55,9 @@ func (d TableDef) Validate() error {
 		if _, ok := columnTypes[c.Type]; !ok {
 			return fmt.Errorf("table %s.%s: column %q has unknown type %q", d.Keyspace, d.Name, c.Name, c.Type)
 		}
+	}
+	if _, _, err := tableFBF(d, 5*time.Second); err != nil {
+		return fmt.Errorf("table %s.%s: %w", d.Keyspace, d.Name, err)
 	}
 	return nil
 }

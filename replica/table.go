@@ -23,6 +23,7 @@ type table struct {
 	r    *Replica
 	def  TableDef
 	cols map[string]ColumnType
+	fbf  map[string]*fbfCounter // the FBF counter columns, when the table turns the FBF on
 	dir  string
 
 	// mu is the write barrier and the guard of view. Writers hold it shared
@@ -56,8 +57,23 @@ func openTable(r *Replica, d TableDef) (*table, error) {
 		dir:      filepath.Join(r.cfg.Dir, "data", fmt.Sprintf("%s-%s-%d", d.Keyspace, d.Name, d.ID)),
 		flushReq: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	fo, withFBF, err := tableFBF(d, r.cfg.CounterWriteTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("replica: table %s.%s: %w", d.Keyspace, d.Name, err)
+	}
 	for _, c := range d.Columns {
 		t.cols[c.Name] = columnTypes[c.Type]
+		if withFBF && c.Type == "counter" {
+			f, err := newFBFCounter(r, d.ID, c.Name, fo)
+			if err != nil {
+				return nil, fmt.Errorf("replica: table %s.%s column %s: %w", d.Keyspace, d.Name, c.Name, err)
+			}
+			if t.fbf == nil {
+				t.fbf = map[string]*fbfCounter{}
+			}
+			t.fbf[c.Name] = f
+			t.cols[c.Name] = f
+		}
 	}
 	t.view.active = memtable.New()
 	if err := os.MkdirAll(t.dir, 0o755); err != nil {

@@ -13,7 +13,9 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 
+	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 )
@@ -369,4 +371,24 @@ func (s *Schema) Strategy(table uint64) (ring.Strategy, error) {
 		return nil, fmt.Errorf("table %s.%s: unknown keyspace", t.Keyspace, t.Name)
 	}
 	return st, nil
+}
+
+// LeaderRule returns the counter leader rule of a table that turns the FBF
+// on ("first" unless its idempotence option says "random"); ok is false for
+// other tables, which use the node's rule.
+func (s *Schema) LeaderRule(table uint64) (coordinator.LeaderRule, bool) {
+	s.mu.Lock()
+	t, ok := s.doc.Tables[table]
+	s.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	o, on, err := replica.TableFBF(t, 5*time.Second)
+	if err != nil || !on {
+		return 0, false
+	}
+	if o.Leader == "random" {
+		return coordinator.LeaderRandom, true
+	}
+	return coordinator.LeaderFirst, true
 }

@@ -1,0 +1,299 @@
+package replica
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkv/idemkv/commitlog"
+	"github.com/idemkv/idemkv/counters"
+	"github.com/idemkv/idemkv/fbf"
+	"github.com/idemkv/idemkv/row"
+)
+
+// IdempotenceOption is the TableDef.Options key of the FBF setting: a JSON
+// object of strings, as CQL's `WITH idempotence = {'class': 'fbf', ...}`
+// gives it.
+const IdempotenceOption = "idempotence"
+
+// FBFOptions configure the Forgetful Bloom Filter of each counter column of
+// a table. Zero values take the defaults, derived from the counter write
+// timeout: a client that retries up to RetryAttempts times, each after the
+// timeout, is covered by a window of RetryAttempts × timeout.
+type FBFOptions struct {
+	TargetFPP     float64       // target_fpp: the adaptation's target; 0 disables adaptation (adaptive=false)
+	RetryHorizon  time.Duration // retry_horizon: ids are remembered at least this long
+	Bits          uint          // bits: m, bits per constituent filter
+	Hashes        uint          // hashes: k
+	Filters       int           // filters: N, past filters (N+2 filters in all)
+	RefreshPeriod time.Duration // refresh_period: t
+	Adaptive      bool          // adaptive: change N and t to meet TargetFPP
+	// Leader is the counter leader rule for the table: "first" (default:
+	// a retry meets the same filter while the leader lives) or "random"
+	// (Cassandra's rule).
+	Leader string
+}
+
+// Defaults of the FBF options.
+const (
+	DefaultFBFTargetFPP     = 1e-4
+	DefaultFBFBits          = 1 << 20
+	DefaultFBFHashes        = 7
+	DefaultFBFFilters       = 2
+	DefaultFBFRetryAttempts = 4 // gocql's default policy: one try and three retries
+)
+
+// ParseFBFOptions reads the idempotence option map. timeout is the counter
+// write timeout the defaults derive from.
+func ParseFBFOptions(m map[string]string, timeout time.Duration) (FBFOptions, error) {
+	o := FBFOptions{Adaptive: true, TargetFPP: DefaultFBFTargetFPP, Bits: DefaultFBFBits, Hashes: DefaultFBFHashes, Filters: DefaultFBFFilters, Leader: "first"}
+	if c := m["class"]; !strings.EqualFold(c, "fbf") {
+		return o, fmt.Errorf("idempotence class %q: the only class is 'fbf'", c)
+	}
+	for k, v := range m {
+		var err error
+		switch k {
+		case "class":
+		case "target_fpp":
+			o.TargetFPP, err = strconv.ParseFloat(v, 64)
+			if err == nil && (o.TargetFPP <= 0 || o.TargetFPP >= 1) {
+				err = fmt.Errorf("must be in (0, 1)")
+			}
+		case "retry_horizon":
+			o.RetryHorizon, err = time.ParseDuration(v)
+		case "refresh_period":
+			o.RefreshPeriod, err = time.ParseDuration(v)
+		case "bits":
+			var n uint64
+			n, err = strconv.ParseUint(v, 10, 32)
+			o.Bits = uint(n)
+		case "hashes":
+			var n uint64
+			n, err = strconv.ParseUint(v, 10, 8)
+			o.Hashes = uint(n)
+		case "filters":
+			o.Filters, err = strconv.Atoi(v)
+			if err == nil && o.Filters < 1 {
+				err = fmt.Errorf("must be at least 1")
+			}
+		case "adaptive":
+			o.Adaptive, err = strconv.ParseBool(v)
+		case "leader":
+			o.Leader = strings.ToLower(v)
+			if o.Leader != "first" && o.Leader != "random" {
+				err = fmt.Errorf("must be first or random")
+			}
+		default:
+			err = fmt.Errorf("unknown option (have: class, target_fpp, retry_horizon, refresh_period, bits, hashes, filters, adaptive, leader)")
+		}
+		if err != nil {
+			return o, fmt.Errorf("idempotence option %s = %q: %w", k, v, err)
+		}
+	}
+	if o.RetryHorizon <= 0 {
+		o.RetryHorizon = DefaultFBFRetryAttempts * timeout
+	}
+	if o.RefreshPeriod <= 0 {
+		// (N+1)·t ≥ H: the window covers the horizon from the start.
+		o.RefreshPeriod = (o.RetryHorizon + time.Duration(o.Filters)) / time.Duration(o.Filters+1)
+	}
+	if _, err := fbf.New(o.filterConfig(fbf.SystemClock{})); err != nil {
+		return o, fmt.Errorf("idempotence: %w", err)
+	}
+	return o, nil
+}
+
+func (o FBFOptions) filterConfig(clock fbf.Clock) fbf.Config {
+	c := fbf.Config{Bits: o.Bits, Hashes: o.Hashes, Past: o.Filters, Period: o.RefreshPeriod,
+		Clock: clock, AutoAdvance: true, RetryHorizon: o.RetryHorizon}
+	if o.Adaptive {
+		c.TargetFPP = o.TargetFPP
+	}
+	return c
+}
+
+// TableFBF reads a table definition's FBF options (with the defaults of a
+// counter write timeout of timeout); ok is false when the table does not
+// turn the FBF on.
+func TableFBF(d TableDef, timeout time.Duration) (o FBFOptions, ok bool, err error) {
+	return tableFBF(d, timeout)
+}
+
+// tableFBF reads a table definition's FBF options; ok is false when the
+// table does not turn the FBF on.
+func tableFBF(d TableDef, timeout time.Duration) (FBFOptions, bool, error) {
+	raw, ok := d.Options[IdempotenceOption]
+	if !ok || raw == "" {
+		return FBFOptions{}, false, nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		return FBFOptions{}, false, fmt.Errorf("idempotence option is not a JSON object of strings: %w", err)
+	}
+	o, err := ParseFBFOptions(m, timeout)
+	return o, err == nil, err
+}
+
+// clockFunc adapts the replica's clock to the filter's.
+type clockFunc func() time.Time
+
+func (c clockFunc) Now() time.Time { return c() }
+
+// fbfCounter is the counter column of a table with the FBF on: one filter
+// of recent operation ids and the leader's own shard of each cell kept in
+// memory, updated by compare-and-swap.
+type fbfCounter struct {
+	r      *Replica
+	table  uint64
+	column string
+	filter *fbf.Filter
+
+	shards sync.Map // cache key → *fbfCell
+
+	dismissed, applied, noOp atomic.Uint64
+}
+
+// fbfCell is the leader's shard of one cell: loaded once from storage, then
+// changed only by compare-and-swap.
+type fbfCell struct {
+	load sync.Once
+	err  error
+	v    atomic.Pointer[[2]int64] // clock, count
+}
+
+func newFBFCounter(r *Replica, table uint64, column string, o FBFOptions) (*fbfCounter, error) {
+	f, err := fbf.New(o.filterConfig(clockFunc(r.cfg.Now)))
+	if err != nil {
+		return nil, err
+	}
+	return &fbfCounter{r: r, table: table, column: column, filter: f}, nil
+}
+
+func (*fbfCounter) Name() string { return "counter" }
+
+// opHash names an operation on one cell: the op id, the table, the column
+// and the partition key, hashed once for every constituent filter.
+func (c *fbfCounter) opHash(opID [16]byte, key []byte) fbf.Hash {
+	b := make([]byte, 0, 16+8+len(c.column)+1+len(key))
+	b = append(b, opID[:]...)
+	b = binary.BigEndian.AppendUint64(b, c.table)
+	b = append(b, c.column...)
+	b = append(b, 0)
+	b = append(b, key...)
+	return fbf.HashID(b)
+}
+
+// Lead is the FBF leader path: one atomic test-and-add of the op id; a
+// retry is dismissed; a fresh operation adds its delta to the leader's shard
+// with a compare-and-swap (no cell lock), logs the new shard with the op id,
+// and returns it for replication with the op id.
+func (c *fbfCounter) Lead(l Leader, u Update) (Mutation, error) {
+	if u.HasOp {
+		if c.filter.TestAndAddHash(c.opHash(u.OpID, u.Key)) {
+			c.dismissed.Add(1)
+			return Mutation{Table: u.Table, Key: u.Key, Dismissed: true, HasOp: true, OpID: u.OpID, OpTime: u.OpTime}, nil
+		}
+	} else {
+		c.noOp.Add(1) // applied like a vanilla update, without dedup
+	}
+	key := u.rowKey()
+	cell, err := c.cell(l, key)
+	if err != nil {
+		return Mutation{}, err
+	}
+	var next [2]int64
+	for {
+		old := cell.v.Load()
+		next = [2]int64{old[0] + 1, old[1] + u.Delta}
+		if cell.v.CompareAndSwap(old, &next) {
+			break
+		}
+	}
+	m, err := u.mutation(counters.NewGlobal(l.HostID(), next[0], next[1]))
+	if err != nil {
+		return Mutation{}, err
+	}
+	if err := l.Write(key, m, commitlog.PayloadShard); err != nil {
+		return Mutation{}, err
+	}
+	c.applied.Add(1)
+	return m, nil
+}
+
+func (c *fbfCounter) cell(l Leader, key row.Key) (*fbfCell, error) {
+	k := cacheKey(c.table, c.column, key.Partition)
+	v, _ := c.shards.LoadOrStore(k, &fbfCell{})
+	cell := v.(*fbfCell)
+	cell.load.Do(func() {
+		clock, count, err := l.LocalShard(key, c.column)
+		cell.err = err
+		cell.v.Store(&[2]int64{clock, count})
+	})
+	if cell.err != nil {
+		c.shards.CompareAndDelete(k, cell)
+		return nil, cell.err
+	}
+	return cell, nil
+}
+
+// observe is the replica side: an op id that arrives with replicated state
+// (or is replayed from the log) joins the filter, and a copy of this node's
+// own shard that is newer than the in-memory one (a hint, a repair) raises
+// it.
+func (c *fbfCounter) observe(m Mutation) {
+	if m.HasOp {
+		c.filter.TestAndAddHash(c.opHash(m.OpID, m.Key))
+	}
+	if m.Cell.Tombstone {
+		c.shards.Delete(cacheKey(c.table, c.column, m.Key))
+		return
+	}
+	v, ok := c.shards.Load(cacheKey(c.table, c.column, m.Key))
+	if !ok {
+		return
+	}
+	ctx, err := counters.Decode(m.Cell.Value)
+	if err != nil {
+		return
+	}
+	s, ok := ctx.Shard(c.r.hostID)
+	if !ok {
+		return
+	}
+	cell := v.(*fbfCell)
+	for {
+		old := cell.v.Load()
+		if old == nil || old[0] >= s.Clock {
+			return
+		}
+		if cell.v.CompareAndSwap(old, &[2]int64{s.Clock, s.Count}) {
+			return
+		}
+	}
+}
+
+func (*fbfCounter) Merge(a, b row.Cell) (row.Cell, error) { return mergeCounterCells(a, b) }
+func (*fbfCounter) Value(c row.Cell) (int64, error)       { return counterValue(c) }
+
+// FBFStats are the FBF counters' running counts on this replica.
+type FBFStats struct {
+	Dismissed uint64 // retries recognised and acknowledged without applying
+	Applied   uint64 // fresh operations applied on this node as leader
+	NoOpID    uint64 // updates without an op id, applied without dedup
+	// EstimatedFPP is the largest estimated false-positive probability of
+	// the filters: the expected share of fresh operations dropped.
+	EstimatedFPP float64
+	BitsInUse    uint64
+}
+
+// window is how long the filter remembers an id at most: ids older than it
+// need not be restored after a restart.
+// It is (N+2)·t of the current N and t, and never less than the horizon.
+func (c *fbfCounter) window() time.Duration {
+	return max(time.Duration(c.filter.Past()+2)*c.filter.Period(), c.filter.Config().RetryHorizon)
+}
