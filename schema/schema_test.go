@@ -1,0 +1,109 @@
+package schema
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/idemkv/idemkv/internal/testseed"
+	"github.com/idemkv/idemkv/replica"
+)
+
+func randDoc(seed uint64, n int) Doc {
+	d := emptyDoc()
+	x := seed
+	next := func() uint64 { x = x*6364136223846793005 + 1442695040888963407; return x >> 33 }
+	for i := 0; i < n; i++ {
+		ks := fmt.Sprintf("ks%d", next()%4)
+		switch next() % 4 {
+		case 0:
+			d.Keyspaces[ks] = Keyspace{Name: ks, Class: "SimpleStrategy", Options: map[string]string{"replication_factor": fmt.Sprint(1 + next()%3)}}
+		case 1:
+			id := 1 + next()%8
+			d.Tables[id] = replica.TableDef{ID: id, Keyspace: ks, Name: fmt.Sprintf("t%d", id), Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}
+		case 2:
+			d.DroppedTables[1+next()%8] = true
+		case 3:
+			if next()%4 == 0 {
+				d.DroppedKeyspaces[ks] = true
+			}
+		}
+	}
+	return d
+}
+
+// TestMergeIsASemilattice: nodes that exchange schema documents in any
+// order, any number of times, end with the same schema and version.
+func TestMergeIsASemilattice(t *testing.T) {
+	r := testseed.Rand(t)
+	for i := 0; i < 500; i++ {
+		a, b, c := randDoc(r.Uint64(), 6), randDoc(r.Uint64(), 6), randDoc(r.Uint64(), 6)
+		if x, y := a.merge(b).Version(), b.merge(a).Version(); x != y {
+			t.Fatalf("merge not commutative: %s vs %s", x, y)
+		}
+		if x, y := a.merge(b).merge(c).Version(), a.merge(b.merge(c)).Version(); x != y {
+			t.Fatalf("merge not associative")
+		}
+		if x, y := a.merge(a).Version(), emptyDoc().merge(a).Version(); x != y {
+			t.Fatalf("merge not idempotent")
+		}
+		m := a.merge(b)
+		for id, tb := range m.Tables {
+			if m.DroppedTables[id] || m.DroppedKeyspaces[tb.Keyspace] {
+				t.Fatalf("dropped table %d survives a merge", id)
+			}
+		}
+	}
+}
+
+func TestSchemaPersistsAndAppliesTables(t *testing.T) {
+	dir := t.TempDir()
+	rep, err := replica.Open(replica.Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTable(replica.TableDef{ID: 5, Keyspace: "nope", Name: "t", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}, false); err == nil {
+		t.Fatal("a table in a missing keyspace was created")
+	}
+	if err := s.CreateKeyspace(Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "x"}}, false); err == nil {
+		t.Fatal("a keyspace with a bad replication factor was created")
+	}
+	if err := s.CreateKeyspace(Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "2"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	def := replica.TableDef{ID: 5, Keyspace: "ks", Name: "t", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}
+	if err := s.CreateTable(def, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTable(def, false); err == nil {
+		t.Fatal("a table was created twice")
+	}
+	if len(rep.Tables()) != 1 {
+		t.Fatalf("replica has %d tables, want 1", len(rep.Tables()))
+	}
+	v := s.Version()
+	rep.Close()
+	rep, err = replica.Open(replica.Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close()
+	s, err = Open(dir, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Version() != v {
+		t.Fatal("schema version changed across a restart")
+	}
+	if err := s.DropKeyspace("ks", false); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Tables()) != 0 {
+		t.Fatal("dropping the keyspace left its table on the replica")
+	}
+}
