@@ -82,7 +82,10 @@ func (d Doc) canonical() any {
 	return []any{ks, ts, dk, dt}
 }
 
-// merge returns the union of two documents.
+// merge returns the union of two documents: every keyspace and table ever
+// created (one definition per name or id, chosen deterministically) and
+// every drop. It never deletes, so that it is commutative, associative and
+// idempotent; visible applies the drops.
 func (d Doc) merge(o Doc) Doc {
 	out := emptyDoc()
 	for _, src := range []Doc{d, o} {
@@ -92,7 +95,9 @@ func (d Doc) merge(o Doc) Doc {
 			}
 		}
 		for id, t := range src.Tables {
-			out.Tables[id] = t
+			if cur, ok := out.Tables[id]; !ok || lessTable(t, cur) {
+				out.Tables[id] = t
+			}
 		}
 		for n := range src.DroppedKeyspaces {
 			out.DroppedKeyspaces[n] = true
@@ -101,14 +106,30 @@ func (d Doc) merge(o Doc) Doc {
 			out.DroppedTables[id] = true
 		}
 	}
-	for n := range out.DroppedKeyspaces {
-		delete(out.Keyspaces, n)
+	return out
+}
+
+// visible is the schema the document describes: the keyspaces not dropped,
+// and the tables neither dropped nor in a dropped keyspace.
+func (d Doc) visible() Doc {
+	out := emptyDoc()
+	for n, k := range d.Keyspaces {
+		if !d.DroppedKeyspaces[n] {
+			out.Keyspaces[n] = k
+		}
 	}
-	for id, t := range out.Tables {
-		if out.DroppedTables[id] || out.DroppedKeyspaces[t.Keyspace] {
-			delete(out.Tables, id)
+	for id, t := range d.Tables {
+		if !d.DroppedTables[id] && !d.DroppedKeyspaces[t.Keyspace] {
+			out.Tables[id] = t
+		} else {
 			out.DroppedTables[id] = true
 		}
+	}
+	for n := range d.DroppedKeyspaces {
+		out.DroppedKeyspaces[n] = true
+	}
+	for id := range d.DroppedTables {
+		out.DroppedTables[id] = true
 	}
 	return out
 }
@@ -121,12 +142,21 @@ func lessKeyspace(a, b Keyspace) bool {
 	return string(x) < string(y)
 }
 
+// lessTable picks, deterministically, one of two definitions of the same
+// table id, so that the merge is commutative.
+func lessTable(a, b replica.TableDef) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) < string(y)
+}
+
 // Schema is a node's schema: the document, persisted in the data directory,
 // applied to the local replica's tables.
 type Schema struct {
 	mu   sync.Mutex
 	path string
-	doc  Doc
+	raw  Doc // everything learned: what is persisted and exchanged
+	doc  Doc // raw.visible(): what the node serves
 	rep  *replica.Replica
 	// strategies caches each keyspace's parsed replication, rebuilt on
 	// every change, since every write needs it.
@@ -136,7 +166,7 @@ type Schema struct {
 
 // Open loads the schema kept in dir and makes rep's tables match it.
 func Open(dir string, rep *replica.Replica) (*Schema, error) {
-	s := &Schema{path: filepath.Join(dir, "cluster_schema.json"), doc: emptyDoc(), rep: rep}
+	s := &Schema{path: filepath.Join(dir, "cluster_schema.json"), raw: emptyDoc(), doc: emptyDoc(), rep: rep}
 	b, err := os.ReadFile(s.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -147,13 +177,13 @@ func Open(dir string, rep *replica.Replica) (*Schema, error) {
 		if err := json.Unmarshal(b, &d); err != nil {
 			return nil, fmt.Errorf("schema: schema %s is corrupt: %w", s.path, err)
 		}
-		s.doc = emptyDoc().merge(d)
+		s.raw = emptyDoc().merge(d)
 	}
 	// Tables the replica has but the document lacks (a crash between the
 	// two writes) are adopted; the document's tables are created locally.
 	for _, t := range rep.Tables() {
-		if _, ok := s.doc.Tables[t.ID]; !ok && !s.doc.DroppedTables[t.ID] {
-			s.doc.Tables[t.ID] = t
+		if _, ok := s.raw.Tables[t.ID]; !ok {
+			s.raw.Tables[t.ID] = t
 		}
 	}
 	if err := s.applyLocked(); err != nil {
@@ -170,8 +200,17 @@ func (s *Schema) OnChange(fn func(version string)) {
 	s.mu.Unlock()
 }
 
-// Doc returns a copy of the schema document.
+// Doc returns a copy of the whole schema document, drops included: what
+// nodes exchange.
 func (s *Schema) Doc() Doc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return emptyDoc().merge(s.raw)
+}
+
+// Visible returns a copy of the schema in force: keyspaces and tables not
+// dropped.
+func (s *Schema) Visible() Doc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return emptyDoc().merge(s.doc)
@@ -181,16 +220,16 @@ func (s *Schema) Doc() Doc {
 func (s *Schema) Version() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.doc.Version()
+	return s.raw.Version()
 }
 
 // Merge folds another node's document into this one; it reports whether
 // anything changed.
 func (s *Schema) Merge(o Doc) (bool, error) {
 	s.mu.Lock()
-	before := s.doc.Version()
-	s.doc = s.doc.merge(o)
-	after := s.doc.Version()
+	before := s.raw.Version()
+	s.raw = s.raw.merge(o)
+	after := s.raw.Version()
 	var err error
 	if before != after {
 		err = s.applyLocked()
@@ -209,7 +248,8 @@ func (s *Schema) Merge(o Doc) (bool, error) {
 
 // applyLocked persists the document and makes the replica's tables match it.
 func (s *Schema) applyLocked() error {
-	b, err := json.MarshalIndent(s.doc, "", "  ")
+	s.doc = s.raw.visible()
+	b, err := json.MarshalIndent(s.raw, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func TestMergeIsASemilattice(t *testing.T) {
 		if x, y := a.merge(a).Version(), emptyDoc().merge(a).Version(); x != y {
 			t.Fatalf("merge not idempotent")
 		}
-		m := a.merge(b)
+		m := a.merge(b).visible()
 		for id, tb := range m.Tables {
 			if m.DroppedTables[id] || m.DroppedKeyspaces[tb.Keyspace] {
 				t.Fatalf("dropped table %d survives a merge", id)
