@@ -11,6 +11,10 @@ import (
 )
 
 // Session is one client connection's state that statements see and change.
+// The server hands each request its own copy, so that requests of one
+// connection running at once do not race: a Keyspace set by a request (USE,
+// answered with a SetKeyspaceResult) becomes the connection's keyspace for
+// the requests that start after it returns.
 type Session struct {
 	Keyspace        string // set by USE
 	User            string // the authenticated user, "" without authentication
