@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -31,19 +32,24 @@ type RingConfig struct {
 	Nodes, RF int
 	Levels    []coordinator.ConsistencyLevel
 	Keys      []int // distinct keys per run; 1 is one hot counter
-	Writers   int
-	Duration  time.Duration
-	Warmup    time.Duration
-	Seed      uint64
-	Sync      string // commit log sync mode of every node
-	Leader    string // counter leader rule: random or first
-	Dir       string // data directories; a temporary one when empty
-	Port      int    // peer port; 0 picks a free one
-	Progress  io.Writer
+	// Tables are the counter kinds compared side by side: "vanilla"
+	// (Cassandra's counter) and "fbf" (the FBF counter, every update with
+	// an op id). Default: vanilla.
+	Tables   []string
+	Writers  int
+	Duration time.Duration
+	Warmup   time.Duration
+	Seed     uint64
+	Sync     string // commit log sync mode of every node
+	Leader   string // counter leader rule: random or first
+	Dir      string // data directories; a temporary one when empty
+	Port     int    // peer port; 0 picks a free one
+	Progress io.Writer
 }
 
-// RingResult is one (level, keys) run.
+// RingResult is one (table, level, keys) run.
 type RingResult struct {
+	Table   string // vanilla or fbf
 	CL      coordinator.ConsistencyLevel
 	Keys    int
 	Ops     int64
@@ -52,6 +58,9 @@ type RingResult struct {
 	Latency *hdrhistogram.Histogram // microseconds, acknowledged writes
 	Wrong   int                     // counters whose value at ALL is outside [acked, acked+unknown]
 	Unknown int64                   // writes whose outcome the client could not know
+	// Dismissed counts updates the leaders recognised as retries (FBF):
+	// the benchmark sends no retries, so any is a false positive.
+	Dismissed uint64
 }
 
 // Throughput is acknowledged writes per second.
@@ -81,15 +90,24 @@ func freePort(n int, rng *rand.Rand) (int, error) {
 	return 0, errors.New("bench: no free port on the loopback addresses")
 }
 
+// Benchmark tables: bench.counters (vanilla) and bench.fbf_counters (the FBF on).
+var (
+	VanillaTable = replica.TableDef{ID: 1001, Keyspace: "bench", Name: "counters", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}},
+		PartitionKey: []replica.ColumnDef{{Name: "k", Type: "text"}}}
+	FBFTable = replica.TableDef{ID: 1002, Keyspace: "bench", Name: "fbf_counters", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}},
+		PartitionKey: []replica.ColumnDef{{Name: "k", Type: "text"}},
+		Options:      map[string]string{replica.IdempotenceOption: `{"class": "fbf"}`}}
+)
+
 // StartRing starts an embedded ring and creates keyspace bench (SimpleStrategy,
-// RF) with table counters (c counter). The caller stops the nodes.
-func StartRing(ctx context.Context, cfg RingConfig, logger *slog.Logger) ([]*node.Node, replica.TableDef, error) {
+// RF) with the benchmark tables. The caller stops the nodes.
+func StartRing(ctx context.Context, cfg RingConfig, logger *slog.Logger) ([]*node.Node, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
 	port := cfg.Port
 	if port == 0 {
 		p, err := freePort(cfg.Nodes, rng)
 		if err != nil {
-			return nil, replica.TableDef{}, err
+			return nil, err
 		}
 		port = p
 	}
@@ -110,14 +128,15 @@ func StartRing(ctx context.Context, cfg RingConfig, logger *slog.Logger) ([]*nod
 		}, node.Options{Logger: logger, Seed: cfg.Seed + uint64(i)})
 		if err != nil {
 			stopAll()
-			return nil, replica.TableDef{}, err
+			return nil, err
 		}
 		nodes = append(nodes, n)
 	}
-	def := replica.TableDef{ID: 1001, Keyspace: "bench", Name: "counters", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}
 	err := nodes[0].Schema().CreateKeyspace(schema.Keyspace{Name: "bench", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": strconv.Itoa(cfg.RF)}}, true)
-	if err == nil {
-		err = nodes[0].Schema().CreateTable(def, true)
+	for _, def := range []replica.TableDef{VanillaTable, FBFTable} {
+		if err == nil {
+			err = nodes[0].Schema().CreateTable(def, true)
+		}
 	}
 	for err == nil {
 		up := 0
@@ -138,9 +157,9 @@ func StartRing(ctx context.Context, cfg RingConfig, logger *slog.Logger) ([]*nod
 	}
 	if err != nil {
 		stopAll()
-		return nil, replica.TableDef{}, err
+		return nil, err
 	}
-	return nodes, def, nil
+	return nodes, nil
 }
 
 // RunRing runs every (keys, level) combination on one embedded ring.
@@ -157,9 +176,12 @@ func RunRing(ctx context.Context, cfg RingConfig) ([]RingResult, error) {
 		cfg.Dir = d
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	nodes, def, err := StartRing(ctx, cfg, logger)
+	nodes, err := StartRing(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
+	}
+	if len(cfg.Tables) == 0 {
+		cfg.Tables = []string{"vanilla"}
 	}
 	defer func() {
 		for _, n := range nodes {
@@ -170,18 +192,38 @@ func RunRing(ctx context.Context, cfg RingConfig) ([]RingResult, error) {
 	run := 0
 	for _, keys := range cfg.Keys {
 		for _, cl := range cfg.Levels {
-			run++
-			res, err := runRingOnce(ctx, cfg, nodes, def, cl, keys, fmt.Sprintf("r%d-", run))
-			if err != nil {
-				return out, err
-			}
-			out = append(out, res)
-			if cfg.Progress != nil {
-				fmt.Fprintf(cfg.Progress, "  done: %s keys=%d\n", cl, keys)
+			for _, kind := range cfg.Tables {
+				def := VanillaTable
+				switch kind {
+				case "vanilla":
+				case "fbf":
+					def = FBFTable
+				default:
+					return out, fmt.Errorf("bench: unknown table kind %q (vanilla, fbf)", kind)
+				}
+				run++
+				before := dismissedOn(nodes)
+				res, err := runRingOnce(ctx, cfg, nodes, def, cl, keys, fmt.Sprintf("r%d-", run))
+				if err != nil {
+					return out, err
+				}
+				res.Table, res.Dismissed = kind, dismissedOn(nodes)-before
+				out = append(out, res)
+				if cfg.Progress != nil {
+					fmt.Fprintf(cfg.Progress, "  done: %s %s keys=%d\n", kind, cl, keys)
+				}
 			}
 		}
 	}
 	return out, nil
+}
+
+func dismissedOn(nodes []*node.Node) uint64 {
+	var n uint64
+	for _, nd := range nodes {
+		n += nd.Coordinator().Stats().Dismissed
+	}
+	return n
 }
 
 func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def replica.TableDef, cl coordinator.ConsistencyLevel, keys int, prefix string) (RingResult, error) {
@@ -203,11 +245,20 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def re
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(w)))
+			client := rng.Uint64() // this writer's client id for op ids
+			var seq uint64
 			for runCtx.Err() == nil {
 				k := rng.IntN(keys)
 				coord := nodes[rng.IntN(len(nodes))].Coordinator()
+				u := replica.Update{Table: def.ID, Key: names[k], Column: "c", Delta: 1}
+				if def.ID == FBFTable.ID {
+					seq++
+					u.HasOp, u.OpTime = true, time.Now().UnixNano()
+					binary.BigEndian.PutUint64(u.OpID[:], client)
+					binary.BigEndian.PutUint64(u.OpID[8:], seq)
+				}
 				start := time.Now()
-				err := coord.CounterWrite(runCtx, replica.Update{Table: def.ID, Key: names[k], Column: "c", Delta: 1}, cl)
+				err := coord.CounterWrite(runCtx, u, cl)
 				lat := time.Since(start)
 				var un *coordinator.UnavailableError
 				switch {
@@ -275,11 +326,11 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def re
 // WriteRingTable prints ring results side by side.
 func WriteRingTable(w io.Writer, results []RingResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "CL\tkeys\tops\tops/s\tp50 µs\tp99 µs\tp99.9 µs\tmax µs\terrors\twrong\t")
+	fmt.Fprintln(tw, "table\tCL\tkeys\tops\tops/s\tp50 µs\tp99 µs\tp99.9 µs\tmax µs\terrors\tdismissed\twrong\t")
 	for _, r := range results {
 		h := r.Latency
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.CL, r.Keys, r.Ops, r.Throughput(),
-			h.ValueAtQuantile(50), h.ValueAtQuantile(99), h.ValueAtQuantile(99.9), h.Max(), r.Errors, r.Wrong)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Table, r.CL, r.Keys, r.Ops, r.Throughput(),
+			h.ValueAtQuantile(50), h.ValueAtQuantile(99), h.ValueAtQuantile(99.9), h.Max(), r.Errors, r.Dismissed, r.Wrong)
 	}
 	return tw.Flush()
 }

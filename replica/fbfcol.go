@@ -227,7 +227,10 @@ func (c *fbfCounter) Lead(l Leader, u Update) (Mutation, error) {
 
 func (c *fbfCounter) cell(l Leader, key row.Key) (*fbfCell, error) {
 	k := cacheKey(c.table, c.column, key.Partition)
-	v, _ := c.shards.LoadOrStore(k, &fbfCell{})
+	v, ok := c.shards.Load(k)
+	if !ok {
+		v, _ = c.shards.LoadOrStore(k, &fbfCell{})
+	}
 	cell := v.(*fbfCell)
 	cell.load.Do(func() {
 		clock, count, err := l.LocalShard(key, c.column)

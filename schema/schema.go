@@ -161,7 +161,9 @@ type Schema struct {
 	// strategies caches each keyspace's parsed replication, rebuilt on
 	// every change, since every write needs it.
 	strategies map[string]ring.Strategy
-	onChange   func(version string)
+	// leaders caches the leader rule of each FBF table, for the same reason.
+	leaders  map[uint64]coordinator.LeaderRule
+	onChange func(version string)
 }
 
 // Open loads the schema kept in dir and makes rep's tables match it.
@@ -271,6 +273,15 @@ func (s *Schema) applyLocked() error {
 			return fmt.Errorf("schema: keyspace %s: %w", n, err)
 		}
 		s.strategies[n] = st
+	}
+	s.leaders = map[uint64]coordinator.LeaderRule{}
+	for id, t := range s.doc.Tables {
+		if o, on, err := replica.TableFBF(t, 5*time.Second); err == nil && on {
+			s.leaders[id] = coordinator.LeaderFirst
+			if o.Leader == "random" {
+				s.leaders[id] = coordinator.LeaderRandom
+			}
+		}
 	}
 	have := map[uint64]bool{}
 	for _, t := range s.rep.Tables() {
@@ -418,17 +429,7 @@ func (s *Schema) Strategy(table uint64) (ring.Strategy, error) {
 // other tables, which use the node's rule.
 func (s *Schema) LeaderRule(table uint64) (coordinator.LeaderRule, bool) {
 	s.mu.Lock()
-	t, ok := s.doc.Tables[table]
-	s.mu.Unlock()
-	if !ok {
-		return 0, false
-	}
-	o, on, err := replica.TableFBF(t, 5*time.Second)
-	if err != nil || !on {
-		return 0, false
-	}
-	if o.Leader == "random" {
-		return coordinator.LeaderRandom, true
-	}
-	return coordinator.LeaderFirst, true
+	defer s.mu.Unlock()
+	r, ok := s.leaders[table]
+	return r, ok
 }

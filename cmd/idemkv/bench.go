@@ -123,6 +123,7 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	rf := fs.Int("rf", 3, "replication factor")
 	levels := fs.String("cl", "ONE,QUORUM,ALL", "consistency levels, comma-separated")
 	keys := fs.String("keys", "10000,1", "distinct keys per run (1 = one hot counter), comma-separated")
+	tables := fs.String("tables", "vanilla,fbf", "counter kinds compared side by side: vanilla, fbf")
 	writers := fs.Int("writers", 32, "concurrent closed-loop writers")
 	dur := fs.Duration("duration", 3*time.Second, "measured time of each run")
 	warm := fs.Duration("warmup", 500*time.Millisecond, "unmeasured time before each run")
@@ -146,11 +147,12 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --seed %d\n",
-		*nodes, *rf, *levels, *keys, *writers, *dur, *warm, *syncMode, *leader, *seed)
-	fmt.Fprintln(stdout, "# vanilla counter increments through random coordinators of an embedded ring; nodes talk over TCP on 127.0.0.i")
+	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --tables %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --seed %d\n",
+		*nodes, *rf, *levels, *keys, *tables, *writers, *dur, *warm, *syncMode, *leader, *seed)
+	fmt.Fprintln(stdout, "# counter increments through random coordinators of an embedded ring (nodes talk over TCP on 127.0.0.i);")
+	fmt.Fprintln(stdout, "# fbf: every update carries a fresh op id and the FBF tables lead on the first live replica")
 	results, err := bench.RunRing(ctx, bench.RingConfig{
-		Nodes: *nodes, RF: *rf, Levels: cls, Keys: ks, Writers: *writers, Duration: *dur, Warmup: *warm,
+		Nodes: *nodes, RF: *rf, Levels: cls, Keys: ks, Tables: strings.Split(*tables, ","), Writers: *writers, Duration: *dur, Warmup: *warm,
 		Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
 	})
 	if err != nil {
