@@ -359,9 +359,11 @@ func TestRandomQueryParams(t *testing.T) {
 					s.Values = []Value{}
 				}
 				if named {
+					// Non-empty: empty names make the BATCH layout
+					// ambiguous (see decodeBatch).
 					s.Names = make([]string, len(s.Values))
 					for j := range s.Names {
-						s.Names[j] = randomString(r, 5)
+						s.Names[j] = "n" + randomString(r, 5)
 					}
 				}
 				if r.IntN(2) == 0 {

@@ -119,24 +119,30 @@ func (e *encoder) values(vals []Value, names []string) {
 }
 
 // decodeBatch reads a BATCH body (spec §4.1.7). Its flags come after the
-// statements, yet say whether each value is preceded by a name: the body is
-// read without names and, if that fails or the flags then ask for names,
-// again with names; a reading counts only if its flags agree with it.
+// statements, yet say whether each value is preceded by a name, so the body
+// is read both ways: a reading counts if its flags agree with it, and one
+// that ends exactly at the end of the body is preferred. (With non-empty
+// names and a body under 64 KiB, only the right reading can succeed: a
+// name's [short] length read as part of an [int] value length makes that
+// length at least 65536.)
 func decodeBatch(d *decoder, v byte) *Batch {
 	start := *d
-	b, flags := decodeBatchOnce(d, v, false)
-	if d.err == nil && flags&QueryNamesForValues == 0 {
-		return b
+	plain, flags := decodeBatchOnce(d, v, false)
+	plainOK := d.err == nil && flags&QueryNamesForValues == 0
+	plainEnd := *d
+	if plainOK && len(d.b) == 0 {
+		return plain
 	}
-	plain := *d
 	*d = start
-	b, flags = decodeBatchOnce(d, v, true)
+	named, flags := decodeBatchOnce(d, v, true)
 	if d.err == nil && flags&QueryNamesForValues != 0 {
-		return b
+		return named
 	}
-	if plain.err != nil {
-		*d = plain
-	} else if d.err == nil {
+	*d = plainEnd
+	if plainOK {
+		return plain
+	}
+	if d.err == nil {
 		d.fail("batch values are not named as the flags say")
 	}
 	return nil
