@@ -231,4 +231,3 @@ func gocqlSmoke(t *testing.T, proto int, auth bool) {
 		t.Errorf("gocql never read system.local: %q", ex.queries)
 	}
 }
-
