@@ -1,0 +1,62 @@
+package cql
+
+import (
+	"net"
+	"testing"
+
+	"github.com/idemkv/idemkv/cql/frame"
+)
+
+// BenchmarkServerPipelined measures the protocol layer end to end over
+// loopback TCP: on one connection, a client writes QUERY requests in groups
+// of 16 frames per write while another goroutine reads the answers (TCP
+// flow control bounds what is in flight), against an executor that answers
+// at once with a one-row result. One op is one request answered.
+// Allocations count both sides.
+func BenchmarkServerPipelined(b *testing.B) {
+	s, err := Listen(ServerConfig{Addr: "127.0.0.1:0", Executor: newFakeExecutor()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	nc, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	r := frame.NewReader(nc, 0)
+	startup, _ := frame.AppendFrame(nil, &frame.Frame{Version: 4, Stream: 1, Message: &frame.Startup{Options: map[string]string{"CQL_VERSION": "3.0.0"}}})
+	nc.Write(startup)
+	if _, _, err := r.Read(); err != nil {
+		b.Fatal(err)
+	}
+	req, _ := frame.AppendFrame(nil, &frame.Frame{Version: 4, Stream: 7, Message: query("echo")})
+	b.ReportAllocs()
+	b.ResetTimer()
+	done := make(chan error, 1)
+	go func() {
+		for range b.N {
+			if _, _, err := r.Read(); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	var buf []byte
+	sent := 0
+	for sent < b.N {
+		n := min(16, b.N-sent)
+		buf = buf[:0]
+		for range n {
+			buf = append(buf, req...)
+		}
+		if _, err := nc.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		sent += n
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
