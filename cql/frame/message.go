@@ -55,22 +55,43 @@ type AuthChallenge struct{ Token []byte }
 // AuthSuccess is an AUTH_SUCCESS response; Token may be nil.
 type AuthSuccess struct{ Token []byte }
 
-// Opcode implementations.
-func (*Startup) Opcode() Opcode      { return OpStartup }
-func (*Options) Opcode() Opcode      { return OpOptions }
-func (*Query) Opcode() Opcode        { return OpQuery }
-func (*Prepare) Opcode() Opcode      { return OpPrepare }
-func (*Execute) Opcode() Opcode      { return OpExecute }
-func (*Register) Opcode() Opcode     { return OpRegister }
+func (*Startup) Opcode() Opcode { return OpStartup }
+
+// Opcode of Options.
+func (*Options) Opcode() Opcode { return OpOptions }
+
+// Opcode of Query.
+func (*Query) Opcode() Opcode { return OpQuery }
+
+// Opcode of Prepare.
+func (*Prepare) Opcode() Opcode { return OpPrepare }
+
+// Opcode of Execute.
+func (*Execute) Opcode() Opcode { return OpExecute }
+
+// Opcode of Register.
+func (*Register) Opcode() Opcode { return OpRegister }
+
+// Opcode of AuthResponse.
 func (*AuthResponse) Opcode() Opcode { return OpAuthResponse }
 
 // Opcode of a BATCH request.
-func (*Batch) Opcode() Opcode         { return OpBatch }
-func (*Ready) Opcode() Opcode         { return OpReady }
-func (*Authenticate) Opcode() Opcode  { return OpAuthenticate }
-func (*Supported) Opcode() Opcode     { return OpSupported }
+func (*Batch) Opcode() Opcode { return OpBatch }
+
+// Opcode of Ready.
+func (*Ready) Opcode() Opcode { return OpReady }
+
+// Opcode of Authenticate.
+func (*Authenticate) Opcode() Opcode { return OpAuthenticate }
+
+// Opcode of Supported.
+func (*Supported) Opcode() Opcode { return OpSupported }
+
+// Opcode of AuthChallenge.
 func (*AuthChallenge) Opcode() Opcode { return OpAuthChallenge }
-func (*AuthSuccess) Opcode() Opcode   { return OpAuthSuccess }
+
+// Opcode of AuthSuccess.
+func (*AuthSuccess) Opcode() Opcode { return OpAuthSuccess }
 
 // Opcode of an ERROR response.
 func (*Error) Opcode() Opcode { return OpError }
