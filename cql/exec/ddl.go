@@ -1,0 +1,398 @@
+package exec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/idemkv/idemkv/cql"
+	"github.com/idemkv/idemkv/cql/frame"
+	"github.com/idemkv/idemkv/cql/parse"
+	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/schema"
+)
+
+// IdempotenceOption is the table option of FBF counters, and the key of
+// TableDef.Options that keeps it (as JSON).
+const IdempotenceOption = replica.IdempotenceOption
+
+// IdempotenceExtension is the key of system_schema.tables' extensions map
+// that shows a table's idempotence option.
+const IdempotenceExtension = "idemkv.idempotence"
+
+// fbfCheckTimeout is the counter write timeout the FBF options are checked
+// with (Cassandra's default counter_write_request_timeout).
+const fbfCheckTimeout = 5 * time.Second
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+func (e *Executor) use(s *cql.Session, st *parse.Use) (frame.Result, error) {
+	if !isSystemKeyspace(st.Keyspace) {
+		if _, ok := e.b.Schema().Visible().Keyspaces[st.Keyspace]; !ok {
+			return nil, invalid("Keyspace '%s' does not exist", st.Keyspace)
+		}
+	}
+	if s != nil {
+		s.Keyspace = st.Keyspace
+	}
+	return frame.SetKeyspaceResult{Keyspace: st.Keyspace}, nil
+}
+
+// waitAgreement waits, bounded, for the other nodes to have the new schema.
+// Cassandra answers DDL after such a wait whatever its outcome; so does
+// idemkv, logging a wait that did not succeed.
+func (e *Executor) waitAgreement(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, e.opts.SchemaAgreementTimeout)
+	defer cancel()
+	if err := e.b.WaitSchemaAgreement(ctx); err != nil {
+		e.opts.Logger.Warn("cql/exec: schema agreement not reached", "err", err)
+	}
+}
+
+// termText is a constant as option text: strings as they are, numbers and
+// booleans as written.
+func termText(t parse.Term) (string, bool) {
+	switch t.Kind {
+	case parse.TermString, parse.TermInt, parse.TermFloat, parse.TermBool, parse.TermUUID, parse.TermBlob:
+		return t.Text, true
+	}
+	return "", false
+}
+
+// termMap reads a map literal of constants.
+func termMap(t parse.Term, prop string) (map[string]string, error) {
+	if t.Kind != parse.TermMap {
+		return nil, frame.Errorf(frame.ErrSyntax, "Invalid value for property '%s'. It should be a map.", prop)
+	}
+	out := map[string]string{}
+	for _, en := range t.Map {
+		k, ok1 := termText(en.Key)
+		v, ok2 := termText(en.Value)
+		if !ok1 || !ok2 {
+			return nil, frame.Errorf(frame.ErrSyntax, "Invalid value for property '%s': a map of constants is expected", prop)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func strategyError(err error) error {
+	msg := strings.TrimPrefix(err.Error(), ring.ErrStrategy.Error()+": ")
+	return frame.Errorf(frame.ErrConfig, "%s", msg)
+}
+
+func (e *Executor) createKeyspace(ctx context.Context, st *parse.CreateKeyspace) (frame.Result, error) {
+	if isSystemKeyspace(st.Name) {
+		return nil, frame.Errorf(frame.ErrUnauthorized, "%s keyspace is not user-modifiable.", st.Name)
+	}
+	if len(st.Name) > 48 || !validName.MatchString(st.Name) {
+		return nil, invalid("Keyspace name must not be empty, more than 48 characters long, or contain non-alphanumeric-underscore characters (got \"%s\")", st.Name)
+	}
+	ks := schema.Keyspace{Name: st.Name, DurableWrites: true}
+	var repl map[string]string
+	seen := map[string]bool{}
+	for _, p := range st.Properties {
+		if seen[p.Name] {
+			return nil, frame.Errorf(frame.ErrSyntax, "Multiple definition for property '%s'", p.Name)
+		}
+		seen[p.Name] = true
+		switch p.Name {
+		case "replication":
+			m, err := termMap(p.Value, p.Name)
+			if err != nil {
+				return nil, err
+			}
+			repl = m
+		case "durable_writes":
+			v, ok := termText(p.Value)
+			if !ok || (strings.ToLower(v) != "true" && strings.ToLower(v) != "false") {
+				return nil, frame.Errorf(frame.ErrSyntax, "Invalid boolean value %s for 'durable_writes' property", p.Value.String())
+			}
+			ks.DurableWrites = strings.ToLower(v) == "true"
+		default:
+			return nil, frame.Errorf(frame.ErrSyntax, "Unknown property '%s'", p.Name)
+		}
+	}
+	if repl == nil {
+		return nil, frame.Errorf(frame.ErrConfig, "Missing mandatory replication strategy class")
+	}
+	class, ok := repl["class"]
+	if !ok {
+		return nil, frame.Errorf(frame.ErrConfig, "Missing mandatory replication strategy class")
+	}
+	opts := map[string]string{}
+	for k, v := range repl {
+		if k != "class" {
+			opts[k] = v
+		}
+	}
+	strat, err := ring.ParseStrategy(class, opts)
+	if err != nil {
+		return nil, strategyError(err)
+	}
+	ks.Class, ks.Options = strat.Class(), strat.Options()
+	if _, exists := e.b.Schema().Visible().Keyspaces[st.Name]; exists {
+		if st.IfNotExists {
+			return frame.VoidResult{}, nil
+		}
+		return nil, &frame.Error{Code: frame.ErrAlreadyExists, Message: "Cannot add existing keyspace \"" + st.Name + "\"", Keyspace: st.Name}
+	}
+	if err := e.b.Schema().CreateKeyspace(ks, false); err != nil {
+		if _, exists := e.b.Schema().Visible().Keyspaces[st.Name]; exists {
+			if st.IfNotExists {
+				return frame.VoidResult{}, nil
+			}
+			return nil, &frame.Error{Code: frame.ErrAlreadyExists, Message: "Cannot add existing keyspace \"" + st.Name + "\"", Keyspace: st.Name}
+		}
+		if errors.Is(err, ring.ErrStrategy) {
+			return nil, strategyError(err)
+		}
+		return nil, invalid("%s", err.Error())
+	}
+	e.waitAgreement(ctx)
+	return frame.SchemaChangeResult{Change: "CREATED", Target: "KEYSPACE", Keyspace: st.Name}, nil
+}
+
+func (e *Executor) dropKeyspace(ctx context.Context, st *parse.DropKeyspace) (frame.Result, error) {
+	if isSystemKeyspace(st.Name) {
+		return nil, frame.Errorf(frame.ErrUnauthorized, "%s keyspace is not user-modifiable.", st.Name)
+	}
+	if _, exists := e.b.Schema().Visible().Keyspaces[st.Name]; !exists {
+		if st.IfExists {
+			return frame.VoidResult{}, nil
+		}
+		return nil, frame.Errorf(frame.ErrConfig, "Cannot drop non existing keyspace '%s'.", st.Name)
+	}
+	if err := e.b.Schema().DropKeyspace(st.Name, st.IfExists); err != nil {
+		return nil, frame.Errorf(frame.ErrConfig, "%s", err.Error())
+	}
+	e.waitAgreement(ctx)
+	return frame.SchemaChangeResult{Change: "DROPPED", Target: "KEYSPACE", Keyspace: st.Name}, nil
+}
+
+// tableOptions are the table options Cassandra 3.11 knows, plus idempotence.
+var tableOptions = map[string]bool{
+	"bloom_filter_fp_chance": true, "caching": true, "cdc": true, "comment": true, "compaction": true,
+	"compression": true, "crc_check_chance": true, "dclocal_read_repair_chance": true,
+	"default_time_to_live": true, "extensions": true, "gc_grace_seconds": true, "max_index_interval": true,
+	"memtable_flush_period_in_ms": true, "min_index_interval": true, "read_repair_chance": true,
+	"speculative_retry": true, IdempotenceOption: true,
+}
+
+func (e *Executor) tableKeyspace(sessionKS string, tn parse.TableName) (string, error) {
+	ks := tn.Keyspace
+	if ks == "" {
+		ks = sessionKS
+	}
+	if ks == "" {
+		return "", invalid("No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename")
+	}
+	if isSystemKeyspace(ks) {
+		return "", frame.Errorf(frame.ErrUnauthorized, "%s keyspace is not user-modifiable.", ks)
+	}
+	return ks, nil
+}
+
+// tableDef checks a CREATE TABLE against Cassandra's counter rules and
+// idemkv's limits, and builds its definition (without an id).
+func tableDef(ks string, st *parse.CreateTable) (replica.TableDef, error) {
+	def := replica.TableDef{Keyspace: ks, Name: st.Table.Name}
+	if len(st.Table.Name) > 48 {
+		return def, invalid("Table names shouldn't be more than 48 characters long (got \"%s\")", st.Table.Name)
+	}
+	if !validName.MatchString(st.Table.Name) {
+		return def, invalid("\"%s\" is not a valid table name (must be alphanumeric character or underscore only: [a-zA-Z_0-9]+)", st.Table.Name)
+	}
+	cols := map[string]parse.ColumnDef{}
+	for _, c := range st.Columns {
+		if _, dup := cols[c.Name]; dup {
+			return def, invalid("Multiple definition of identifier %s", c.Name)
+		}
+		cols[c.Name] = c
+	}
+	inKey := map[string]bool{}
+	for _, n := range append(append([]string(nil), st.PartitionKey...), st.Clustering...) {
+		if _, ok := cols[n]; !ok {
+			return def, invalid("Unknown definition %s referenced in PRIMARY KEY", n)
+		}
+		if inKey[n] {
+			return def, invalid("Multiple definition of identifier %s", n)
+		}
+		inKey[n] = true
+	}
+	for _, n := range st.PartitionKey {
+		c := cols[n]
+		if c.Type.Name == "counter" || counterTypes[c.Type.Name] || c.Type.Name == "handoff_counter" {
+			return def, invalid("counter type is not supported for PRIMARY KEY part %s", n)
+		}
+	}
+	for _, n := range st.Clustering {
+		if t := cols[n].Type.Name; counterTypes[t] || t == "handoff_counter" {
+			return def, invalid("counter type is not supported for PRIMARY KEY part %s", n)
+		}
+	}
+	var counters, others []string
+	for _, c := range st.Columns {
+		if inKey[c.Name] {
+			continue
+		}
+		if len(c.Type.Params) == 0 && (counterTypes[c.Type.Name] || c.Type.Name == "handoff_counter") {
+			counters = append(counters, c.Name)
+		} else {
+			others = append(others, c.Name)
+		}
+	}
+	if len(counters) > 0 && len(others) > 0 {
+		return def, invalid("Cannot mix counter and non counter columns in the same table")
+	}
+	if len(st.Clustering) > 0 || len(st.ClusteringOrder) > 0 {
+		return def, invalid("clustering columns are not supported by idemkv: a partition holds one row of counters")
+	}
+	if st.CompactStorage {
+		return def, invalid("COMPACT STORAGE is not supported by idemkv")
+	}
+	for _, c := range st.Columns {
+		if c.Static {
+			return def, invalid("Static columns are only useful (and thus allowed) if the table has at least one clustering column")
+		}
+	}
+	if len(others) > 0 {
+		c := cols[others[0]]
+		return def, invalid("idemkv tables hold counters only: column %s has type %s", c.Name, c.Type.String())
+	}
+	if len(counters) == 0 {
+		return def, invalid("idemkv tables hold counters only: the table needs at least one counter column")
+	}
+	for _, n := range st.PartitionKey {
+		c := cols[n]
+		if _, ok := keyTypes[c.Type.Name]; !ok || len(c.Type.Params) > 0 {
+			return def, invalid("idemkv does not support partition keys of type %s (text, varchar, ascii, int, bigint, uuid, timeuuid, blob)", c.Type.String())
+		}
+		typ := c.Type.Name
+		if typ == "varchar" {
+			typ = "text"
+		}
+		def.PartitionKey = append(def.PartitionKey, replica.ColumnDef{Name: n, Type: typ})
+	}
+	for _, n := range counters {
+		c := cols[n]
+		if c.Type.Name == "handoff_counter" {
+			return def, invalid("handoff_counter columns are not supported yet")
+		}
+		def.Columns = append(def.Columns, replica.ColumnDef{Name: n, Type: c.Type.Name})
+	}
+	opts := map[string]string{}
+	for _, p := range st.Properties {
+		if !tableOptions[p.Name] {
+			return def, frame.Errorf(frame.ErrSyntax, "Unknown property '%s'", p.Name)
+		}
+		if _, dup := opts[p.Name]; dup {
+			return def, frame.Errorf(frame.ErrSyntax, "Multiple definition for property '%s'", p.Name)
+		}
+		switch {
+		case p.Name == IdempotenceOption:
+			m, err := termMap(p.Value, p.Name)
+			if err != nil {
+				return def, err
+			}
+			class, ok := m["class"]
+			switch {
+			case !ok:
+				return def, frame.Errorf(frame.ErrConfig, "Missing sub-option 'class' for the '%s' option", IdempotenceOption)
+			case !strings.EqualFold(class, "fbf"):
+				return def, frame.Errorf(frame.ErrConfig, "Unknown idempotence class '%s' (fbf)", class)
+			}
+			// The replica's own parser checks the sub-options; the write
+			// timeout only sets defaults, so a nominal one does here.
+			if _, err := replica.ParseFBFOptions(m, fbfCheckTimeout); err != nil {
+				return def, frame.Errorf(frame.ErrConfig, "%s", err.Error())
+			}
+			b, _ := json.Marshal(m)
+			opts[p.Name] = string(b)
+		case p.Value.Kind == parse.TermMap:
+			m, err := termMap(p.Value, p.Name)
+			if err != nil {
+				return def, err
+			}
+			b, _ := json.Marshal(m)
+			opts[p.Name] = string(b)
+		default:
+			v, ok := termText(p.Value)
+			if !ok {
+				return def, frame.Errorf(frame.ErrSyntax, "Invalid value for property '%s'", p.Name)
+			}
+			if p.Name == "default_time_to_live" && v != "0" {
+				return def, invalid("Cannot set default_time_to_live on a table with counters")
+			}
+			opts[p.Name] = v
+		}
+	}
+	if len(opts) > 0 {
+		def.Options = opts
+	}
+	return def, nil
+}
+
+func (e *Executor) createTable(ctx context.Context, sessionKS string, st *parse.CreateTable) (frame.Result, error) {
+	ks, err := e.tableKeyspace(sessionKS, st.Table)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := e.b.Schema().Visible().Keyspaces[ks]; !ok {
+		return nil, invalid("Keyspace %s does not exist", ks)
+	}
+	def, err := tableDef(ks, st)
+	if err != nil {
+		return nil, err
+	}
+	exists := func() error {
+		if _, ok := e.b.Schema().Table(ks, def.Name); !ok {
+			return nil
+		}
+		return &frame.Error{Code: frame.ErrAlreadyExists, Keyspace: ks, Table: def.Name,
+			Message: "Cannot add already existing table \"" + def.Name + "\" to keyspace \"" + ks + "\""}
+	}
+	if err := exists(); err != nil {
+		if st.IfNotExists {
+			return frame.VoidResult{}, nil
+		}
+		return nil, err
+	}
+	def.ID = e.b.NewTableID()
+	if err := e.b.Schema().CreateTable(def, false); err != nil {
+		if err := exists(); err != nil {
+			if st.IfNotExists {
+				return frame.VoidResult{}, nil
+			}
+			return nil, err
+		}
+		return nil, invalid("%s", err.Error())
+	}
+	e.waitAgreement(ctx)
+	return frame.SchemaChangeResult{Change: "CREATED", Target: "TABLE", Keyspace: ks, Name: def.Name}, nil
+}
+
+func (e *Executor) dropTable(ctx context.Context, sessionKS string, st *parse.DropTable) (frame.Result, error) {
+	ks, err := e.tableKeyspace(sessionKS, st.Table)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := e.b.Schema().Table(ks, st.Table.Name); !ok {
+		if st.IfExists {
+			return frame.VoidResult{}, nil
+		}
+		if _, ok := e.b.Schema().Visible().Keyspaces[ks]; !ok {
+			return nil, invalid("Keyspace %s does not exist", ks)
+		}
+		return nil, frame.Errorf(frame.ErrConfig, "Cannot drop non existing table '%s' in keyspace '%s'.", st.Table.Name, ks)
+	}
+	if err := e.b.Schema().DropTable(ks, st.Table.Name, st.IfExists); err != nil {
+		return nil, frame.Errorf(frame.ErrConfig, "%s", err.Error())
+	}
+	e.waitAgreement(ctx)
+	return frame.SchemaChangeResult{Change: "DROPPED", Target: "TABLE", Keyspace: ks, Name: st.Table.Name}, nil
+}

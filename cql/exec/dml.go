@@ -1,0 +1,252 @@
+package exec
+
+import (
+	"context"
+	"encoding/binary"
+
+	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/cql/frame"
+	"github.com/idemkv/idemkv/cql/parse"
+	"github.com/idemkv/idemkv/replica"
+)
+
+// batchItem is one modification of a request, with its values.
+type batchItem struct {
+	keyspace string
+	stmt     parse.Statement
+	values   []frame.Value
+}
+
+// write is one change to apply: a counter update or a deletion.
+type write struct {
+	update  *replica.Update
+	table   uint64
+	key     []byte
+	delete  bool
+	columns []string
+	index   int
+}
+
+func notModifiable(t *tableInfo) error {
+	if t.sys != nil {
+		return frame.Errorf(frame.ErrUnauthorized, "%s keyspace is not user-modifiable.", t.keyspace)
+	}
+	return nil
+}
+
+// counterAttrs applies Cassandra's rules on USING for counter tables.
+func counterAttrs(us []parse.UsingOption) error {
+	for _, u := range us {
+		if !u.TTL {
+			return invalid("Cannot provide custom timestamp for counter updates")
+		}
+	}
+	for _, u := range us {
+		if u.TTL {
+			return invalid("Cannot provide custom TTL for counter updates")
+		}
+	}
+	return nil
+}
+
+// checkUpdate applies the rules of a counter UPDATE that need no values.
+func checkUpdate(t *tableInfo, st *parse.Update) error {
+	if err := notModifiable(t); err != nil {
+		return err
+	}
+	if err := counterAttrs(st.Using); err != nil {
+		return err
+	}
+	if st.IfExists || len(st.Conditions) > 0 {
+		return invalid("Conditional updates are not supported on counter tables")
+	}
+	for _, sc := range st.Set {
+		c, err := t.column(sc.Column)
+		if err != nil {
+			return err
+		}
+		if c.pkIndex >= 0 {
+			return invalid("PRIMARY KEY part %s found in SET part", c.name)
+		}
+		switch {
+		case sc.Op == '=':
+			return invalid("Cannot set the value of counter column %s (counters can only be incremented/decremented, not set)", c.name)
+		case sc.Other != sc.Column:
+			return invalid("Only expressions of the form X = X %c <value> are supported.", sc.Op)
+		}
+	}
+	_, err := keyRestrictions(t, st.Where, false)
+	return err
+}
+
+// checkDelete applies the rules of a counter DELETE that need no values.
+func checkDelete(t *tableInfo, st *parse.Delete) error {
+	if err := notModifiable(t); err != nil {
+		return err
+	}
+	for _, u := range st.Using {
+		if u.TTL {
+			return invalid("TTL attribute is not allowed for deletions")
+		}
+	}
+	if err := counterAttrs(st.Using); err != nil {
+		return err
+	}
+	if st.IfExists || len(st.Conditions) > 0 {
+		return invalid("Conditional updates are not supported on counter tables")
+	}
+	for _, n := range st.Columns {
+		c, err := t.column(n)
+		if err != nil {
+			return err
+		}
+		if c.pkIndex >= 0 {
+			return invalid("Invalid identifier %s for deletion (should not be a PRIMARY KEY part)", c.name)
+		}
+	}
+	_, err := keyRestrictions(t, st.Where, false)
+	return err
+}
+
+func checkInsert(t *tableInfo) error {
+	if err := notModifiable(t); err != nil {
+		return err
+	}
+	return invalid("INSERT statements are not allowed on counter tables, use UPDATE instead")
+}
+
+// delta reads a counter increment: a bigint (8 bytes) or an int (4 bytes).
+func delta(v frame.Value, col string) (d int64, skip bool, err error) {
+	switch {
+	case v.Unset:
+		return 0, true, nil
+	case v.Null || v.Bytes == nil:
+		return 0, false, invalid("Invalid null value for counter increment")
+	case len(v.Bytes) == 8:
+		return int64(binary.BigEndian.Uint64(v.Bytes)), false, nil
+	case len(v.Bytes) == 4:
+		return int64(int32(binary.BigEndian.Uint32(v.Bytes))), false, nil
+	}
+	return 0, false, invalid("Expected 8 or 0 byte long for counter increment of %s (%d)", col, len(v.Bytes))
+}
+
+// runBatch runs modifications: a single statement (typ < 0) or the
+// statements of a batch. Everything is checked and bound before the first
+// write; writes then go out in statement order, statement i with op id
+// sequence + i.
+func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []parse.UsingOption, items []batchItem, cl frame.Consistency, payload map[string][]byte) error {
+	hasOp, client, seq, err := opID(payload)
+	if err != nil {
+		return err
+	}
+	if err := counterAttrs(using); err != nil && len(items) > 0 {
+		return err
+	}
+	var writes []write
+	for i, it := range items {
+		var t *tableInfo
+		switch st := it.stmt.(type) {
+		case *parse.Update:
+			if t, err = e.resolve(it.keyspace, st.Table); err != nil {
+				return err
+			}
+			if err := checkUpdate(t, st); err != nil {
+				return err
+			}
+		case *parse.Delete:
+			if t, err = e.resolve(it.keyspace, st.Table); err != nil {
+				return err
+			}
+			if err := checkDelete(t, st); err != nil {
+				return err
+			}
+		case *parse.Insert:
+			if t, err = e.resolve(it.keyspace, st.Table); err != nil {
+				return err
+			}
+			return checkInsert(t)
+		default:
+			return invalid("Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.")
+		}
+		if typ == parse.Logged {
+			return invalid("Cannot include a counter statement in a logged batch")
+		}
+		ws, err := bindWrite(t, it, i)
+		if err != nil {
+			return err
+		}
+		writes = append(writes, ws...)
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	if err := validateCounterWrite(cl); err != nil {
+		return err
+	}
+	now := e.opts.Now().UnixNano()
+	for _, w := range writes {
+		if w.delete {
+			if err := e.b.Delete(ctx, w.table, w.key, w.columns, coordinator.ConsistencyLevel(cl)); err != nil {
+				return err
+			}
+			continue
+		}
+		u := *w.update
+		if hasOp {
+			u.HasOp = true
+			binary.BigEndian.PutUint64(u.OpID[:8], client)
+			binary.BigEndian.PutUint64(u.OpID[8:], seq+uint64(w.index))
+			u.OpTime = now
+		}
+		if err := e.b.CounterWrite(ctx, u, coordinator.ConsistencyLevel(cl)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindWrite binds one checked statement to its writes.
+func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
+	switch st := it.stmt.(type) {
+	case *parse.Update:
+		terms, err := keyRestrictions(t, st.Where, false)
+		if err != nil {
+			return nil, err
+		}
+		ks, err := keys(t, terms, it.values)
+		if err != nil {
+			return nil, err
+		}
+		var out []write
+		for _, sc := range st.Set {
+			c := t.cols[sc.Column]
+			v, err := bind(sc.Value, it.values, frame.Counter, c.name)
+			if err != nil {
+				return nil, err
+			}
+			d, skip, err := delta(v, c.name)
+			if err != nil {
+				return nil, err
+			}
+			if skip {
+				continue
+			}
+			if sc.Op == '-' {
+				d = -d
+			}
+			out = append(out, write{update: &replica.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: d}, index: i})
+		}
+		return out, nil
+	case *parse.Delete:
+		terms, err := keyRestrictions(t, st.Where, false)
+		if err != nil {
+			return nil, err
+		}
+		ks, err := keys(t, terms, it.values)
+		if err != nil {
+			return nil, err
+		}
+		return []write{{delete: true, table: t.id, key: ks[0], columns: st.Columns, index: i}}, nil
+	}
+	return nil, nil
+}

@@ -1,0 +1,377 @@
+// Package exec runs the statements of idemkv's CQL subset (package
+// cql/parse) against a node's Backend: DDL through the cluster schema,
+// counter updates and deletions through the coordinator, reads and paged
+// scans of counter tables, and the system tables that drivers read
+// (system.local, system.peers, system_schema.*), typed as Cassandra 3.11
+// types them. It implements cql.Executor; every error it returns is a
+// *frame.Error with Cassandra's code and, where Cassandra has one, its text.
+//
+// Operation ids. A request may carry the custom payload `idemkv-op`: 16
+// bytes, the client id then a sequence number, both uint64 big-endian. A
+// payload of any other length is an Invalid error, never a silent vanilla
+// write. Statement i of a request (0 for a plain UPDATE; the statement's
+// position in a BATCH, counting every statement) uses sequence + i; the SET
+// clauses of one statement are updates of different columns of one row and
+// share that statement's op id (filters are kept per counter column). A
+// request without the payload is applied as a vanilla update.
+//
+// The FBF table option. `WITH idempotence = {'class': 'fbf', ...}` is kept
+// in TableDef.Options["idempotence"] as the JSON of the map's entries (all
+// values as text, as given); system_schema.tables shows it in its
+// `extensions` map<text, blob> under the key "idemkv.idempotence", the JSON
+// as the blob.
+package exec
+
+import (
+	"container/list"
+	"context"
+	"crypto/md5"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/cql"
+	"github.com/idemkv/idemkv/cql/frame"
+	"github.com/idemkv/idemkv/cql/parse"
+)
+
+// OpPayloadKey is the custom payload key of an operation id.
+const OpPayloadKey = "idemkv-op"
+
+// Defaults of Options.
+const (
+	DefaultPreparedCacheSize      = 10_000
+	DefaultSchemaAgreementTimeout = 10 * time.Second
+	DefaultReleaseVersion         = "3.11.16"
+	DefaultClusterName            = "idemkv"
+	CQLVersion                    = "3.4.4"
+)
+
+// Options configures an Executor.
+type Options struct {
+	// ClusterName is system.local's cluster_name; default the node's
+	// NodeInfo.ClusterName, else "idemkv".
+	ClusterName string
+	// ReleaseVersion is system.local's release_version when the node's
+	// NodeInfo has none; default 3.11.16.
+	ReleaseVersion string
+	// Now is the clock of operation times; default time.Now.
+	Now func() time.Time
+	// Logger receives warnings (schema agreement not reached); default
+	// slog.Default().
+	Logger *slog.Logger
+	// PreparedCacheSize bounds the prepared statements kept (least recently
+	// used first out); default 10 000.
+	PreparedCacheSize int
+	// SchemaAgreementTimeout bounds the wait for schema agreement after DDL;
+	// default 10 s.
+	SchemaAgreementTimeout time.Duration
+}
+
+// Executor runs statements against a Backend. It is safe for concurrent use.
+type Executor struct {
+	b    Backend
+	opts Options
+
+	mu       sync.Mutex
+	prepared map[string]*list.Element // by string(id)
+	lru      *list.List               // of *prepared, most recent first
+}
+
+var _ cql.Executor = (*Executor)(nil)
+
+// New returns an executor over b.
+func New(b Backend, opts Options) *Executor {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.PreparedCacheSize <= 0 {
+		opts.PreparedCacheSize = DefaultPreparedCacheSize
+	}
+	if opts.SchemaAgreementTimeout <= 0 {
+		opts.SchemaAgreementTimeout = DefaultSchemaAgreementTimeout
+	}
+	if opts.ReleaseVersion == "" {
+		opts.ReleaseVersion = DefaultReleaseVersion
+	}
+	return &Executor{b: b, opts: opts, prepared: map[string]*list.Element{}, lru: list.New()}
+}
+
+// prepared is a prepared statement.
+type prepared struct {
+	id       []byte
+	query    string
+	keyspace string // the session's keyspace when it was prepared
+	stmt     parse.Statement
+	result   frame.PreparedResult
+}
+
+// invalid builds an Invalid (0x2200) error.
+func invalid(format string, args ...any) *frame.Error {
+	return frame.Errorf(frame.ErrInvalid, format, args...)
+}
+
+// Query implements cql.Executor.
+func (e *Executor) Query(ctx context.Context, s *cql.Session, query string, p frame.QueryParams, payload map[string][]byte) (out cql.Outcome, err error) {
+	defer e.recoverTo(&err)
+	st, err := parseQuery(query)
+	if err != nil {
+		return cql.Outcome{}, err
+	}
+	res, err := e.run(ctx, s, sessionKeyspace(s), st, p, payload)
+	return cql.Outcome{Result: res}, mapError(err)
+}
+
+// Prepare implements cql.Executor: the id is the MD5 of the keyspace and the
+// query, as Cassandra computes it.
+func (e *Executor) Prepare(ctx context.Context, s *cql.Session, query string, payload map[string][]byte) (out cql.Outcome, err error) {
+	defer e.recoverTo(&err)
+	st, err := parseQuery(query)
+	if err != nil {
+		return cql.Outcome{}, err
+	}
+	ks := sessionKeyspace(s)
+	sum := md5.Sum([]byte(ks + query))
+	pr := &prepared{id: sum[:], query: query, keyspace: ks, stmt: st}
+	params, pk, resultCols, err := e.describe(ks, st)
+	if err != nil {
+		return cql.Outcome{}, mapError(err)
+	}
+	pr.result = frame.PreparedResult{ID: pr.id, Params: params, PKIndexes: pk, ResultColumns: resultCols}
+	e.mu.Lock()
+	if el, ok := e.prepared[string(pr.id)]; ok {
+		e.lru.MoveToFront(el)
+		el.Value = pr
+	} else {
+		e.prepared[string(pr.id)] = e.lru.PushFront(pr)
+		for e.lru.Len() > e.opts.PreparedCacheSize {
+			old := e.lru.Back()
+			e.lru.Remove(old)
+			delete(e.prepared, string(old.Value.(*prepared).id))
+		}
+	}
+	e.mu.Unlock()
+	return cql.Outcome{Result: pr.result}, nil
+}
+
+func (e *Executor) lookup(id []byte) (*prepared, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	el, ok := e.prepared[string(id)]
+	if !ok {
+		return nil, &frame.Error{Code: frame.ErrUnprepared,
+			Message:   fmt.Sprintf("Prepared query with ID %x not found (either the query was not prepared on this host (maybe the host has been restarted?) or you have prepared too many queries and it has been evicted from the internal cache)", id),
+			UnknownID: append([]byte(nil), id...)}
+	}
+	e.lru.MoveToFront(el)
+	return el.Value.(*prepared), nil
+}
+
+// Forget drops every prepared statement, as a restarted Cassandra node
+// has forgotten them (clients then get Unprepared and prepare again).
+func (e *Executor) Forget() {
+	e.mu.Lock()
+	e.prepared = map[string]*list.Element{}
+	e.lru.Init()
+	e.mu.Unlock()
+}
+
+// Execute implements cql.Executor.
+func (e *Executor) Execute(ctx context.Context, s *cql.Session, id []byte, p frame.QueryParams, payload map[string][]byte) (out cql.Outcome, err error) {
+	defer e.recoverTo(&err)
+	pr, err := e.lookup(id)
+	if err != nil {
+		return cql.Outcome{}, err
+	}
+	if len(p.Names) > 0 {
+		if p.Values, err = byName(pr.result.Params, p.Names, p.Values); err != nil {
+			return cql.Outcome{}, err
+		}
+	}
+	res, err := e.run(ctx, s, pr.keyspace, pr.stmt, p, payload)
+	return cql.Outcome{Result: res}, mapError(err)
+}
+
+// Batch implements cql.Executor.
+func (e *Executor) Batch(ctx context.Context, s *cql.Session, b frame.Batch, payload map[string][]byte) (out cql.Outcome, err error) {
+	defer e.recoverTo(&err)
+	items := make([]batchItem, 0, len(b.Statements))
+	for _, bs := range b.Statements {
+		var it batchItem
+		if bs.PreparedID != nil {
+			pr, err := e.lookup(bs.PreparedID)
+			if err != nil {
+				return cql.Outcome{}, err
+			}
+			it = batchItem{keyspace: pr.keyspace, stmt: pr.stmt, values: bs.Values}
+			if len(bs.Names) > 0 {
+				if it.values, err = byName(pr.result.Params, bs.Names, bs.Values); err != nil {
+					return cql.Outcome{}, err
+				}
+			}
+		} else {
+			st, err := parseQuery(bs.Query)
+			if err != nil {
+				return cql.Outcome{}, err
+			}
+			it = batchItem{keyspace: sessionKeyspace(s), stmt: st, values: bs.Values}
+		}
+		items = append(items, it)
+	}
+	var typ parse.BatchType
+	switch b.Type {
+	case frame.BatchLogged:
+		typ = parse.Logged
+	case frame.BatchUnlogged:
+		typ = parse.Unlogged
+	case frame.BatchCounter:
+		typ = parse.CounterBatch
+	default:
+		return cql.Outcome{}, frame.Errorf(frame.ErrProtocol, "Unknown batch type %d", b.Type)
+	}
+	err = e.runBatch(ctx, typ, nil, items, frame.Consistency(b.Consistency), payload)
+	if err != nil {
+		return cql.Outcome{}, mapError(err)
+	}
+	return cql.Outcome{Result: frame.VoidResult{}}, nil
+}
+
+// recoverTo turns a panic into a server error, so that no input crashes the
+// node.
+func (e *Executor) recoverTo(err *error) {
+	if r := recover(); r != nil {
+		e.opts.Logger.Error("cql/exec: panic while executing a statement", "panic", r)
+		*err = frame.Errorf(frame.ErrServer, "internal error: %v", r)
+	}
+}
+
+func sessionKeyspace(s *cql.Session) string {
+	if s == nil {
+		return ""
+	}
+	return s.Keyspace
+}
+
+// parseQuery parses a query; a syntax error becomes a Syntax (0x2000) error.
+func parseQuery(q string) (parse.Statement, error) {
+	st, err := parse.Parse(q)
+	if err != nil {
+		return nil, frame.Errorf(frame.ErrSyntax, "%s", err.Error())
+	}
+	return st, nil
+}
+
+// byName orders values sent with names by the statement's bind variables.
+func byName(params []frame.ColumnSpec, names []string, values []frame.Value) ([]frame.Value, error) {
+	if len(names) != len(values) {
+		return nil, frame.Errorf(frame.ErrProtocol, "%d names for %d values", len(names), len(values))
+	}
+	out := make([]frame.Value, len(params))
+	for i, p := range params {
+		found := false
+		for j, n := range names {
+			if n == p.Name {
+				out[i], found = values[j], true
+				break
+			}
+		}
+		if !found {
+			return nil, invalid("Invalid unset value for column %s", p.Name)
+		}
+	}
+	return out, nil
+}
+
+// mapError turns the Backend's and coordinator's errors into frame errors
+// with their codes and extra bodies.
+func mapError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe *frame.Error
+	if errors.As(err, &fe) {
+		return fe
+	}
+	var ue *coordinator.UnavailableError
+	if errors.As(err, &ue) {
+		return &frame.Error{Code: frame.ErrUnavailable, Message: ue.Error(), Consistency: frame.Consistency(ue.CL),
+			Required: int32(ue.Required), Alive: int32(ue.Alive)}
+	}
+	var wt *coordinator.WriteTimeoutError
+	if errors.As(err, &wt) {
+		wtype := string(wt.WriteType)
+		if wtype == "" {
+			wtype = string(coordinator.WriteTypeCounter)
+		}
+		return &frame.Error{Code: frame.ErrWriteTimeout, Message: wt.Error(), Consistency: frame.Consistency(wt.CL),
+			Received: int32(wt.Received), BlockFor: int32(wt.BlockFor), WriteType: wtype}
+	}
+	var rt *coordinator.ReadTimeoutError
+	if errors.As(err, &rt) {
+		return &frame.Error{Code: frame.ErrReadTimeout, Message: rt.Error(), Consistency: frame.Consistency(rt.CL),
+			Received: int32(rt.Received), BlockFor: int32(rt.BlockFor), DataPresent: rt.DataPresent}
+	}
+	var ie *coordinator.InvalidError
+	if errors.As(err, &ie) {
+		return invalid("%s", ie.Msg)
+	}
+	return frame.Errorf(frame.ErrServer, "%s", err.Error())
+}
+
+// opID reads the idemkv-op payload.
+func opID(payload map[string][]byte) (has bool, client, seq uint64, err error) {
+	v, ok := payload[OpPayloadKey]
+	if !ok {
+		return false, 0, 0, nil
+	}
+	if len(v) != 16 {
+		return false, 0, 0, invalid("custom payload %s must be 16 bytes (client id, sequence; uint64 big-endian), got %d", OpPayloadKey, len(v))
+	}
+	return true, binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:]), nil
+}
+
+// OpSlots returns how many sequence numbers a statement takes: the number
+// of statements of a BATCH, 1 for any other statement.
+func OpSlots(st parse.Statement) int {
+	if b, ok := st.(*parse.Batch); ok {
+		return max(1, len(b.Statements))
+	}
+	return 1
+}
+
+// validateCounterWrite refuses the levels Cassandra refuses for counters.
+func validateCounterWrite(cl frame.Consistency) error {
+	switch coordinator.ConsistencyLevel(cl) {
+	case coordinator.Any:
+		return invalid("Consistency level ANY is not yet supported for counter table")
+	case coordinator.Serial, coordinator.LocalSerial:
+		return invalid("Counter operations are inherently non-serializable")
+	case coordinator.One, coordinator.Two, coordinator.Three, coordinator.Quorum, coordinator.All,
+		coordinator.LocalQuorum, coordinator.EachQuorum, coordinator.LocalOne:
+		return nil
+	}
+	return frame.Errorf(frame.ErrProtocol, "Unknown code %d for a consistency level", uint16(cl))
+}
+
+// validateRead refuses the levels Cassandra refuses for reads.
+func validateRead(cl frame.Consistency) error {
+	switch coordinator.ConsistencyLevel(cl) {
+	case coordinator.Any:
+		return invalid("ANY ConsistencyLevel is only supported for writes")
+	case coordinator.EachQuorum:
+		return invalid("EACH_QUORUM ConsistencyLevel is only supported for writes")
+	case coordinator.Serial, coordinator.LocalSerial:
+		return invalid("SERIAL reads are not supported (no lightweight transactions in idemkv)")
+	case coordinator.One, coordinator.Two, coordinator.Three, coordinator.Quorum, coordinator.All,
+		coordinator.LocalQuorum, coordinator.LocalOne:
+		return nil
+	}
+	return frame.Errorf(frame.ErrProtocol, "Unknown code %d for a consistency level", uint16(cl))
+}

@@ -1,0 +1,327 @@
+package exec
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+	"strings"
+
+	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/cql/frame"
+	"github.com/idemkv/idemkv/cql/parse"
+	"github.com/idemkv/idemkv/row"
+)
+
+// selected is one item of a resolved selection.
+type selected struct {
+	col   *column // nil for COUNT(*)
+	count bool
+}
+
+// selection resolves a SELECT's items and their result columns.
+func selection(t *tableInfo, st *parse.Select) ([]selected, []frame.ColumnSpec, error) {
+	if st.Star {
+		var out []selected
+		var specs []frame.ColumnSpec
+		for _, c := range t.all() {
+			out = append(out, selected{col: c})
+			specs = append(specs, t.spec(c))
+		}
+		return out, specs, nil
+	}
+	var out []selected
+	var specs []frame.ColumnSpec
+	counts := 0
+	for _, s := range st.Selectors {
+		if s.Count {
+			counts++
+			name := "count"
+			if s.Alias != "" {
+				name = s.Alias
+			}
+			out = append(out, selected{count: true})
+			specs = append(specs, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: name, Type: frame.Bigint})
+			continue
+		}
+		c, err := t.column(s.Column)
+		if err != nil {
+			return nil, nil, err
+		}
+		spec := t.spec(c)
+		if s.Alias != "" {
+			spec.Name = s.Alias
+		}
+		out = append(out, selected{col: c})
+		specs = append(specs, spec)
+	}
+	if counts > 0 && len(out) > 1 {
+		return nil, nil, invalid("idemkv supports COUNT(*) only alone in a selection")
+	}
+	return out, specs, nil
+}
+
+// limitOf binds a LIMIT; 0 means none.
+func limitOf(st *parse.Select, values []frame.Value) (int, error) {
+	if st.Limit == nil {
+		return 0, nil
+	}
+	v, err := bind(*st.Limit, values, frame.Int, "[limit]")
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case v.Unset:
+		return 0, nil
+	case v.Null || v.Bytes == nil:
+		return 0, invalid("Invalid null value of limit")
+	case len(v.Bytes) != 4:
+		return 0, invalid("Expected 4 or 0 byte int (%d)", len(v.Bytes))
+	}
+	n := int32(binary.BigEndian.Uint32(v.Bytes))
+	if n <= 0 {
+		return 0, invalid("LIMIT must be strictly positive")
+	}
+	return int(n), nil
+}
+
+func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, p frame.QueryParams) (frame.Result, error) {
+	t, err := e.resolve(ks, st.Table)
+	if err != nil {
+		return nil, err
+	}
+	sel, specs, err := selection(t, st)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := limitOf(st, p.Values)
+	if err != nil {
+		return nil, err
+	}
+	res := frame.RowsResult{Columns: specs, NoMetadata: p.SkipMetadata}
+	if t.sys != nil {
+		rows, err := e.selectSystem(t, st, sel, p.Values, limit)
+		if err != nil {
+			return nil, err
+		}
+		res.Rows = rows
+		return res, nil
+	}
+	if err := validateRead(p.Consistency); err != nil {
+		return nil, err
+	}
+	cl := coordinator.ConsistencyLevel(p.Consistency)
+	counting := len(sel) == 1 && sel[0].count
+	var count int64
+	emit := func(r row.Row) (bool, error) {
+		vals, live, err := e.rowValues(t, sel, r)
+		if err != nil || !live {
+			return false, err
+		}
+		if counting {
+			count++
+		} else {
+			res.Rows = append(res.Rows, vals)
+		}
+		return true, nil
+	}
+	if len(st.Where) > 0 {
+		var nonKey, restricted []string
+		for _, r := range st.Where {
+			c, err := t.column(r.Column)
+			if err != nil {
+				return nil, err
+			}
+			if c.pkIndex < 0 {
+				nonKey = append(nonKey, c.name)
+			} else {
+				restricted = append(restricted, c.name)
+			}
+		}
+		if len(nonKey) > 0 {
+			if !st.AllowFiltering {
+				return nil, invalid("Cannot execute this query as it might involve data filtering and thus may have unpredictable performance. If you want to execute this query despite the performance unpredictability, use ALLOW FILTERING")
+			}
+			return nil, invalid("idemkv does not filter on counter columns (%s)", strings.Join(nonKey, ", "))
+		}
+		if len(restricted) > 0 && len(restricted) < len(t.pk) {
+			var missing []string
+			for _, c := range t.pk {
+				found := false
+				for _, r := range restricted {
+					found = found || r == c.name
+				}
+				if !found {
+					missing = append(missing, c.name)
+				}
+			}
+			return nil, invalid("Partition key parts: %s must be restricted as other parts are", strings.Join(missing, ", "))
+		}
+		terms, err := keyRestrictions(t, st.Where, true)
+		if err != nil {
+			return nil, err
+		}
+		ks, err := keys(t, terms, p.Values)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range ks {
+			if limit > 0 && len(res.Rows) >= limit {
+				break
+			}
+			r, found, err := e.b.Read(ctx, t.id, k, cl)
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				if _, err := emit(r); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if counting {
+			res.Rows = [][]frame.Value{{frame.Bytes(frame.EncodeBigint(count))}}
+		}
+		return res, nil
+	}
+
+	// A scan: paged by the request's page size, from the paging state.
+	var after *row.Key
+	returned := 0
+	if len(p.PagingState) > 0 && !counting {
+		n, k, err := decodePagingState(p.PagingState, t.id)
+		if err != nil {
+			return nil, err
+		}
+		returned, after = n, &k
+	}
+	want := math.MaxInt
+	if p.PageSize > 0 && !counting {
+		want = int(p.PageSize)
+	}
+	if limit > 0 {
+		if limit-returned <= 0 {
+			return res, nil
+		}
+		want = min(want, limit-returned)
+	}
+	const chunk = 1000
+	got, exhausted := 0, false
+	for got < want {
+		ask := min(want-got, chunk)
+		rows, err := e.b.Scan(ctx, t.id, after, ask, cl)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			ok, err := emit(r)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				got++
+			}
+			k := r.Key.Clone()
+			after = &k
+		}
+		if len(rows) < ask {
+			exhausted = true
+			break
+		}
+	}
+	if counting {
+		res.Rows = [][]frame.Value{{frame.Bytes(frame.EncodeBigint(count))}}
+		return res, nil
+	}
+	if !exhausted && after != nil && (limit == 0 || returned+got < limit) {
+		res.PagingState = encodePagingState(t.id, returned+got, *after)
+	}
+	return res, nil
+}
+
+// rowValues builds a result row; live is false for a partition without a
+// live cell, which CQL does not show.
+func (e *Executor) rowValues(t *tableInfo, sel []selected, r row.Row) ([]frame.Value, bool, error) {
+	live := false
+	for _, c := range t.regular {
+		if cell, ok := r.Cell(c.name); ok && !cell.Tombstone {
+			live = true
+			break
+		}
+	}
+	if !live {
+		return nil, false, nil
+	}
+	parts, ok := SplitKey(r.Key.Partition, len(t.pk))
+	if !ok {
+		return nil, false, frame.Errorf(frame.ErrServer, "partition key %x of %s.%s does not split into %d components", r.Key.Partition, t.keyspace, t.name, len(t.pk))
+	}
+	out := make([]frame.Value, 0, len(sel))
+	for _, s := range sel {
+		switch {
+		case s.count:
+			out = append(out, frame.Null)
+		case s.col.pkIndex >= 0:
+			out = append(out, frame.Bytes(parts[s.col.pkIndex]))
+		default:
+			cell, ok := r.Cell(s.col.name)
+			if !ok || cell.Tombstone {
+				out = append(out, frame.Null)
+				continue
+			}
+			v, err := e.b.CellValue(t.id, cell)
+			if err != nil {
+				return nil, false, err
+			}
+			out = append(out, frame.Bytes(frame.EncodeBigint(v)))
+		}
+	}
+	return out, true, nil
+}
+
+// The paging state is idemkv's own: a magic and version, the table id,
+// the rows returned so far (for LIMIT), the last partition key read, and a
+// CRC-32 of all that, so that a state from another table or a damaged one
+// is refused.
+const pagingMagic = "IP\x01"
+
+func encodePagingState(table uint64, returned int, k row.Key) []byte {
+	b := []byte(pagingMagic)
+	b = binary.BigEndian.AppendUint64(b, table)
+	b = binary.AppendUvarint(b, uint64(returned))
+	b = binary.BigEndian.AppendUint64(b, uint64(k.Token))
+	b = binary.AppendUvarint(b, uint64(len(k.Partition)))
+	b = append(b, k.Partition...)
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+}
+
+func decodePagingState(b []byte, table uint64) (int, row.Key, error) {
+	bad := frame.Errorf(frame.ErrProtocol, "Invalid value for the paging state")
+	if len(b) < len(pagingMagic)+8+1+8+1+4 || string(b[:len(pagingMagic)]) != pagingMagic {
+		return 0, row.Key{}, bad
+	}
+	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
+	if crc32.ChecksumIEEE(body) != sum {
+		return 0, row.Key{}, bad
+	}
+	d := body[len(pagingMagic):]
+	if binary.BigEndian.Uint64(d) != table {
+		return 0, row.Key{}, bad
+	}
+	d = d[8:]
+	returned, n := binary.Uvarint(d)
+	if n <= 0 || returned > math.MaxInt32 {
+		return 0, row.Key{}, bad
+	}
+	d = d[n:]
+	if len(d) < 8 {
+		return 0, row.Key{}, bad
+	}
+	tok := int64(binary.BigEndian.Uint64(d))
+	d = d[8:]
+	kl, n := binary.Uvarint(d)
+	if n <= 0 || uint64(len(d)-n) != kl {
+		return 0, row.Key{}, bad
+	}
+	return int(returned), row.Key{Token: tok, Partition: append([]byte(nil), d[n:]...)}, nil
+}

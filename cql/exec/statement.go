@@ -1,0 +1,606 @@
+package exec
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"math"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/idemkv/idemkv/cql"
+	"github.com/idemkv/idemkv/cql/frame"
+	"github.com/idemkv/idemkv/cql/parse"
+	"github.com/idemkv/idemkv/replica"
+)
+
+// column is a column of a table as the executor sees it.
+type column struct {
+	name    string
+	typ     frame.DataType
+	cqlType string // the type as CQL writes it: "text", "counter", ...
+	pkIndex int    // position in the partition key; -1 for other columns
+}
+
+// tableInfo is a resolved table: a user's counter table or a system table.
+type tableInfo struct {
+	keyspace, name string
+	id             uint64
+	def            replica.TableDef
+	pk             []*column
+	regular        []*column // sorted by name, as Cassandra orders them
+	cols           map[string]*column
+	sys            *sysTable // non-nil for a system table
+}
+
+// all returns the columns in SELECT * order.
+func (t *tableInfo) all() []*column {
+	return append(append([]*column(nil), t.pk...), t.regular...)
+}
+
+func (t *tableInfo) spec(c *column) frame.ColumnSpec {
+	return frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: c.name, Type: c.typ}
+}
+
+func (t *tableInfo) column(name string) (*column, error) {
+	c, ok := t.cols[name]
+	if !ok {
+		return nil, invalid("Undefined column name %s", name)
+	}
+	return c, nil
+}
+
+// keyTypes are the partition key types idemkv serves, by CQL name.
+var keyTypes = map[string]frame.DataType{
+	"text": frame.Text, "varchar": frame.Text, "ascii": {ID: frame.TypeASCII},
+	"int": frame.Int, "bigint": frame.Bigint, "uuid": frame.UUID, "timeuuid": frame.TimeUUID, "blob": frame.Blob,
+}
+
+// counterTypes are the counter column types a table may hold.
+var counterTypes = map[string]bool{"counter": true, "legacy_counter": true}
+
+func newTableInfo(def replica.TableDef) *tableInfo {
+	t := &tableInfo{keyspace: def.Keyspace, name: def.Name, id: def.ID, def: def, cols: map[string]*column{}}
+	for i, k := range def.PartitionKey {
+		typ, ok := keyTypes[k.Type]
+		if !ok {
+			typ = frame.Blob
+		}
+		c := &column{name: k.Name, typ: typ, cqlType: k.Type, pkIndex: i}
+		t.pk = append(t.pk, c)
+		t.cols[c.name] = c
+	}
+	if len(t.pk) == 0 { // a table created below the CQL layer: one blob key
+		c := &column{name: "key", typ: frame.Blob, cqlType: "blob"}
+		t.pk = append(t.pk, c)
+		t.cols[c.name] = c
+	}
+	for _, col := range def.Columns {
+		c := &column{name: col.Name, typ: frame.Counter, cqlType: col.Type, pkIndex: -1}
+		t.regular = append(t.regular, c)
+		t.cols[c.name] = c
+	}
+	sort.Slice(t.regular, func(i, j int) bool { return t.regular[i].name < t.regular[j].name })
+	return t
+}
+
+// resolve finds a table, in the statement's keyspace or the session's.
+func (e *Executor) resolve(sessionKS string, tn parse.TableName) (*tableInfo, error) {
+	ks := tn.Keyspace
+	if ks == "" {
+		ks = sessionKS
+	}
+	if ks == "" {
+		return nil, invalid("No keyspace has been specified. USE a keyspace, or explicitly specify keyspace.tablename")
+	}
+	if isSystemKeyspace(ks) {
+		st := e.systemTable(ks, tn.Name)
+		if st == nil {
+			return nil, invalid("unconfigured table %s", tn.Name)
+		}
+		return st.info(), nil
+	}
+	def, ok := e.b.Schema().Table(ks, tn.Name)
+	if !ok {
+		if _, ok := e.b.Schema().Visible().Keyspaces[ks]; !ok {
+			return nil, invalid("Keyspace %s does not exist", ks)
+		}
+		return nil, invalid("unconfigured table %s", tn.Name)
+	}
+	return newTableInfo(def), nil
+}
+
+// run executes a parsed statement with its parameters.
+func (e *Executor) run(ctx context.Context, s *cql.Session, ks string, st parse.Statement, p frame.QueryParams, payload map[string][]byte) (frame.Result, error) {
+	if n := parse.Markers(st); n != len(p.Values) {
+		return nil, invalid("There were %d markers(?) in CQL but %d bound variables", n, len(p.Values))
+	}
+	switch st := st.(type) {
+	case *parse.Use:
+		return e.use(s, st)
+	case *parse.CreateKeyspace:
+		return e.createKeyspace(ctx, st)
+	case *parse.DropKeyspace:
+		return e.dropKeyspace(ctx, st)
+	case *parse.CreateTable:
+		return e.createTable(ctx, ks, st)
+	case *parse.DropTable:
+		return e.dropTable(ctx, ks, st)
+	case *parse.Select:
+		return e.selectRows(ctx, ks, st, p)
+	case *parse.Update, *parse.Delete, *parse.Insert:
+		err := e.runBatch(ctx, -1, nil, []batchItem{{keyspace: ks, stmt: st, values: p.Values}}, p.Consistency, payload)
+		if err != nil {
+			return nil, err
+		}
+		return frame.VoidResult{}, nil
+	case *parse.Batch:
+		// The markers of a batch are numbered across its statements;
+		// every statement binds from the same values.
+		items := make([]batchItem, len(st.Statements))
+		for i, x := range st.Statements {
+			items[i] = batchItem{keyspace: ks, stmt: x, values: p.Values}
+		}
+		if err := e.runBatch(ctx, st.Type, st.Using, items, p.Consistency, payload); err != nil {
+			return nil, err
+		}
+		return frame.VoidResult{}, nil
+	}
+	return nil, invalid("unsupported statement %T", st)
+}
+
+// describe returns a statement's bind variables, the positions of its
+// partition key's markers and the columns of its result rows.
+func (e *Executor) describe(ks string, st parse.Statement) (params []frame.ColumnSpec, pk []uint16, result []frame.ColumnSpec, err error) {
+	params = make([]frame.ColumnSpec, parse.Markers(st))
+	pk, err = e.describeInto(ks, st, params)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if sel, ok := st.(*parse.Select); ok {
+		t, err := e.resolve(ks, sel.Table)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if _, result, err = selection(t, sel); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	for i, p := range params {
+		if p.Name == "" { // a marker in a place that names none
+			params[i] = frame.ColumnSpec{Keyspace: ks, Name: "[" + strconv.Itoa(i) + "]", Type: frame.Blob}
+		}
+	}
+	return params, pk, result, nil
+}
+
+func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.ColumnSpec) ([]uint16, error) {
+	mark := func(t parse.Term, spec frame.ColumnSpec) {
+		if t.Kind == parse.TermMarker && t.Marker < len(params) {
+			if t.Name != "" {
+				spec.Name = t.Name
+			}
+			params[t.Marker] = spec
+		}
+	}
+	using := func(t *tableInfo, us []parse.UsingOption) {
+		for _, u := range us {
+			if u.TTL {
+				mark(u.Value, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: "[ttl]", Type: frame.Int})
+			} else {
+				mark(u.Value, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: "[timestamp]", Type: frame.Bigint})
+			}
+		}
+	}
+	where := func(t *tableInfo, rs []parse.Relation) ([]uint16, error) {
+		pk := make([]int, len(t.pk))
+		for i := range pk {
+			pk[i] = -1
+		}
+		for _, r := range rs {
+			c, err := t.column(r.Column)
+			if err != nil {
+				return nil, err
+			}
+			spec := t.spec(c)
+			switch {
+			case r.Op == "IN" && r.InList:
+				for _, v := range r.In {
+					mark(v, spec)
+				}
+			case r.Op == "IN":
+				spec.Name = "in(" + c.name + ")"
+				spec.Type = frame.ListOf(c.typ)
+				mark(r.Value, spec)
+			default:
+				mark(r.Value, spec)
+				if r.Op == "=" && c.pkIndex >= 0 && r.Value.Kind == parse.TermMarker {
+					pk[c.pkIndex] = r.Value.Marker
+				}
+			}
+		}
+		var out []uint16
+		for _, m := range pk {
+			if m < 0 {
+				return nil, nil // routing needs every part bound by a marker
+			}
+			out = append(out, uint16(m))
+		}
+		return out, nil
+	}
+	switch st := st.(type) {
+	case *parse.Select:
+		t, err := e.resolve(ks, st.Table)
+		if err != nil {
+			return nil, err
+		}
+		pk, err := where(t, st.Where)
+		if err != nil {
+			return nil, err
+		}
+		if st.Limit != nil {
+			mark(*st.Limit, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: "[limit]", Type: frame.Int})
+		}
+		return pk, nil
+	case *parse.Update:
+		t, err := e.resolve(ks, st.Table)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkUpdate(t, st); err != nil {
+			return nil, err
+		}
+		using(t, st.Using)
+		for _, sc := range st.Set {
+			c, err := t.column(sc.Column)
+			if err != nil {
+				return nil, err
+			}
+			mark(sc.Value, t.spec(c))
+		}
+		pk, err := where(t, st.Where)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := where(t, st.Conditions); err != nil {
+			return nil, err
+		}
+		return pk, nil
+	case *parse.Delete:
+		t, err := e.resolve(ks, st.Table)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkDelete(t, st); err != nil {
+			return nil, err
+		}
+		using(t, st.Using)
+		return where(t, st.Where)
+	case *parse.Insert:
+		t, err := e.resolve(ks, st.Table)
+		if err != nil {
+			return nil, err
+		}
+		return nil, checkInsert(t)
+	case *parse.Batch:
+		for _, x := range st.Statements {
+			if _, err := e.describeInto(ks, x, params); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}
+	return nil, nil
+}
+
+// cqlTypeName names a type in messages.
+func cqlTypeName(t frame.DataType) string {
+	switch t.ID {
+	case frame.TypeVarchar:
+		return "text"
+	case frame.TypeASCII:
+		return "ascii"
+	case frame.TypeInt:
+		return "int"
+	case frame.TypeBigint:
+		return "bigint"
+	case frame.TypeCounter:
+		return "counter"
+	case frame.TypeUUID:
+		return "uuid"
+	case frame.TypeTimeUUID:
+		return "timeuuid"
+	case frame.TypeBlob:
+		return "blob"
+	case frame.TypeBoolean:
+		return "boolean"
+	case frame.TypeInet:
+		return "inet"
+	case frame.TypeDouble:
+		return "double"
+	}
+	return "type " + strconv.Itoa(int(t.ID))
+}
+
+var termKindNames = map[parse.TermKind]string{
+	parse.TermString: "STRING", parse.TermInt: "INTEGER", parse.TermFloat: "FLOAT", parse.TermBool: "BOOLEAN",
+	parse.TermUUID: "UUID", parse.TermBlob: "HEX", parse.TermMap: "MAP",
+}
+
+// bind returns the value of a term for a receiver of type typ: the bound
+// value of a marker, or the encoding of a literal.
+func bind(t parse.Term, values []frame.Value, typ frame.DataType, col string) (frame.Value, error) {
+	switch t.Kind {
+	case parse.TermMarker:
+		if t.Marker >= len(values) {
+			return frame.Value{}, invalid("There were more markers(?) in CQL than bound variables")
+		}
+		return values[t.Marker], nil
+	case parse.TermNull:
+		return frame.Null, nil
+	}
+	bad := func() (frame.Value, error) {
+		return frame.Value{}, invalid("Invalid %s constant (%s) for \"%s\" of type %s", termKindNames[t.Kind], t.Text, col, cqlTypeName(typ))
+	}
+	switch typ.ID {
+	case frame.TypeVarchar, frame.TypeASCII:
+		if t.Kind != parse.TermString {
+			return bad()
+		}
+		return frame.Bytes([]byte(t.Text)), nil
+	case frame.TypeInt:
+		if t.Kind != parse.TermInt {
+			return bad()
+		}
+		v, err := strconv.ParseInt(t.Text, 10, 32)
+		if err != nil {
+			return frame.Value{}, invalid("Unable to make int from '%s'", t.Text)
+		}
+		return frame.Bytes(frame.EncodeInt(int32(v))), nil
+	case frame.TypeBigint, frame.TypeCounter:
+		if t.Kind != parse.TermInt {
+			return bad()
+		}
+		v, err := strconv.ParseInt(t.Text, 10, 64)
+		if err != nil {
+			return frame.Value{}, invalid("Unable to make long from '%s'", t.Text)
+		}
+		return frame.Bytes(frame.EncodeBigint(v)), nil
+	case frame.TypeUUID, frame.TypeTimeUUID:
+		if t.Kind != parse.TermUUID {
+			return bad()
+		}
+		b, err := hex.DecodeString(strings.ReplaceAll(t.Text, "-", ""))
+		if err != nil || len(b) != 16 {
+			return bad()
+		}
+		return frame.Bytes(b), nil
+	case frame.TypeBlob:
+		if t.Kind != parse.TermBlob {
+			return bad()
+		}
+		h := t.Text[2:]
+		if len(h)%2 == 1 {
+			h = "0" + h
+		}
+		b, err := hex.DecodeString(h)
+		if err != nil {
+			return bad()
+		}
+		return frame.Bytes(b), nil
+	case frame.TypeBoolean:
+		if t.Kind != parse.TermBool {
+			return bad()
+		}
+		return frame.Bytes(frame.EncodeBoolean(t.Text == "true")), nil
+	case frame.TypeInet:
+		if t.Kind != parse.TermString {
+			return bad()
+		}
+		ip := net.ParseIP(t.Text)
+		if ip == nil {
+			return frame.Value{}, invalid("Unable to make inet address from '%s'", t.Text)
+		}
+		return frame.Bytes(frame.EncodeInet(ip)), nil
+	case frame.TypeDouble:
+		if t.Kind != parse.TermInt && t.Kind != parse.TermFloat {
+			return bad()
+		}
+		f, err := strconv.ParseFloat(t.Text, 64)
+		if err != nil {
+			return bad()
+		}
+		return frame.Bytes(frame.EncodeDouble(f)), nil
+	}
+	return bad()
+}
+
+// validateKeyPart checks a partition key component's bytes against its type.
+func validateKeyPart(c *column, b []byte) error {
+	switch c.typ.ID {
+	case frame.TypeInt:
+		if len(b) != 4 {
+			return invalid("Expected 4 or 0 byte int (%d)", len(b))
+		}
+	case frame.TypeBigint:
+		if len(b) != 8 {
+			return invalid("Expected 8 or 0 byte long (%d)", len(b))
+		}
+	case frame.TypeUUID, frame.TypeTimeUUID:
+		if len(b) != 16 {
+			return invalid("UUID should be 16 or 0 bytes (%d)", len(b))
+		}
+		if c.typ.ID == frame.TypeTimeUUID && b[6]>>4 != 1 {
+			return invalid("Unsupported UUID version (%d)", b[6]>>4)
+		}
+	case frame.TypeVarchar:
+		if !utf8.Valid(b) {
+			return invalid("String didn't validate.")
+		}
+	case frame.TypeASCII:
+		for _, x := range b {
+			if x > 127 {
+				return invalid("Invalid byte for ascii: %d", x)
+			}
+		}
+	}
+	return nil
+}
+
+// SerializeKey serializes a partition key as Cassandra does (and gocql's
+// token-aware routing computes it): a single column is its value's bytes; a
+// composite key is, per component, a uint16 big-endian length, the bytes
+// and a 0x00 end-of-component byte.
+func SerializeKey(parts [][]byte) ([]byte, error) {
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	n := 0
+	for _, p := range parts {
+		if len(p) > math.MaxUint16 {
+			return nil, invalid("Key length of %d is longer than maximum of %d", len(p), math.MaxUint16)
+		}
+		n += 3 + len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = binary.BigEndian.AppendUint16(out, uint16(len(p)))
+		out = append(out, p...)
+		out = append(out, 0)
+	}
+	return out, nil
+}
+
+// SplitKey is SerializeKey's inverse for a key of n columns.
+func SplitKey(key []byte, n int) ([][]byte, bool) {
+	if n == 1 {
+		return [][]byte{key}, true
+	}
+	out := make([][]byte, 0, n)
+	for len(key) > 0 {
+		if len(key) < 2 {
+			return nil, false
+		}
+		l := int(binary.BigEndian.Uint16(key))
+		if len(key) < 3+l || key[2+l] != 0 {
+			return nil, false
+		}
+		out = append(out, key[2:2+l])
+		key = key[3+l:]
+	}
+	return out, len(out) == n
+}
+
+// keyRestrictions checks a WHERE clause that must name the whole partition
+// key by equality (or, when in is true, IN) and nothing else, and returns
+// each key column's terms.
+func keyRestrictions(t *tableInfo, rs []parse.Relation, in bool) ([][]parse.Term, error) {
+	terms := make([][]parse.Term, len(t.pk))
+	var nonKey []string
+	for _, r := range rs {
+		c, err := t.column(r.Column)
+		if err != nil {
+			return nil, err
+		}
+		if c.pkIndex < 0 {
+			nonKey = append(nonKey, c.name)
+			continue
+		}
+		if terms[c.pkIndex] != nil {
+			return nil, invalid("%s cannot be restricted by more than one relation if it includes an Equal", c.name)
+		}
+		switch {
+		case r.Op == "=":
+			terms[c.pkIndex] = []parse.Term{r.Value}
+		case r.Op == "IN" && in && r.InList:
+			if len(r.In) == 0 {
+				terms[c.pkIndex] = []parse.Term{}
+			} else {
+				terms[c.pkIndex] = r.In
+			}
+		case r.Op == "IN" && in:
+			return nil, invalid("IN ? on the partition key is not supported by idemkv; bind each value: IN (?, ?)")
+		case r.Op == "IN":
+			return nil, invalid("IN restrictions on the partition key are not supported for updates by idemkv")
+		default:
+			return nil, invalid("Only EQ and IN relation are supported on the partition key (unless you use the token() function)")
+		}
+	}
+	if len(nonKey) > 0 {
+		return nil, invalid("Non PRIMARY KEY columns found in where clause: %s", strings.Join(nonKey, ", "))
+	}
+	var missing []string
+	for i, ts := range terms {
+		if ts == nil {
+			missing = append(missing, t.pk[i].name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, invalid("Some partition key parts are missing: %s", strings.Join(missing, ", "))
+	}
+	return terms, nil
+}
+
+// keys binds key restrictions to serialized partition keys (the cartesian
+// product of IN lists, in order, without duplicates).
+func keys(t *tableInfo, terms [][]parse.Term, values []frame.Value) ([][]byte, error) {
+	parts := make([][][]byte, len(t.pk))
+	total := 1
+	for i, ts := range terms {
+		c := t.pk[i]
+		for _, term := range ts {
+			v, err := bind(term, values, c.typ, c.name)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case v.Unset:
+				return nil, invalid("Invalid unset value for column %s", c.name)
+			case v.Null || v.Bytes == nil:
+				return nil, invalid("Invalid null value in condition for column %s", c.name)
+			}
+			if err := validateKeyPart(c, v.Bytes); err != nil {
+				return nil, err
+			}
+			parts[i] = append(parts[i], v.Bytes)
+		}
+		total *= len(parts[i])
+		if total > 1000 {
+			return nil, invalid("IN restrictions give more than 1000 partition keys")
+		}
+	}
+	var out [][]byte
+	seen := map[string]bool{}
+	idx := make([]int, len(parts))
+	for total > 0 {
+		comp := make([][]byte, len(parts))
+		for i := range parts {
+			comp[i] = parts[i][idx[i]]
+		}
+		k, err := SerializeKey(comp)
+		if err != nil {
+			return nil, err
+		}
+		if len(k) == 0 {
+			return nil, invalid("Key may not be empty")
+		}
+		if !seen[string(k)] {
+			seen[string(k)] = true
+			out = append(out, k)
+		}
+		i := len(idx) - 1
+		for ; i >= 0; i-- {
+			if idx[i]++; idx[i] < len(parts[i]) {
+				break
+			}
+			idx[i] = 0
+		}
+		if i < 0 {
+			break
+		}
+	}
+	return out, nil
+}
