@@ -42,7 +42,7 @@ type FBFOptions struct {
 // Defaults of the FBF options.
 const (
 	DefaultFBFTargetFPP     = 1e-4
-	DefaultFBFBits          = 1 << 20
+	DefaultFBFBits          = 1 << 24 // 2 MiB per filter: 600k ids at 1e-4 with k = 7
 	DefaultFBFHashes        = 7
 	DefaultFBFFilters       = 2
 	DefaultFBFRetryAttempts = 4 // gocql's default policy: one try and three retries

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -130,8 +131,20 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	syncMode := fs.String("commitlog-sync", "periodic", "commit log sync mode of the nodes")
 	leader := fs.String("counter-leader", "random", "counter leader rule: random (Cassandra) or first")
 	seed := fs.Uint64("seed", 1, "seed of key, coordinator and leader choices")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var cls []coordinator.ConsistencyLevel
 	for _, s := range strings.Split(*levels, ",") {
