@@ -125,7 +125,17 @@ func (e *Executor) Query(ctx context.Context, s *cql.Session, query string, p fr
 	if err != nil {
 		return cql.Outcome{}, err
 	}
-	res, err := e.run(ctx, s, sessionKeyspace(s), st, p, payload)
+	ks := sessionKeyspace(s)
+	if len(p.Names) > 0 {
+		params, _, _, err := e.describe(ks, st)
+		if err != nil {
+			return cql.Outcome{}, mapError(err)
+		}
+		if p.Values, err = byName(params, p.Names, p.Values); err != nil {
+			return cql.Outcome{}, err
+		}
+	}
+	res, err := e.run(ctx, s, ks, st, p, payload)
 	return cql.Outcome{Result: res}, mapError(err)
 }
 

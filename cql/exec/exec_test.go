@@ -492,6 +492,19 @@ func TestPrepareExecute(t *testing.T) {
 	if v, _ := h.value("ks.t", "c", text_("p")); v != 7 {
 		t.Errorf("c = %d after named values, want 7", v)
 	}
+	// Named values in a plain QUERY too.
+	p = params(text_("p"), big(1))
+	p.Names = []string{"k", "c"}
+	if _, err := h.e.Query(ctx, h.sess, q, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := h.value("ks.t", "c", text_("p")); v != 8 {
+		t.Errorf("c = %d after a query with named values, want 8", v)
+	}
+	p.Names = []string{"k", "zz"}
+	if _, err := h.e.Query(ctx, h.sess, q, p, nil); err == nil {
+		t.Error("a value for an unknown name was accepted")
+	}
 	// The same text in another keyspace is another statement.
 	h.sess.Keyspace = "ks"
 	out, err = h.e.Prepare(ctx, h.sess, q, nil)
