@@ -66,19 +66,21 @@ type RingResult struct {
 // Throughput is acknowledged writes per second.
 func (r RingResult) Throughput() float64 { return float64(r.Ops) / r.Elapsed.Seconds() }
 
-// freePort finds a port free on 127.0.0.1..n.
+// freePort finds a port p such that p and p+1 are free on 127.0.0.1..n.
 func freePort(n int, rng *rand.Rand) (int, error) {
 	for try := 0; try < 50; try++ {
 		p := 20000 + rng.IntN(30000)
 		var ls []net.Listener
 		ok := true
-		for i := 1; i <= n; i++ {
-			l, err := net.Listen("tcp", net.JoinHostPort(fmt.Sprintf("127.0.0.%d", i), strconv.Itoa(p)))
-			if err != nil {
-				ok = false
-				break
+		for i := 1; i <= n && ok; i++ {
+			for _, port := range []int{p, p + 1} { // peer and CQL ports
+				l, err := net.Listen("tcp", net.JoinHostPort(fmt.Sprintf("127.0.0.%d", i), strconv.Itoa(port)))
+				if err != nil {
+					ok = false
+					break
+				}
+				ls = append(ls, l)
 			}
-			ls = append(ls, l)
 		}
 		for _, l := range ls {
 			l.Close()
@@ -121,7 +123,7 @@ func StartRing(ctx context.Context, cfg RingConfig, logger *slog.Logger) ([]*nod
 		n, err := node.Start(node.Config{
 			DataDirectory: filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i)),
 			ListenAddress: fmt.Sprintf("127.0.0.%d", i),
-			StoragePort:   port,
+			StoragePort:   port, NativeTransportPort: port + 1,
 			Seeds:         []string{fmt.Sprintf("127.0.0.1:%d", port)},
 			CommitLogSync: cfg.Sync, CounterLeader: cfg.Leader,
 			GossipIntervalMS: 200, PhiConvictThreshold: 12,

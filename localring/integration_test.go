@@ -48,6 +48,7 @@ func TestRingSurvivesSIGKILL(t *testing.T) {
 	defer cancel()
 	err := r.Up(ctx, UpOptions{Nodes: 3, NumTokens: 8, CommitLogSync: "batch", Extra: func(i int, c *node.Config) {
 		c.StoragePort = port
+		c.NativeTransportPort = port + 1
 		c.Seeds = []string{fmt.Sprintf("127.0.0.1:%d", port)}
 		c.GossipIntervalMS = 100
 		c.CounterWriteTimeoutMS = 2000

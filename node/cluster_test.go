@@ -50,6 +50,7 @@ func newTestCluster(t *testing.T, n int, tweak func(i int, c *Config)) *testClus
 			CounterWriteTimeoutMS: 3000,
 			ReadTimeoutMS:         3000,
 			CommitLogSync:         "batch",
+			StartNativeTransport:  new(bool), // the in-memory network carries no CQL
 		}
 		if tweak != nil {
 			tweak(i, &cfg)

@@ -38,6 +38,12 @@ type Config struct {
 	GossipIntervalMS      int     `yaml:"gossip_interval_in_ms"`               // default 1000
 	HintDeliveryMS        int     `yaml:"hint_delivery_interval_in_ms"`        // default 1000
 	CounterLeader         string  `yaml:"counter_leader"`                      // random (Cassandra) | first
+
+	// StartNativeTransport serves CQL (default true).
+	StartNativeTransport      *bool             `yaml:"start_native_transport"`
+	NativeTransportMaxFrameMB int               `yaml:"native_transport_max_frame_size_in_mb"` // default 256
+	Authenticator             string            `yaml:"authenticator"`                         // AllowAllAuthenticator (default) | PasswordAuthenticator
+	Credentials               map[string]string `yaml:"credentials"`                           // users and passwords for PasswordAuthenticator (default cassandra: cassandra)
 }
 
 // LoadConfig reads a YAML configuration file; unknown keys are an error.
@@ -121,6 +127,22 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.HintDeliveryMS, 1000)
 	if c.PhiConvictThreshold <= 0 {
 		c.PhiConvictThreshold = 8
+	}
+	if c.StartNativeTransport == nil {
+		on := true
+		c.StartNativeTransport = &on
+	}
+	def(&c.NativeTransportMaxFrameMB, 256)
+	switch c.Authenticator {
+	case "", "AllowAllAuthenticator", "org.apache.cassandra.auth.AllowAllAuthenticator":
+		c.Authenticator = "AllowAllAuthenticator"
+	case "PasswordAuthenticator", "org.apache.cassandra.auth.PasswordAuthenticator":
+		c.Authenticator = "PasswordAuthenticator"
+		if len(c.Credentials) == 0 {
+			c.Credentials = map[string]string{"cassandra": "cassandra"}
+		}
+	default:
+		return c, fmt.Errorf("node: authenticator %q: want AllowAllAuthenticator or PasswordAuthenticator", c.Authenticator)
 	}
 	return c, nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/cql"
 	"github.com/idemkv/idemkv/gossip"
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
@@ -52,6 +53,9 @@ type Options struct {
 	Listen ListenFunc // default: transport.ListenTCP
 	Logger *slog.Logger
 	Seed   uint64 // seeds token choice and leader choice; 0 = from the clock
+	// WrapExecutor, when set, wraps the CQL executor: a seam for tests that
+	// inject faults between the protocol and the statements.
+	WrapExecutor func(cql.Executor) cql.Executor
 }
 
 // Node is a running idemkv node.
@@ -65,6 +69,8 @@ type Node struct {
 	coord   *coordinator.Coordinator
 	hints   *coordinator.Hints
 	view    *clusterView
+	events  *events
+	cql     *cql.Server
 
 	ready    atomic.Bool
 	cancel   context.CancelFunc
@@ -106,7 +112,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: logger, replica: rep}
+	n := &Node{cfg: cfg, logger: logger, replica: rep, events: &events{}}
 	fail := func(err error) (*Node, error) {
 		n.closeAll()
 		return nil, err
@@ -161,8 +167,20 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	n.schema.OnChange(func(version string) {
 		n.gossip.UpdateSelf(func(s *gossip.NodeState) { s.SchemaVersion = version })
 		n.pushSchema(ctx)
+		n.events.schemaEvents(n.schema.Visible())
 	})
-	n.gossip.Subscribe(func(ev gossip.Event) { n.onGossip(ctx, ev) })
+	n.gossip.Subscribe(func(ev gossip.Event) {
+		n.onGossip(ctx, ev)
+		if ev.Node.HostID != n.HostID() {
+			n.events.gossipEvent(ev, cfg.NativeTransportPort)
+		}
+	})
+	if *cfg.StartNativeTransport {
+		if err := n.startCQL(opts.WrapExecutor); err != nil {
+			cancel()
+			return fail(err)
+		}
+	}
 	n.ready.Store(true)
 	n.gossip.Start()
 	n.bg.Add(2)
@@ -174,7 +192,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		defer n.bg.Done()
 		n.reportLoad(ctx)
 	}()
-	logger.Info("node started", "host_id", hostID, "peer", cfg.PeerAddr(), "dc", cfg.DC, "rack", cfg.Rack, "tokens", len(tokens))
+	logger.Info("node started", "host_id", hostID, "peer", cfg.PeerAddr(), "cql", cfg.CQLAddr(), "dc", cfg.DC, "rack", cfg.Rack, "tokens", len(tokens))
 	return n, nil
 }
 
@@ -220,6 +238,9 @@ func (n *Node) closeAll() error {
 	}
 	n.bg.Wait()
 	var errs []error
+	if n.cql != nil {
+		errs = append(errs, n.cql.Close())
+	}
 	if n.tr != nil {
 		errs = append(errs, n.tr.Close())
 	}
@@ -486,3 +507,6 @@ func (v *clusterView) Addr(hostID string) (transport.Addr, bool) {
 	p, ok := v.g.Node(hostID)
 	return p.Addr, ok
 }
+
+// ClusterMetadata is the node's current token map.
+func (n *Node) ClusterMetadata() *ring.Metadata { return n.view.Metadata() }

@@ -1,0 +1,126 @@
+package compat
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gocql/gocql"
+
+	"github.com/idemkv/idemkv/client"
+	"github.com/idemkv/idemkv/cql"
+	"github.com/idemkv/idemkv/cql/frame"
+)
+
+// lostAck wraps every node's executor: the first counter update it sees is
+// applied, then answered with a COUNTER write timeout, as if the answer had
+// been lost; every attempt's op id is recorded.
+type lostAck struct {
+	mu     sync.Mutex
+	armed  bool
+	opIDs  [][]byte
+	inner  map[int]cql.Executor
+	lostOn string
+}
+
+type lostAckExec struct {
+	l     *lostAck
+	inner cql.Executor
+}
+
+func (l *lostAck) wrap(i int) func(cql.Executor) cql.Executor {
+	return func(e cql.Executor) cql.Executor { return &lostAckExec{l: l, inner: e} }
+}
+
+func (e *lostAckExec) intercept(isUpdate bool, payload map[string][]byte, run func() (cql.Outcome, error)) (cql.Outcome, error) {
+	if !isUpdate {
+		return run()
+	}
+	e.l.mu.Lock()
+	e.l.opIDs = append(e.l.opIDs, bytes.Clone(payload[client.PayloadKey]))
+	lose := e.l.armed
+	e.l.armed = false
+	e.l.mu.Unlock()
+	out, err := run()
+	if lose && err == nil {
+		return cql.Outcome{}, &frame.Error{Code: frame.ErrWriteTimeout, Message: "Operation timed out - received only 0 responses.",
+			Consistency: frame.Consistency(gocql.Quorum), BlockFor: 2, WriteType: "COUNTER"}
+	}
+	return out, err
+}
+
+func (e *lostAckExec) Query(ctx context.Context, s *cql.Session, q string, p frame.QueryParams, payload map[string][]byte) (cql.Outcome, error) {
+	return e.intercept(strings.HasPrefix(q, "UPDATE"), payload, func() (cql.Outcome, error) { return e.inner.Query(ctx, s, q, p, payload) })
+}
+
+func (e *lostAckExec) Prepare(ctx context.Context, s *cql.Session, q string, payload map[string][]byte) (cql.Outcome, error) {
+	return e.inner.Prepare(ctx, s, q, payload)
+}
+
+func (e *lostAckExec) Execute(ctx context.Context, s *cql.Session, id []byte, p frame.QueryParams, payload map[string][]byte) (cql.Outcome, error) {
+	_, isOp := payload[client.PayloadKey]
+	return e.intercept(isOp, payload, func() (cql.Outcome, error) { return e.inner.Execute(ctx, s, id, p, payload) })
+}
+
+func (e *lostAckExec) Batch(ctx context.Context, s *cql.Session, b frame.Batch, payload map[string][]byte) (cql.Outcome, error) {
+	return e.intercept(true, payload, func() (cql.Outcome, error) { return e.inner.Batch(ctx, s, b, payload) })
+}
+
+// TestGocqlRetryAfterLostAck: the coordinator applies an update and its
+// answer is lost (a COUNTER write timeout); gocql's retry policy resends
+// it. Both attempts carry the same op id to the coordinator; the vanilla
+// counter counts the update twice, the FBF counter once.
+func TestGocqlRetryAfterLostAck(t *testing.T) {
+	l := &lostAck{}
+	r := startRing(t, 3, l.wrap)
+	c := r.cluster()
+	c.RetryPolicy = &gocql.SimpleRetryPolicy{NumRetries: 2}
+	s := r.session(c)
+	exec(t, s, `CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}`)
+	exec(t, s, `CREATE TABLE ks.plain (k text PRIMARY KEY, c counter)`)
+	exec(t, s, `CREATE TABLE ks.idem (k text PRIMARY KEY, c counter) WITH idempotence = {'class': 'fbf'}`)
+	cl := client.New(s, client.Options{ClientID: 42})
+	for _, tc := range []struct {
+		table string
+		want  int64
+	}{{"plain", 14}, {"idem", 7}} {
+		l.mu.Lock()
+		l.armed, l.opIDs = true, nil
+		l.mu.Unlock()
+		q, op := cl.Query("UPDATE ks."+tc.table+" SET c = c + ? WHERE k = ?", int64(7), "k")
+		if err := q.Consistency(gocql.Quorum).Exec(); err != nil {
+			t.Fatalf("%s: update with gocql's retries: %v", tc.table, err)
+		}
+		l.mu.Lock()
+		ids := l.opIDs
+		l.mu.Unlock()
+		if len(ids) != 2 {
+			t.Fatalf("%s: the coordinators saw %d attempts, want the first and one retry", tc.table, len(ids))
+		}
+		for i, id := range ids {
+			if !bytes.Equal(id, op.Bytes()) {
+				t.Fatalf("%s: attempt %d carried op id %x, the client sent %x", tc.table, i+1, id, op.Bytes())
+			}
+		}
+		if got := counter(t, s, tc.table, "k"); got != tc.want {
+			t.Errorf("%s counter after a lost ack and gocql's retry = %d, want %d", tc.table, got, tc.want)
+		}
+	}
+	// A batch of 50 increments, retried the same way: the FBF counter is
+	// exact; statement i of the batch carries sequence + i.
+	l.mu.Lock()
+	l.armed = true
+	l.mu.Unlock()
+	b := cl.NewBatch()
+	for i := 0; i < 50; i++ {
+		b.Query("UPDATE ks.idem SET c = c + 1 WHERE k = ?", "batch")
+	}
+	if _, err := b.Exec(context.Background()); err != nil {
+		t.Fatalf("batch with a lost ack: %v", err)
+	}
+	if got := counter(t, s, "idem", "batch"); got != 50 {
+		t.Errorf("FBF counter after a batch of 50, its lost ack and a retry = %d, want 50", got)
+	}
+}

@@ -1,0 +1,138 @@
+package node
+
+import (
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/idemkv/idemkv/cql"
+	"github.com/idemkv/idemkv/cql/exec"
+	"github.com/idemkv/idemkv/cql/frame"
+	"github.com/idemkv/idemkv/gossip"
+	"github.com/idemkv/idemkv/schema"
+)
+
+// events fans the node's membership and schema changes out to the CQL
+// connections that sent REGISTER (cql.Events).
+type events struct {
+	mu   sync.Mutex
+	next int
+	subs map[int]func(frame.Event)
+	last schema.Doc // the visible schema the last schema events were computed from
+}
+
+func (e *events) Subscribe(fn func(frame.Event)) (cancel func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.subs == nil {
+		e.subs = map[int]func(frame.Event){}
+	}
+	id := e.next
+	e.next++
+	e.subs[id] = fn
+	return func() {
+		e.mu.Lock()
+		delete(e.subs, id)
+		e.mu.Unlock()
+	}
+}
+
+func (e *events) publish(ev frame.Event) {
+	e.mu.Lock()
+	fns := make([]func(frame.Event), 0, len(e.subs))
+	for _, fn := range e.subs {
+		fns = append(fns, fn)
+	}
+	e.mu.Unlock()
+	for _, fn := range fns {
+		fn(ev)
+	}
+}
+
+// gossipEvent turns a membership event into the CQL event drivers expect.
+func (e *events) gossipEvent(ev gossip.Event, nativePort int) {
+	host, _, err := net.SplitHostPort(ev.Node.CQLAddr)
+	if err != nil {
+		host, _, _ = net.SplitHostPort(string(ev.Node.Addr))
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return
+	}
+	if v4 := ip.To4(); v4 != nil {
+		ip = v4
+	}
+	out := frame.Event{IP: ip, Port: int32(nativePort)}
+	switch ev.Kind {
+	case gossip.EventJoined:
+		out.Type, out.Change = "TOPOLOGY_CHANGE", "NEW_NODE"
+	case gossip.EventLeft:
+		out.Type, out.Change = "TOPOLOGY_CHANGE", "REMOVED_NODE"
+	case gossip.EventUp, gossip.EventRestarted:
+		out.Type, out.Change = "STATUS_CHANGE", "UP"
+	case gossip.EventDown:
+		out.Type, out.Change = "STATUS_CHANGE", "DOWN"
+	default:
+		return
+	}
+	e.publish(out)
+}
+
+// schemaEvents publishes a SCHEMA_CHANGE for every keyspace and table that
+// appeared or disappeared since the last call.
+func (e *events) schemaEvents(now schema.Doc) {
+	e.mu.Lock()
+	last := e.last
+	e.last = now
+	e.mu.Unlock()
+	send := func(change, target, ks, name string) {
+		e.publish(frame.Event{Type: "SCHEMA_CHANGE", Change: change,
+			Schema: frame.SchemaChangeResult{Change: change, Target: target, Keyspace: ks, Name: name}})
+	}
+	for n := range now.Keyspaces {
+		if _, ok := last.Keyspaces[n]; !ok {
+			send("CREATED", "KEYSPACE", n, "")
+		}
+	}
+	for id, t := range now.Tables {
+		if _, ok := last.Tables[id]; !ok {
+			send("CREATED", "TABLE", t.Keyspace, t.Name)
+		}
+	}
+	for id, t := range last.Tables {
+		if _, ok := now.Tables[id]; !ok {
+			send("DROPPED", "TABLE", t.Keyspace, t.Name)
+		}
+	}
+	for n := range last.Keyspaces {
+		if _, ok := now.Keyspaces[n]; !ok {
+			send("DROPPED", "KEYSPACE", n, "")
+		}
+	}
+}
+
+// startCQL serves CQL on the node's native transport address.
+func (n *Node) startCQL(wrap func(cql.Executor) cql.Executor) error {
+	var auth map[string]string
+	if n.cfg.Authenticator == "PasswordAuthenticator" {
+		auth = n.cfg.Credentials
+	}
+	n.events.last = n.schema.Visible()
+	var ex cql.Executor = exec.New(backend{n}, exec.Options{ClusterName: n.cfg.ClusterName, ReleaseVersion: ReleaseVersion, Logger: n.logger})
+	if wrap != nil {
+		ex = wrap(ex)
+	}
+	srv, err := cql.Listen(cql.ServerConfig{
+		Addr:     n.cfg.CQLAddr(),
+		Executor: ex,
+		Events:   n.events,
+		MaxFrame: n.cfg.NativeTransportMaxFrameMB << 20,
+		Auth:     auth,
+		Logger:   n.logger,
+	})
+	if err != nil {
+		return fmt.Errorf("node: CQL on %s: %w", n.cfg.CQLAddr(), err)
+	}
+	n.cql = srv
+	return nil
+}
