@@ -369,7 +369,9 @@ func decodeRows(d *decoder) *RowsResult {
 	if d.err != nil {
 		return nil
 	}
-	if nrows < 0 || int64(nrows)*int64(ncols)*4 > int64(len(d.b)) || ncols == 0 && nrows > 1<<16 {
+	// Every cell takes at least its 4-byte length; divide rather than
+	// multiply, so that a forged count cannot overflow the check.
+	if nrows < 0 || ncols < 0 || (ncols > 0 && int64(nrows) > int64(len(d.b))/(4*int64(ncols))) || ncols == 0 && nrows > 1<<16 {
 		d.fail("%d rows of %d columns cannot fit in %d bytes", nrows, ncols, len(d.b))
 		return nil
 	}
