@@ -618,3 +618,53 @@ func TestFBFRetryAfterLeaderRestart(t *testing.T) {
 		t.Fatalf("after the leader's restart and a retry: %d, want 4", got)
 	}
 }
+
+// TestFBFLeaderCrashBeforeReplication measures the one case no per-replica
+// filter can close: the leader applies an update and dies before any
+// replica learns its op id; the client's retry reaches the next replica as
+// leader, whose filter has never seen the id, and is applied again. When
+// the old leader returns, its shard (holding the first application) merges
+// in: the counter over-counts by one update. See docs/fbf.md.
+func TestFBFLeaderCrashBeforeReplication(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	c.createTable(3)
+	c.createFBFTable()
+	var blockFrom atomic.Value
+	blockFrom.Store(transport.Addr(""))
+	c.net.OnDeliver(func(from, to transport.Addr, m transport.Message, isResponse bool) bool {
+		return !isResponse && m.Type == coordinator.TypeMutation && from == blockFrom.Load().(transport.Addr)
+	})
+	// Find the key's leader: the first live replica (the FBF tables' rule).
+	if err := c.writeOp(1, "lc", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	leader := 0
+	for i := 1; i <= 3; i++ {
+		if c.node(i).Replica().FBFStats().Applied == 1 {
+			leader = i
+		}
+	}
+	blockFrom.Store(transport.Addr(c.cfgs[leader-1].ListenAddress + ":7000"))
+	via := 1 + leader%3
+	var wt *coordinator.WriteTimeoutError
+	if err := c.writeOp(via, "lc", 10, 2); !errors.As(err, &wt) {
+		t.Fatalf("update whose replication is lost: %v, want a write timeout", err)
+	}
+	// The leader dies. Its commit log and its hints keep the update, but no
+	// other replica has seen the op id when the client retries.
+	c.stop(leader)
+	blockFrom.Store(transport.Addr(""))
+	for i := 1; i <= 3; i++ {
+		if i != leader {
+			c.seenDown(i, leader)
+		}
+	}
+	if err := c.writeOp(via, "lc", 10, 2); err != nil {
+		t.Fatalf("the client's retry: %v", err)
+	}
+	c.start(leader)
+	c.waitUp(3)
+	if got := c.readFBF(via, "lc"); got != 21 {
+		t.Fatalf("after a leader crash before replication and a retry elsewhere: %d, want the over-count 21 (1 + 10 + 10)", got)
+	}
+}
