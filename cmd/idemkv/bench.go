@@ -176,7 +176,7 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, r := range results {
 		if r.Wrong != 0 {
-			return fmt.Errorf("%d counters at %s hold a value outside their acknowledged increments", r.Wrong, r.CL)
+			return fmt.Errorf("%s at %s: %d counters hold more than every increment attempted, or miss increments no false positive explains", r.Table, r.CL, r.Wrong)
 		}
 	}
 	return nil
