@@ -2,11 +2,13 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -667,4 +669,57 @@ func TestFBFLeaderCrashBeforeReplication(t *testing.T) {
 	if got := c.readFBF(via, "lc"); got != 21 {
 		t.Fatalf("after a leader crash before replication and a retry elsewhere: %d, want the over-count 21 (1 + 10 + 10)", got)
 	}
+}
+
+// TestFBFDuplicatedReorderedReplication duplicates, delays and reorders
+// the replication messages while clients send every update twice (the
+// second with the same op id, through another coordinator): the FBF
+// counters stay exact.
+func TestFBFDuplicatedReorderedReplication(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	c.createTable(3)
+	c.createFBFTable()
+	c.net.SetFault("", "", []transport.Type{coordinator.TypeMutation}, transport.Fault{Duplicate: 0.5, Reorder: 0.3, Delay: time.Millisecond, Jitter: 3 * time.Millisecond})
+	want := map[string]int64{}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				key := fmt.Sprintf("d%d", i%5)
+				seq := uint64(w*1000 + i)
+				for attempt := 0; attempt < 2; attempt++ {
+					if err := c.writeOpFrom(uint64(w), 1+(w+attempt)%3, key, int64(i%3+1), seq); err != nil {
+						t.Errorf("write: %v", err)
+						return
+					}
+				}
+				mu.Lock()
+				want[key] += int64(i%3 + 1)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	st := c.net.Stats()[coordinator.TypeMutation]
+	if st.Duplicated == 0 || st.Reordered == 0 {
+		t.Fatalf("faults did not act: %+v", st)
+	}
+	c.net.ClearFaults()
+	for key, w := range want {
+		if got := c.readFBF(1, key); got != w {
+			t.Errorf("%s = %d, want %d", key, got, w)
+		}
+	}
+}
+
+func (c *testCluster) writeOpFrom(client uint64, via int, key string, delta int64, seq uint64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	u := replica.Update{Table: 43, Key: []byte(key), Column: "c", Delta: delta, HasOp: true, OpTime: time.Now().UnixNano()}
+	binary.BigEndian.PutUint64(u.OpID[:], client+1)
+	binary.BigEndian.PutUint64(u.OpID[8:], seq)
+	return c.node(via).Coordinator().CounterWrite(ctx, u, coordinator.Quorum)
 }
