@@ -123,4 +123,25 @@ func TestGocqlRetryAfterLostAck(t *testing.T) {
 	if got := counter(t, s, "idem", "batch"); got != 50 {
 		t.Errorf("FBF counter after a batch of 50, its lost ack and a retry = %d, want 50", got)
 	}
+
+	// ALTER TABLE turns the FBF on for the vanilla table: from then on a
+	// retry after a lost ack counts once; the option shows in system_schema.
+	exec(t, s, `ALTER TABLE ks.plain WITH idempotence = {'class': 'fbf', 'target_fpp': '0.001'}`)
+	var ext map[string][]byte
+	if err := s.Query(`SELECT extensions FROM system_schema.tables WHERE keyspace_name = 'ks' AND table_name = 'plain'`).Scan(&ext); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ext["idemkv.idempotence"]), "0.001") {
+		t.Errorf("system_schema.tables extensions after ALTER: %q", ext)
+	}
+	l.mu.Lock()
+	l.armed = true
+	l.mu.Unlock()
+	q, _ := cl.Query("UPDATE ks.plain SET c = c + ? WHERE k = ?", int64(100), "k")
+	if err := q.Consistency(gocql.Quorum).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	if got := counter(t, s, "plain", "k"); got != 114 {
+		t.Errorf("after ALTER to FBF, a lost ack and a retry: %d, want 114", got)
+	}
 }

@@ -151,9 +151,15 @@ type fbfCounter struct {
 	r      *Replica
 	table  uint64
 	column string
+	opts   FBFOptions
 	filter *fbf.Filter
+	// retired is the filter of the column's previous options (ALTER
+	// TABLE), consulted until retiredUntil so that no id of the window is
+	// forgotten when the options change.
+	retired      *fbf.Filter
+	retiredUntil int64 // unix nanoseconds
 
-	shards sync.Map // cache key → *fbfCell
+	shards *sync.Map // cache key → *fbfCell
 
 	dismissed, applied, noOp atomic.Uint64
 }
@@ -171,7 +177,27 @@ func newFBFCounter(r *Replica, table uint64, column string, o FBFOptions) (*fbfC
 	if err != nil {
 		return nil, err
 	}
-	return &fbfCounter{r: r, table: table, column: column, filter: f}, nil
+	return &fbfCounter{r: r, table: table, column: column, opts: o, filter: f, shards: &sync.Map{}}, nil
+}
+
+// retire takes over an FBF column of the previous options: its shards, and
+// its filter as a read-only memory of the ids of its window.
+func (c *fbfCounter) retire(old *fbfCounter) {
+	c.shards = old.shards // sync.Map values are pointers: the cells carry on
+	c.retired = old.filter
+	c.retiredUntil = c.r.cfg.Now().Add(old.window()).UnixNano()
+	c.dismissed.Store(old.dismissed.Load())
+	c.applied.Store(old.applied.Load())
+	c.noOp.Store(old.noOp.Load())
+}
+
+// seen is the atomic test-and-add, consulting the retired filter too.
+func (c *fbfCounter) seen(h fbf.Hash) bool {
+	present := c.filter.TestAndAddHash(h)
+	if !present && c.retired != nil && c.r.cfg.Now().UnixNano() < c.retiredUntil {
+		present = c.retired.ContainsHash(h)
+	}
+	return present
 }
 
 func (*fbfCounter) Name() string { return "counter" }
@@ -194,7 +220,7 @@ func (c *fbfCounter) opHash(opID [16]byte, key []byte) fbf.Hash {
 // and returns it for replication with the op id.
 func (c *fbfCounter) Lead(l Leader, u Update) (Mutation, error) {
 	if u.HasOp {
-		if c.filter.TestAndAddHash(c.opHash(u.OpID, u.Key)) {
+		if c.seen(c.opHash(u.OpID, u.Key)) {
 			c.dismissed.Add(1)
 			return Mutation{Table: u.Table, Key: u.Key, Dismissed: true, HasOp: true, OpID: u.OpID, OpTime: u.OpTime}, nil
 		}

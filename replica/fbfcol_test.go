@@ -168,3 +168,99 @@ func TestFBFOptionsValidated(t *testing.T) {
 	}
 	_ = fmt.Sprint()
 }
+
+// TestFBFAlter changes a table's FBF options under the ids it remembers:
+// an op id seen before the ALTER is still dismissed after it, turning the
+// FBF off and on keeps the counter's value, and a vanilla table turned FBF
+// dismisses retries from then on.
+func TestFBFAlter(t *testing.T) {
+	r := mustOpen(t, testConfig(t.TempDir()))
+	defer r.Close()
+	if err := r.CreateTable(fbfTable); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Apply(fbfUpdate("k", 5, op(1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	d := fbfTable
+	d.Options = map[string]string{IdempotenceOption: `{"class": "fbf", "retry_horizon": "20s", "bits": "131072", "hashes": "5"}`}
+	d.Revision = 1
+	if err := r.AlterTable(d); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := r.Apply(fbfUpdate("k", 5, op(1, 1))); !m.Dismissed {
+		t.Fatal("after ALTER of the filter's size, a retry of an update seen before was applied")
+	}
+	if _, err := r.Apply(fbfUpdate("k", 2, op(1, 2))); err != nil {
+		t.Fatal(err)
+	}
+	// FBF off: the column is a vanilla counter again, and its value goes on.
+	off := fbfTable
+	off.Options, off.Revision = nil, 2
+	if err := r.AlterTable(off); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Apply(Update{Table: fbfTable.ID, Key: []byte("k"), Column: "c", Delta: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, r, fbfTable.ID, "k", "c"); got != 8 {
+		t.Fatalf("value after FBF off and a vanilla increment = %d, want 8", got)
+	}
+	// And on again.
+	on := fbfTable
+	on.Revision = 3
+	if err := r.AlterTable(on); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := r.Apply(fbfUpdate("k", 10, op(2, 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := value(t, r, fbfTable.ID, "k", "c"); got != 18 {
+		t.Fatalf("value after FBF on again and an update sent twice = %d, want 18", got)
+	}
+	renamed := on
+	renamed.Name = "other"
+	if err := r.AlterTable(renamed); err == nil {
+		t.Fatal("an ALTER that renames the table was accepted")
+	}
+}
+
+// TestFBFAlterUnderLoad turns the FBF on and off while goroutines
+// increment one counter; every increment counts once. Run with -race.
+func TestFBFAlterUnderLoad(t *testing.T) {
+	r := mustOpen(t, testConfig(t.TempDir()))
+	defer r.Close()
+	if err := r.CreateTable(fbfTable); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	const workers, per = 4, 150
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				if _, err := r.Apply(fbfUpdate("hot", 1, op(uint64(10+w), uint64(i)))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for rev := uint64(1); rev <= 20; rev++ {
+		d := fbfTable
+		if rev%2 == 1 {
+			d.Options = nil
+		}
+		d.Revision = rev
+		if err := r.AlterTable(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if got := value(t, r, fbfTable.ID, "hot", "c"); got != workers*per-int64(r.FBFStats().Dismissed) {
+		t.Fatalf("value %d after %d increments and %d dismissals", got, workers*per, r.FBFStats().Dismissed)
+	}
+}

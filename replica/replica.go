@@ -271,14 +271,14 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, replayed 
 	}
 	// Op ids of FBF columns are restored from every record still in the
 	// log, flushed or not: the log keeps their segments for this.
-	if f, ok := t.fbf[rec.Column]; ok && rec.HasOp && r.cfg.Now().Sub(time.Unix(0, rec.OpTime)) < f.window() {
+	if f, ok := t.fbfCol(rec.Column); ok && rec.HasOp && r.cfg.Now().Sub(time.Unix(0, rec.OpTime)) < f.window() {
 		f.filter.TestAndAddHash(f.opHash(rec.OpID, rec.Key))
 	}
 	if !r.cfg.ReplayAll && pos.Less(t.flushedPos) {
 		r.stats.skipped.Add(1)
 		return nil
 	}
-	col, ok := t.cols[rec.Column]
+	col, ok := t.col(rec.Column)
 	if !ok {
 		return fmt.Errorf("replica: commit log record at %d:%d names column %q absent from table %s.%s",
 			pos.Segment, pos.Offset, rec.Column, t.def.Keyspace, t.def.Name)
@@ -341,7 +341,7 @@ func (r *Replica) CommitLog() *commitlog.Log { return r.log }
 func (r *Replica) Tables() []TableDef {
 	var out []TableDef
 	for _, t := range *r.tables.Load() {
-		out = append(out, t.def)
+		out = append(out, t.colset.Load().def)
 	}
 	return out
 }
@@ -365,7 +365,7 @@ func (r *Replica) CreateTable(d TableDef) error {
 		if t.def.Keyspace == d.Keyspace && t.def.Name == d.Name {
 			return fmt.Errorf("replica: table %s.%s exists", d.Keyspace, d.Name)
 		}
-		defs = append(defs, t.def)
+		defs = append(defs, t.colset.Load().def)
 	}
 	t, err := openTable(r, d)
 	if err != nil {
@@ -386,6 +386,44 @@ func (r *Replica) CreateTable(d TableDef) error {
 	return nil
 }
 
+// AlterTable changes a table's options (its id, names and columns stay):
+// the FBF option takes effect at once, waiting for leader updates in flight.
+func (r *Replica) AlterTable(d TableDef) error {
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
+	r.schemaMu.Lock()
+	defer r.schemaMu.Unlock()
+	t, ok := (*r.tables.Load())[d.ID]
+	if !ok {
+		return fmt.Errorf("replica: no table %d", d.ID)
+	}
+	cur := t.colset.Load().def
+	if cur.Keyspace != d.Keyspace || cur.Name != d.Name || !sameColumns(cur.Columns, d.Columns) {
+		return fmt.Errorf("replica: ALTER of %s.%s changes its name or columns; only options may change", cur.Keyspace, cur.Name)
+	}
+	if err := t.alter(d); err != nil {
+		return err
+	}
+	var defs []TableDef
+	for _, x := range *r.tables.Load() {
+		defs = append(defs, x.colset.Load().def)
+	}
+	return saveSchema(r.cfg.Dir, defs)
+}
+
+func sameColumns(a, b []ColumnDef) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // DropTable removes a table, its SSTables and its cached shards. Its commit
 // log records are skipped by later replays.
 func (r *Replica) DropTable(id uint64) error {
@@ -401,7 +439,7 @@ func (r *Replica) DropTable(id uint64) error {
 	for tid, x := range old {
 		if tid != id {
 			next[tid] = x
-			defs = append(defs, x.def)
+			defs = append(defs, x.colset.Load().def)
 		}
 	}
 	if err := saveSchema(r.cfg.Dir, defs); err != nil {
@@ -435,7 +473,7 @@ func (r *Replica) column(u *Update) (*table, ColumnType, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	col, ok := t.cols[u.Column]
+	col, ok := t.col(u.Column)
 	if !ok {
 		return nil, nil, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, u.Column)
 	}
@@ -452,7 +490,10 @@ func (r *Replica) Apply(u Update) (Mutation, error) {
 	if u.Timestamp == 0 {
 		u.Timestamp = r.cfg.Now().UnixMicro()
 	}
+	t.modeMu.RLock()
+	col, _ = t.col(u.Column) // the column type in force under the mode lock
 	m, err := col.Lead(leader{r: r, t: t}, u)
+	t.modeMu.RUnlock()
 	if err != nil {
 		return Mutation{}, fmt.Errorf("replica: apply to %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 	}
@@ -468,10 +509,10 @@ func (r *Replica) ApplyMutation(m Mutation) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := t.cols[m.Cell.Column]; !ok {
+	if _, ok := t.col(m.Cell.Column); !ok {
 		return fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, m.Cell.Column)
 	}
-	if f, ok := t.fbf[m.Cell.Column]; ok {
+	if f, ok := t.fbfCol(m.Cell.Column); ok {
 		// The op id joins this replica's filter before the ack, so that a
 		// retry that reaches this replica as leader is recognised.
 		f.observe(m)
@@ -519,7 +560,7 @@ func (r *Replica) Delete(tableID uint64, key []byte, timestamp int64, columns ..
 	rk := row.Key{Token: ring.Token(key), Partition: key}
 	var out []Mutation
 	for _, c := range columns {
-		if _, ok := t.cols[c]; !ok {
+		if _, ok := t.col(c); !ok {
 			return out, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, c)
 		}
 		m := Mutation{Table: tableID, Key: key, Cell: row.Cell{Column: c, Timestamp: timestamp, Tombstone: true}}
@@ -561,7 +602,7 @@ func (r *Replica) Value(tableID uint64, key []byte, column string) (int64, bool,
 	if err != nil {
 		return 0, false, err
 	}
-	col, ok := t.cols[column]
+	col, ok := t.col(column)
 	if !ok {
 		return 0, false, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, column)
 	}
@@ -741,7 +782,7 @@ func (r *Replica) CellValue(tableID uint64, c row.Cell) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	col, ok := t.cols[c.Column]
+	col, ok := t.col(c.Column)
 	if !ok {
 		return 0, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, c.Column)
 	}
@@ -774,7 +815,7 @@ func (r *Replica) needsOpIDs(s commitlog.SegmentInfo) bool {
 	}
 	var longest time.Duration
 	for _, t := range *tables {
-		for _, f := range t.fbf {
+		for _, f := range t.colset.Load().fbf {
 			longest = max(longest, f.window())
 		}
 	}
@@ -789,7 +830,7 @@ func (r *Replica) FBFStats() FBFStats {
 		return out
 	}
 	for _, t := range *r.tables.Load() {
-		for _, f := range t.fbf {
+		for _, f := range t.colset.Load().fbf {
 			out.Dismissed += f.dismissed.Load()
 			out.Applied += f.applied.Load()
 			out.NoOpID += f.noOp.Load()

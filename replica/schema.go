@@ -30,6 +30,9 @@ type TableDef struct {
 	// Options are the table's options as CQL sets them (e.g. the
 	// idempotence map of FBF counters, JSON-encoded under "idempotence").
 	Options map[string]string `json:"options,omitempty"`
+	// Revision counts the ALTERs of the table; the newest definition wins
+	// when nodes exchange schemas.
+	Revision uint64 `json:"revision,omitempty"`
 }
 
 // Validate checks a definition against the registered column types.

@@ -20,11 +20,17 @@ import (
 // writes, at most one sealed memtable being flushed, and SSTables, newest
 // first.
 type table struct {
-	r    *Replica
-	def  TableDef
-	cols map[string]ColumnType
-	fbf  map[string]*fbfCounter // the FBF counter columns, when the table turns the FBF on
-	dir  string
+	r   *Replica
+	def TableDef
+	dir string
+
+	// colset is the table's column types and options; ALTER TABLE swaps it
+	// while no leader update is in flight (modeMu).
+	colset atomic.Pointer[columnSet]
+	// modeMu is held shared by every leader update and exclusively by
+	// AlterTable, so that a column never changes its write path (vanilla
+	// lock-read-write or FBF compare-and-swap) under an update.
+	modeMu sync.RWMutex
 
 	// mu is the write barrier and the guard of view. Writers hold it shared
 	// across the commit log append and the memtable apply, and readers across
@@ -53,28 +59,15 @@ type table struct {
 
 func openTable(r *Replica, d TableDef) (*table, error) {
 	t := &table{
-		r: r, def: d, cols: map[string]ColumnType{},
+		r: r, def: d,
 		dir:      filepath.Join(r.cfg.Dir, "data", fmt.Sprintf("%s-%s-%d", d.Keyspace, d.Name, d.ID)),
 		flushReq: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	fo, withFBF, err := tableFBF(d, r.cfg.CounterWriteTimeout)
+	cs, err := r.newColumnSet(d, nil)
 	if err != nil {
-		return nil, fmt.Errorf("replica: table %s.%s: %w", d.Keyspace, d.Name, err)
+		return nil, err
 	}
-	for _, c := range d.Columns {
-		t.cols[c.Name] = columnTypes[c.Type]
-		if withFBF && c.Type == "counter" {
-			f, err := newFBFCounter(r, d.ID, c.Name, fo)
-			if err != nil {
-				return nil, fmt.Errorf("replica: table %s.%s column %s: %w", d.Keyspace, d.Name, c.Name, err)
-			}
-			if t.fbf == nil {
-				t.fbf = map[string]*fbfCounter{}
-			}
-			t.fbf[c.Name] = f
-			t.cols[c.Name] = f
-		}
-	}
+	t.colset.Store(cs)
 	t.view.active = memtable.New()
 	if err := os.MkdirAll(t.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: create %s: %w", t.dir, err)
@@ -111,9 +104,83 @@ func openTable(r *Replica, d TableDef) (*table, error) {
 	return t, nil
 }
 
+// columnSet is a table's columns as the write path sees them.
+type columnSet struct {
+	def  TableDef
+	cols map[string]ColumnType
+	fbf  map[string]*fbfCounter // the FBF counter columns, when the table turns the FBF on
+}
+
+// newColumnSet builds the column types of a definition. prev, when the
+// table is being altered, hands its FBF state over: the shards carry on,
+// and a filter whose options changed stays consulted until every id it
+// holds is older than its window.
+func (r *Replica) newColumnSet(d TableDef, prev *columnSet) (*columnSet, error) {
+	fo, withFBF, err := tableFBF(d, r.cfg.CounterWriteTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("replica: table %s.%s: %w", d.Keyspace, d.Name, err)
+	}
+	cs := &columnSet{def: d, cols: map[string]ColumnType{}}
+	for _, c := range d.Columns {
+		cs.cols[c.Name] = columnTypes[c.Type]
+		if !withFBF || c.Type != "counter" {
+			continue
+		}
+		var old *fbfCounter
+		if prev != nil {
+			old = prev.fbf[c.Name]
+		}
+		var f *fbfCounter
+		if old != nil && old.opts == fo {
+			f = old
+		} else {
+			if f, err = newFBFCounter(r, d.ID, c.Name, fo); err != nil {
+				return nil, fmt.Errorf("replica: table %s.%s column %s: %w", d.Keyspace, d.Name, c.Name, err)
+			}
+			if old != nil {
+				f.retire(old)
+			}
+		}
+		if cs.fbf == nil {
+			cs.fbf = map[string]*fbfCounter{}
+		}
+		cs.fbf[c.Name] = f
+		cs.cols[c.Name] = f
+	}
+	return cs, nil
+}
+
+func (t *table) col(name string) (ColumnType, bool) {
+	c, ok := t.colset.Load().cols[name]
+	return c, ok
+}
+
+func (t *table) fbfCol(name string) (*fbfCounter, bool) {
+	f, ok := t.colset.Load().fbf[name]
+	return f, ok
+}
+
+// alter swaps in a new definition of the table's options.
+func (t *table) alter(d TableDef) error {
+	t.modeMu.Lock()
+	defer t.modeMu.Unlock()
+	prev := t.colset.Load()
+	cs, err := t.r.newColumnSet(d, prev)
+	if err != nil {
+		return err
+	}
+	t.colset.Store(cs)
+	if len(prev.fbf) > 0 && t.r.cache != nil {
+		// Columns that leave the FBF path go back to the vanilla path,
+		// whose counter cache did not see the FBF updates.
+		t.r.cache.Purge()
+	}
+	return nil
+}
+
 // merge reconciles two versions of a cell by the column's type.
 func (t *table) merge(a, b row.Cell) (row.Cell, error) {
-	col, ok := t.cols[a.Column]
+	col, ok := t.col(a.Column)
 	if !ok {
 		return row.Cell{}, fmt.Errorf("table %s.%s has no column %q", t.def.Keyspace, t.def.Name, a.Column)
 	}

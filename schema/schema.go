@@ -142,9 +142,13 @@ func lessKeyspace(a, b Keyspace) bool {
 	return string(x) < string(y)
 }
 
-// lessTable picks, deterministically, one of two definitions of the same
-// table id, so that the merge is commutative.
+// lessTable picks one of two definitions of the same table id: the higher
+// revision (the later ALTER), and between equal revisions deterministically,
+// so that the merge is commutative.
 func lessTable(a, b replica.TableDef) bool {
+	if a.Revision != b.Revision {
+		return a.Revision > b.Revision
+	}
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) < string(y)
@@ -286,6 +290,11 @@ func (s *Schema) applyLocked() error {
 	have := map[uint64]bool{}
 	for _, t := range s.rep.Tables() {
 		have[t.ID] = true
+		if d, ok := s.doc.Tables[t.ID]; ok && d.Revision != t.Revision {
+			if err := s.rep.AlterTable(d); err != nil {
+				return err
+			}
+		}
 		if s.doc.DroppedTables[t.ID] {
 			if err := s.rep.DropTable(t.ID); err != nil {
 				return err
@@ -353,6 +362,25 @@ func (s *Schema) CreateTable(t replica.TableDef, ifNotExists bool) error {
 	d := emptyDoc()
 	d.Tables[t.ID] = t
 	s.mu.Unlock()
+	_, err := s.Merge(d)
+	return err
+}
+
+// AlterTable replaces a table's options (its id, keyspace, name and columns
+// stay) with the next revision.
+func (s *Schema) AlterTable(t replica.TableDef) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	cur, ok := s.doc.Tables[t.ID]
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("Table %s.%s does not exist", t.Keyspace, t.Name)
+	}
+	t.Revision = cur.Revision + 1
+	d := emptyDoc()
+	d.Tables[t.ID] = t
 	_, err := s.Merge(d)
 	return err
 }

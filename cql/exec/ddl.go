@@ -285,51 +285,9 @@ func tableDef(ks string, st *parse.CreateTable) (replica.TableDef, error) {
 		}
 		def.Columns = append(def.Columns, replica.ColumnDef{Name: n, Type: c.Type.Name})
 	}
-	opts := map[string]string{}
-	for _, p := range st.Properties {
-		if !tableOptions[p.Name] {
-			return def, frame.Errorf(frame.ErrSyntax, "Unknown property '%s'", p.Name)
-		}
-		if _, dup := opts[p.Name]; dup {
-			return def, frame.Errorf(frame.ErrSyntax, "Multiple definition for property '%s'", p.Name)
-		}
-		switch {
-		case p.Name == IdempotenceOption:
-			m, err := termMap(p.Value, p.Name)
-			if err != nil {
-				return def, err
-			}
-			class, ok := m["class"]
-			switch {
-			case !ok:
-				return def, frame.Errorf(frame.ErrConfig, "Missing sub-option 'class' for the '%s' option", IdempotenceOption)
-			case !strings.EqualFold(class, "fbf"):
-				return def, frame.Errorf(frame.ErrConfig, "Unknown idempotence class '%s' (fbf)", class)
-			}
-			// The replica's own parser checks the sub-options; the write
-			// timeout only sets defaults, so a nominal one does here.
-			if _, err := replica.ParseFBFOptions(m, fbfCheckTimeout); err != nil {
-				return def, frame.Errorf(frame.ErrConfig, "%s", err.Error())
-			}
-			b, _ := json.Marshal(m)
-			opts[p.Name] = string(b)
-		case p.Value.Kind == parse.TermMap:
-			m, err := termMap(p.Value, p.Name)
-			if err != nil {
-				return def, err
-			}
-			b, _ := json.Marshal(m)
-			opts[p.Name] = string(b)
-		default:
-			v, ok := termText(p.Value)
-			if !ok {
-				return def, frame.Errorf(frame.ErrSyntax, "Invalid value for property '%s'", p.Name)
-			}
-			if p.Name == "default_time_to_live" && v != "0" {
-				return def, invalid("Cannot set default_time_to_live on a table with counters")
-			}
-			opts[p.Name] = v
-		}
+	opts, err := tablePropertyOptions(st.Properties)
+	if err != nil {
+		return def, err
 	}
 	if len(opts) > 0 {
 		def.Options = opts
@@ -395,4 +353,89 @@ func (e *Executor) dropTable(ctx context.Context, sessionKS string, st *parse.Dr
 	}
 	e.waitAgreement(ctx)
 	return frame.SchemaChangeResult{Change: "DROPPED", Target: "TABLE", Keyspace: ks, Name: st.Table.Name}, nil
+}
+
+// tablePropertyOptions checks the properties of CREATE or ALTER TABLE and
+// returns them as a table's options.
+func tablePropertyOptions(props []parse.Property) (map[string]string, error) {
+	opts := map[string]string{}
+	for _, p := range props {
+		if !tableOptions[p.Name] {
+			return nil, frame.Errorf(frame.ErrSyntax, "Unknown property '%s'", p.Name)
+		}
+		if _, dup := opts[p.Name]; dup {
+			return nil, frame.Errorf(frame.ErrSyntax, "Multiple definition for property '%s'", p.Name)
+		}
+		switch {
+		case p.Name == IdempotenceOption:
+			m, err := termMap(p.Value, p.Name)
+			if err != nil {
+				return nil, err
+			}
+			class, ok := m["class"]
+			switch {
+			case !ok:
+				return nil, frame.Errorf(frame.ErrConfig, "Missing sub-option 'class' for the '%s' option", IdempotenceOption)
+			case !strings.EqualFold(class, "fbf"):
+				return nil, frame.Errorf(frame.ErrConfig, "Unknown idempotence class '%s' (fbf)", class)
+			}
+			// The replica's own parser checks the sub-options; the write
+			// timeout only sets defaults, so a nominal one does here.
+			if _, err := replica.ParseFBFOptions(m, fbfCheckTimeout); err != nil {
+				return nil, frame.Errorf(frame.ErrConfig, "%s", err.Error())
+			}
+			b, _ := json.Marshal(m)
+			opts[p.Name] = string(b)
+		case p.Value.Kind == parse.TermMap:
+			m, err := termMap(p.Value, p.Name)
+			if err != nil {
+				return nil, err
+			}
+			b, _ := json.Marshal(m)
+			opts[p.Name] = string(b)
+		default:
+			v, ok := termText(p.Value)
+			if !ok {
+				return nil, frame.Errorf(frame.ErrSyntax, "Invalid value for property '%s'", p.Name)
+			}
+			if p.Name == "default_time_to_live" && v != "0" {
+				return nil, invalid("Cannot set default_time_to_live on a table with counters")
+			}
+			opts[p.Name] = v
+		}
+	}
+	return opts, nil
+}
+
+// alterTable changes a table's options (ALTER TABLE ... WITH ...): the FBF
+// option among them, which the replicas apply to their filters at once.
+func (e *Executor) alterTable(ctx context.Context, sessionKS string, st *parse.AlterTable) (frame.Result, error) {
+	ks, err := e.tableKeyspace(sessionKS, st.Table)
+	if err != nil {
+		return nil, err
+	}
+	def, ok := e.b.Schema().Table(ks, st.Table.Name)
+	if !ok {
+		return nil, invalid("unconfigured table %s", st.Table.Name)
+	}
+	opts, err := tablePropertyOptions(st.Properties)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := opts["default_time_to_live"]; ok && v != "0" {
+		return nil, invalid("Cannot set default_time_to_live on a table with counters")
+	}
+	next := def
+	next.Options = map[string]string{}
+	for k, v := range def.Options {
+		next.Options[k] = v
+	}
+	for k, v := range opts {
+		next.Options[k] = v
+	}
+	if err := e.b.Schema().AlterTable(next); err != nil {
+		return nil, frame.Errorf(frame.ErrConfig, "%s", err.Error())
+	}
+	e.waitAgreement(ctx)
+	return frame.SchemaChangeResult{Change: "UPDATED", Target: "TABLE", Keyspace: ks, Name: st.Table.Name}, nil
 }

@@ -129,6 +129,8 @@ func (e *Executor) run(ctx context.Context, s *cql.Session, ks string, st parse.
 		return e.createTable(ctx, ks, st)
 	case *parse.DropTable:
 		return e.dropTable(ctx, ks, st)
+	case *parse.AlterTable:
+		return e.alterTable(ctx, ks, st)
 	case *parse.Select:
 		return e.selectRows(ctx, ks, st, p)
 	case *parse.Update, *parse.Delete, *parse.Insert:

@@ -179,6 +179,12 @@ type CreateTable struct {
 	CompactStorage  bool
 }
 
+// AlterTable is ALTER TABLE ... WITH properties (idemkv alters options only).
+type AlterTable struct {
+	Table      TableName
+	Properties []Property
+}
+
 // DropTable is DROP TABLE.
 type DropTable struct {
 	IfExists bool
@@ -344,6 +350,7 @@ func (*CreateKeyspace) statement() {}
 func (*DropKeyspace) statement()   {}
 func (*CreateTable) statement()    {}
 func (*DropTable) statement()      {}
+func (*AlterTable) statement()     {}
 func (*Use) statement()            {}
 func (*Update) statement()         {}
 func (*Delete) statement()         {}
@@ -421,6 +428,10 @@ func (s *CreateTable) String() string {
 		out += " WITH " + strings.Join(with, " AND ")
 	}
 	return out
+}
+
+func (s *AlterTable) String() string {
+	return "ALTER TABLE " + s.Table.String() + " WITH " + renderProps(s.Properties)
 }
 
 func (s *DropTable) String() string {

@@ -217,3 +217,21 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestParseAlterTable(t *testing.T) {
+	st, err := Parse(`ALTER TABLE ks.t WITH idempotence = {'class': 'fbf', 'target_fpp': '0.001'} AND comment = 'x'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := st.(*AlterTable)
+	if !ok || a.Table.Keyspace != "ks" || a.Table.Name != "t" || len(a.Properties) != 2 || a.Properties[0].Name != "idempotence" {
+		t.Fatalf("parsed %#v", st)
+	}
+	back, err := Parse(a.String())
+	if err != nil || back.String() != a.String() {
+		t.Fatalf("re-rendered %q: %v", a.String(), err)
+	}
+	if _, err := Parse(`ALTER KEYSPACE ks WITH durable_writes = false`); err == nil {
+		t.Fatal("ALTER KEYSPACE, outside the subset, parsed")
+	}
+}

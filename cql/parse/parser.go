@@ -261,6 +261,10 @@ func (p *parser) statement(top bool) (Statement, error) {
 			if top {
 				return p.drop()
 			}
+		case "alter":
+			if top {
+				return p.alter()
+			}
 		case "use":
 			if top {
 				p.pos++
@@ -337,6 +341,27 @@ func (p *parser) drop() (Statement, error) {
 		return nil, err
 	}
 	return &DropTable{IfExists: ifExists, Table: tn}, nil
+}
+
+// alter parses ALTER TABLE t WITH properties; other ALTER forms (columns,
+// keyspaces) are not part of idemkv's subset.
+func (p *parser) alter() (Statement, error) {
+	p.pos++ // ALTER
+	if !p.acceptKw("table") && !p.acceptKw("columnfamily") {
+		return nil, p.noViable(p.peek())
+	}
+	tn, err := p.tableName()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.expectKw("with"); err != nil {
+		return nil, err
+	}
+	props, err := p.properties(nil)
+	if err != nil {
+		return nil, err
+	}
+	return &AlterTable{Table: tn, Properties: props}, nil
 }
 
 // properties parses `name = value (AND name = value)*`; extra, when
