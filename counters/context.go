@@ -347,3 +347,17 @@ func Decode(b []byte) (Context, error) {
 	}
 	return Context{shards: shards}, nil
 }
+
+// ClearLocal returns the context with its local shards turned remote:
+// what a Cassandra 2.0 replica stored when it received another node's
+// context (CounterContext.clearAllLocal).
+func (c Context) ClearLocal() Context {
+	out := Context{shards: make([]Shard, len(c.shards))}
+	for i, s := range c.shards {
+		if s.Kind == Local {
+			s.Kind = Remote
+		}
+		out.shards[i] = s
+	}
+	return out
+}

@@ -207,3 +207,20 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestClearLocal(t *testing.T) {
+	c := FromShards(Shard{id(1), 3, 5, Local}, Shard{id(2), 2, 7, Global}, Shard{id(3), 4, 1, Remote})
+	r := c.ClearLocal()
+	if s, _ := r.Shard(id(1)); s.Kind != Remote || s.Count != 5 || s.Clock != 3 {
+		t.Fatalf("local shard after ClearLocal: %+v", s)
+	}
+	if s, _ := r.Shard(id(2)); s.Kind != Global {
+		t.Fatalf("global shard changed kind: %+v", s)
+	}
+	if c.Shards()[0].Kind != Local {
+		t.Fatal("ClearLocal modified its receiver")
+	}
+	if r.Value() != c.Value() {
+		t.Fatalf("value changed: %d vs %d", r.Value(), c.Value())
+	}
+}

@@ -1,0 +1,49 @@
+package clusterexp
+
+import (
+	"fmt"
+	"image/color"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// plotFig6 draws the value replica A reads after each step, one bar group
+// per step, for each mode and the paper.
+func plotFig6(path string, rows []Fig6Row) error {
+	p := plot.New()
+	p.Title.Text = "Figs. 6/7: counter c1 after each step (replica A)"
+	p.Y.Label.Text = "value read"
+	series := map[string]plotter.Values{}
+	var steps []string
+	for _, r := range rows {
+		if r.Mode == "vanilla" {
+			steps = append(steps, r.Step[:1])
+		}
+		series[r.Mode] = append(series[r.Mode], float64(r.A))
+	}
+	names := []string{"vanilla", "fbf", "legacy"}
+	colors := []color.RGBA{{R: 200, A: 255}, {G: 150, A: 255}, {R: 120, G: 120, B: 120, A: 255}}
+	w := vg.Points(10)
+	for i, n := range names {
+		v := series[n]
+		if len(v) > len(steps) {
+			v = v[:len(steps)]
+		}
+		bars, err := plotter.NewBarChart(v, w)
+		if err != nil {
+			return err
+		}
+		bars.Color = colors[i]
+		bars.Offset = vg.Points(float64(i-1) * 11)
+		p.Add(bars)
+		p.Legend.Add(n, bars)
+	}
+	p.NominalX(steps...)
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Y.Max = 12
+	p.X.Label.Text = fmt.Sprintf("step (paper: %v after step 4 vanilla, 6 with the FBF)", 9)
+	return p.Save(6*vg.Inch, 4*vg.Inch, path)
+}
