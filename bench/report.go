@@ -1,0 +1,536 @@
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// Report is what one run measured. Its JSON form is a contract: scripts
+// read modes[].mode, expected, final, overcount, undercount, error_pct,
+// retries, dismissed, ops, ops_per_s, p50_ms and p99_ms.
+type Report struct {
+	Name    string         `json:"name"`
+	Config  ReportConfig   `json:"config"`
+	Modes   []ModeResult   `json:"modes"`
+	Faults  map[string]int `json:"faults"` // injected faults by kind
+	Horizon HorizonCheck   `json:"horizon"`
+	Series  []Sample       `json:"series,omitempty"`
+
+	faultEvents []FaultEvent
+}
+
+// ReportConfig is the run's setting, as reported.
+type ReportConfig struct {
+	Ring        string   `json:"ring"` // "embedded" or "hosts"
+	Hosts       []string `json:"hosts"`
+	Nodes       int      `json:"nodes,omitempty"` // embedded ring size
+	RF          int      `json:"rf"`
+	Consistency string   `json:"consistency"`
+	Clients     int      `json:"clients"`
+	Loop        string   `json:"loop"` // closed or open
+	Rate        float64  `json:"rate,omitempty"`
+	Ops         int64    `json:"ops,omitempty"`
+	DurationS   float64  `json:"duration_s,omitempty"`
+	Keys        int      `json:"keys"`
+	Dist        string   `json:"dist"`
+	Batch       int      `json:"batch"`
+	DeltaMax    int64    `json:"delta_max"`
+	Attempts    int      `json:"attempts"`
+	HorizonS    float64  `json:"horizon_s"`
+	TimeoutMS   float64  `json:"timeout_ms"`
+	LostAck     float64  `json:"lost_ack"`
+	Delay       float64  `json:"delay"`
+	DelayByMS   float64  `json:"delay_by_ms,omitempty"`
+	KillEveryS  float64  `json:"kill_every_s,omitempty"`
+	PauseEveryS float64  `json:"pause_every_s,omitempty"`
+	FaultSide   string   `json:"fault_side"` // server (embedded executor) or client
+	FBFOptions  string   `json:"fbf_options"`
+	Seed        uint64   `json:"seed"`
+}
+
+func reportConfig(cfg Config, t Target, hosts []string) ReportConfig {
+	rc := ReportConfig{
+		Ring: "hosts", Hosts: hosts, RF: cfg.RF, Consistency: cfg.Consistency.String(), Clients: cfg.Clients,
+		Loop: "closed", Rate: cfg.Rate, Ops: cfg.Ops, Keys: cfg.Keys, Dist: cfg.Dist, Batch: cfg.Batch,
+		DeltaMax: cfg.DeltaMax, Attempts: cfg.Attempts, HorizonS: cfg.Horizon.Seconds(), TimeoutMS: ms(cfg.Timeout),
+		LostAck: cfg.Faults.LostAck, Delay: cfg.Faults.Delay, FaultSide: "client", FBFOptions: fbfOptions(cfg), Seed: cfg.Seed,
+	}
+	if cfg.Ops <= 0 {
+		rc.DurationS = cfg.Duration.Seconds()
+	}
+	if cfg.Rate > 0 {
+		rc.Loop = "open"
+	}
+	if cfg.Dist == DistHot {
+		rc.Keys = 1
+	}
+	if t.Cluster != nil {
+		rc.Ring, rc.Nodes, rc.FaultSide = "embedded", t.Cluster.Size(), "server"
+		rc.RF = min(rc.RF, rc.Nodes)
+		if cfg.Faults.Delay > 0 {
+			rc.DelayByMS = ms(cfg.Faults.DelayBy)
+		}
+		rc.KillEveryS, rc.PauseEveryS = cfg.Faults.KillEvery.Seconds(), cfg.Faults.PauseEvery.Seconds()
+	}
+	return rc
+}
+
+// ModeResult is one counter mode's figures.
+type ModeResult struct {
+	Mode string `json:"mode"`
+	// Ops are the acknowledged ops (each a single update or a batch);
+	// Attempted counts every op, Unknown and Failed those not acknowledged.
+	Ops         int64   `json:"ops"`
+	Attempted   int64   `json:"attempted"`
+	Acked       int64   `json:"acked"`
+	Unknown     int64   `json:"unknown"`
+	Failed      int64   `json:"failed"`
+	Updates     int64   `json:"updates"` // acknowledged updates (ops × batch)
+	ElapsedS    float64 `json:"elapsed_s"`
+	OpsPerS     float64 `json:"ops_per_s"`
+	UpdatesPerS float64 `json:"updates_per_s"`
+	// Latency of acknowledged ops, retries included, in milliseconds.
+	P50MS  float64 `json:"p50_ms"`
+	P90MS  float64 `json:"p90_ms"`
+	P99MS  float64 `json:"p99_ms"`
+	P999MS float64 `json:"p999_ms"`
+	MaxMS  float64 `json:"max_ms"`
+	MeanMS float64 `json:"mean_ms"`
+	// Accuracy (see Tally): deltas, summed over keys.
+	Expected   int64   `json:"expected"`
+	Uncertain  int64   `json:"uncertain"`
+	Final      int64   `json:"final"`
+	Overcount  int64   `json:"overcount"`
+	Undercount int64   `json:"undercount"`
+	ErrorPct   float64 `json:"error_pct"`
+	// Attempts sent, Retries among them (attempts after an op's first),
+	// and the latest a retry started after its op's first attempt.
+	Attempts        int64   `json:"attempts"`
+	Retries         int64   `json:"retries"`
+	MaxRetryAfterMS float64 `json:"max_retry_after_ms"`
+	// Dismissed: updates the leaders recognised as retries (embedded ring
+	// only: DismissedKnown). Duplicates: updates that reached a coordinator
+	// again after their op had applied, i.e. the dismissals a correct FBF
+	// makes. FalsePositives = max(0, Dismissed − Duplicates): fresh updates
+	// dismissed (an estimate: a retry racing its own original counts as a
+	// false positive).
+	Dismissed      int64 `json:"dismissed"`
+	DismissedKnown bool  `json:"dismissed_known"`
+	Duplicates     int64 `json:"duplicates"`
+	FalsePositives int64 `json:"false_positives"`
+
+	latency *hdrhistogram.Histogram
+}
+
+// Latency is the histogram of acknowledged ops' latency in microseconds.
+func (m ModeResult) Latency() *hdrhistogram.Histogram { return m.latency }
+
+// HorizonCheck states the retry bound the run kept.
+type HorizonCheck struct {
+	Attempts        int     `json:"attempts"`   // A
+	HorizonMS       float64 `json:"horizon_ms"` // H
+	Retries         int64   `json:"retries"`
+	MaxRetryAfterMS float64 `json:"max_retry_after_ms"`
+	AllWithin       bool    `json:"all_within"` // every retry started less than H after its op's first attempt
+}
+
+// Sample is one point of Report.Series.
+type Sample struct {
+	AtS      float64 `json:"at_s"`
+	Mode     string  `json:"mode"`
+	Expected int64   `json:"expected"` // acknowledged so far
+	Read     int64   `json:"read"`     // Σ values read at QUORUM over the keys touched so far
+	ReadOK   bool    `json:"read_ok"`
+}
+
+// Mode returns the result of mode, if the report has it.
+func (r *Report) Mode(mode string) (ModeResult, bool) {
+	for _, m := range r.Modes {
+		if m.Mode == mode {
+			return m, true
+		}
+	}
+	return ModeResult{}, false
+}
+
+// FaultEvents returns the faults injected during the run.
+func (r *Report) FaultEvents() []FaultEvent { return r.faultEvents }
+
+// Describe is a one-line description of the run's setting.
+func (r *Report) Describe() string {
+	c := r.Config
+	var b strings.Builder
+	if c.Ring == "embedded" {
+		fmt.Fprintf(&b, "embedded ring of %d nodes (127.0.0.1-%d)", c.Nodes, c.Nodes)
+	} else {
+		fmt.Fprintf(&b, "ring at %s", strings.Join(c.Hosts, ","))
+	}
+	fmt.Fprintf(&b, ", RF %d, %s; %d clients per mode, %s loop", c.RF, c.Consistency, c.Clients, c.Loop)
+	if c.Loop == "open" {
+		fmt.Fprintf(&b, " at %.0f ops/s", c.Rate)
+	}
+	if c.Ops > 0 {
+		fmt.Fprintf(&b, ", %d ops per mode", c.Ops)
+	} else {
+		fmt.Fprintf(&b, ", %gs", c.DurationS)
+	}
+	fmt.Fprintf(&b, "; %s keys", c.Dist)
+	if c.Dist != DistHot {
+		fmt.Fprintf(&b, " (%d)", c.Keys)
+	}
+	if c.Batch > 1 {
+		fmt.Fprintf(&b, ", batches of %d", c.Batch)
+	} else {
+		b.WriteString(", single updates")
+	}
+	fmt.Fprintf(&b, "; seed %d", c.Seed)
+	return b.String()
+}
+
+// DescribeFaults is a one-line description of the faults and retries.
+func (r *Report) DescribeFaults() string {
+	c := r.Config
+	var parts []string
+	if c.LostAck > 0 {
+		parts = append(parts, fmt.Sprintf("lost ack p=%g", c.LostAck))
+	}
+	if c.Delay > 0 {
+		if c.FaultSide == "server" {
+			parts = append(parts, fmt.Sprintf("answer delayed %gms p=%g", c.DelayByMS, c.Delay))
+		} else {
+			parts = append(parts, fmt.Sprintf("attempt abandoned p=%g", c.Delay))
+		}
+	}
+	if c.KillEveryS > 0 {
+		parts = append(parts, fmt.Sprintf("a node killed every %gs", c.KillEveryS))
+	}
+	if c.PauseEveryS > 0 {
+		parts = append(parts, fmt.Sprintf("a node paused every %gs", c.PauseEveryS))
+	}
+	f := "no faults"
+	if len(parts) > 0 {
+		f = strings.Join(parts, ", ") + " (" + c.FaultSide + " side)"
+	}
+	h := r.Horizon
+	within := "every retry started within H"
+	if !h.AllWithin {
+		within = "NOT every retry started within H"
+	}
+	return fmt.Sprintf("%s; retries: at most %d attempts per op, timeout %gms, H=%gs: %d retries, %s (latest %.0fms after its op's first attempt)",
+		f, h.Attempts, c.TimeoutMS, h.HorizonMS/1000, h.Retries, within, h.MaxRetryAfterMS)
+}
+
+// WriteTable prints the reports as aligned tables, one block per report.
+func WriteTable(w io.Writer, reports ...*Report) error {
+	for i, r := range reports {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		name := r.Name
+		if name == "" {
+			name = "run"
+		}
+		fmt.Fprintf(w, "%s: %s\n", name, r.Describe())
+		fmt.Fprintf(w, "  %s\n", r.DescribeFaults())
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "mode\tops\tops/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tretries\tunknown\texpected\tfinal\tover\tunder\terror %\tdismissed\t")
+		for _, m := range r.Modes {
+			dismissed := "-"
+			if m.DismissedKnown {
+				dismissed = strconv.FormatInt(m.Dismissed, 10)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%s\t\n",
+				m.Mode, m.Ops, m.OpsPerS, m.P50MS, m.P90MS, m.P99MS, m.P999MS, m.MaxMS, m.Retries, m.Unknown,
+				m.Expected, m.Final, m.Overcount, m.Undercount, m.ErrorPct, dismissed)
+		}
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("bench: write table: %w", err)
+		}
+	}
+	return nil
+}
+
+// WriteJSON writes one report as a JSON object, or several as an object
+// keyed by their names.
+func WriteJSON(w io.Writer, reports ...*Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	var v any = reports
+	if len(reports) == 1 {
+		v = reports[0]
+	} else {
+		m := map[string]*Report{}
+		for _, r := range reports {
+			m[r.Name] = r
+		}
+		v = m
+	}
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("bench: write JSON: %w", err)
+	}
+	return nil
+}
+
+var csvHeader = []string{"name", "mode", "ops", "attempted", "unknown", "failed", "updates", "elapsed_s", "ops_per_s", "updates_per_s",
+	"p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "expected", "uncertain", "final", "overcount", "undercount", "error_pct",
+	"attempts", "retries", "max_retry_after_ms", "dismissed", "duplicates", "false_positives",
+	"nodes", "rf", "consistency", "clients", "loop", "keys", "dist", "batch", "lost_ack", "delay", "seed"}
+
+// WriteCSV writes one row per report and mode.
+func WriteCSV(w io.Writer, reports ...*Report) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write(csvHeader)
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+	d := func(x int64) string { return strconv.FormatInt(x, 10) }
+	for _, r := range reports {
+		c := r.Config
+		for _, m := range r.Modes {
+			_ = cw.Write([]string{r.Name, m.Mode, d(m.Ops), d(m.Attempted), d(m.Unknown), d(m.Failed), d(m.Updates), f(m.ElapsedS), f(m.OpsPerS), f(m.UpdatesPerS),
+				f(m.P50MS), f(m.P90MS), f(m.P99MS), f(m.P999MS), f(m.MaxMS), f(m.MeanMS), d(m.Expected), d(m.Uncertain), d(m.Final),
+				d(m.Overcount), d(m.Undercount), f(m.ErrorPct), d(m.Attempts), d(m.Retries), f(m.MaxRetryAfterMS),
+				d(m.Dismissed), d(m.Duplicates), d(m.FalsePositives),
+				strconv.Itoa(c.Nodes), strconv.Itoa(c.RF), c.Consistency, strconv.Itoa(c.Clients), c.Loop, strconv.Itoa(c.Keys), c.Dist,
+				strconv.Itoa(c.Batch), f(c.LostAck), f(c.Delay), strconv.FormatUint(c.Seed, 10)})
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("bench: write CSV: %w", err)
+	}
+	return nil
+}
+
+// WriteOut writes the reports into dir: results.json, results.csv,
+// faults.jsonl (every injected fault, one JSON object a line, with the name
+// of its report) and the PNG plots. It returns the files written.
+func WriteOut(dir string, reports ...*Report) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	var files []string
+	write := func(name string, fn func(io.Writer) error) error {
+		p := filepath.Join(dir, name)
+		f, err := os.Create(p)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		if err := fn(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		files = append(files, p)
+		return nil
+	}
+	if err := write("results.json", func(w io.Writer) error { return WriteJSON(w, reports...) }); err != nil {
+		return files, err
+	}
+	if err := write("results.csv", func(w io.Writer) error { return WriteCSV(w, reports...) }); err != nil {
+		return files, err
+	}
+	if err := write("faults.jsonl", func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		for _, r := range reports {
+			for _, e := range r.faultEvents {
+				if err := enc.Encode(struct {
+					Run string `json:"run"`
+					FaultEvent
+				}{r.Name, e}); err != nil {
+					return fmt.Errorf("bench: fault log: %w", err)
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		return files, err
+	}
+	for _, r := range reports {
+		ps, err := WritePlots(dir, r)
+		files = append(files, ps...)
+		if err != nil {
+			return files, err
+		}
+	}
+	return files, nil
+}
+
+var modeColors = []color.Color{
+	color.RGBA{0xd6, 0x27, 0x28, 0xff}, color.RGBA{0x1f, 0x77, 0xb4, 0xff},
+	color.RGBA{0x2c, 0xa0, 0x2c, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff},
+}
+
+// WritePlots draws a report's figures into dir: NAME-latency-cdf.png (the
+// latency CDF of each mode), NAME-expected-vs-final.png (expected and final
+// totals per mode) and, with samples, NAME-series.png.
+func WritePlots(dir string, r *Report) ([]string, error) {
+	name := r.Name
+	if name == "" {
+		name = "run"
+	}
+	var files []string
+	// Latency CDF.
+	p := plot.New()
+	p.Title.Text = name + ": latency of acknowledged ops"
+	p.X.Label.Text = "latency (ms, log)"
+	p.Y.Label.Text = "fraction of ops ≤ x"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	drawn := false
+	for i, m := range r.Modes {
+		h := m.latency
+		if h == nil || h.TotalCount() == 0 {
+			continue
+		}
+		var xys plotter.XYs
+		total := float64(h.TotalCount())
+		var cum int64
+		for _, b := range h.Distribution() {
+			if b.Count == 0 {
+				continue
+			}
+			cum += b.Count
+			xys = append(xys, plotter.XY{X: float64(b.To) / 1000, Y: float64(cum) / total})
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return files, fmt.Errorf("bench: plot: %w", err)
+		}
+		l.Color = modeColors[i%len(modeColors)]
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add(m.Mode, l)
+		drawn = true
+	}
+	if drawn {
+		f := filepath.Join(dir, name+"-latency-cdf.png")
+		if err := p.Save(7*vg.Inch, 4.5*vg.Inch, f); err != nil {
+			return files, fmt.Errorf("bench: plot: %w", err)
+		}
+		files = append(files, f)
+	}
+	// Expected vs final.
+	p = plot.New()
+	p.Title.Text = name + ": expected vs final (read at ALL)"
+	p.Y.Label.Text = "Σ counter values"
+	p.Legend.Top = true
+	w := vg.Points(18)
+	var exp, fin plotter.Values
+	var names []string
+	for _, m := range r.Modes {
+		exp = append(exp, float64(m.Expected))
+		fin = append(fin, float64(m.Final))
+		names = append(names, fmt.Sprintf("%s (%+.2f%%)", m.Mode, pctDiff(m)))
+	}
+	if len(names) > 0 {
+		be, err := plotter.NewBarChart(exp, w)
+		if err != nil {
+			return files, fmt.Errorf("bench: plot: %w", err)
+		}
+		bf, err := plotter.NewBarChart(fin, w)
+		if err != nil {
+			return files, fmt.Errorf("bench: plot: %w", err)
+		}
+		be.Color, be.Offset = color.RGBA{0x7f, 0x7f, 0x7f, 0xff}, -w/2
+		bf.Color, bf.Offset = color.RGBA{0x1f, 0x77, 0xb4, 0xff}, w/2
+		p.Add(be, bf)
+		p.Legend.Add("expected (acknowledged)", be)
+		p.Legend.Add("final", bf)
+		p.NominalX(names...)
+		lo, hi := minMax(append(append(plotter.Values{}, exp...), fin...))
+		p.Y.Min, p.Y.Max = max(0, lo-(hi-lo)-0.05*hi), hi+(hi-lo)+0.05*hi
+		f := filepath.Join(dir, name+"-expected-vs-final.png")
+		if err := p.Save(6*vg.Inch, 4.5*vg.Inch, f); err != nil {
+			return files, fmt.Errorf("bench: plot: %w", err)
+		}
+		files = append(files, f)
+	}
+	if len(r.Series) > 0 {
+		p = plot.New()
+		p.Title.Text = name + ": expected and read over time"
+		p.X.Label.Text = "time (s)"
+		p.Y.Label.Text = "Σ counter values"
+		p.Legend.Top, p.Legend.Left = true, true
+		p.Add(plotter.NewGrid())
+		byMode := map[string][]Sample{}
+		var modes []string
+		for _, s := range r.Series {
+			if _, ok := byMode[s.Mode]; !ok {
+				modes = append(modes, s.Mode)
+			}
+			byMode[s.Mode] = append(byMode[s.Mode], s)
+		}
+		sort.Strings(modes)
+		for i, m := range modes {
+			var e, rd plotter.XYs
+			for _, s := range byMode[m] {
+				e = append(e, plotter.XY{X: s.AtS, Y: float64(s.Expected)})
+				if s.ReadOK {
+					rd = append(rd, plotter.XY{X: s.AtS, Y: float64(s.Read)})
+				}
+			}
+			c := modeColors[i%len(modeColors)]
+			for j, xys := range []plotter.XYs{e, rd} {
+				if len(xys) == 0 {
+					continue
+				}
+				l, err := plotter.NewLine(xys)
+				if err != nil {
+					return files, fmt.Errorf("bench: plot: %w", err)
+				}
+				l.Color = c
+				label := m + " read"
+				if j == 0 {
+					l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+					label = m + " expected"
+				}
+				p.Add(l)
+				p.Legend.Add(label, l)
+			}
+		}
+		f := filepath.Join(dir, name+"-series.png")
+		if err := p.Save(7*vg.Inch, 4.5*vg.Inch, f); err != nil {
+			return files, fmt.Errorf("bench: plot: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func pctDiff(m ModeResult) float64 {
+	if m.Expected == 0 {
+		return 0
+	}
+	return 100 * float64(m.Final-m.Expected) / float64(m.Expected)
+}
+
+func minMax(v plotter.Values) (lo, hi float64) {
+	for i, x := range v {
+		if i == 0 || x < lo {
+			lo = x
+		}
+		if i == 0 || x > hi {
+			hi = x
+		}
+	}
+	return lo, hi
+}
+
+func sortStrings(s []string) { sort.Strings(s) }
