@@ -54,6 +54,14 @@ func idemkvBinary(t *testing.T) string {
 	return builtBin
 }
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
+}
+
 func testRunID(tag string) string {
 	return fmt.Sprintf("t%s%d", tag, os.Getpid()%100000)
 }
