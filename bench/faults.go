@@ -69,8 +69,7 @@ const (
 	FaultClientAbandon = "client_abandon"  // a running ring: the client gave up on an attempt still in flight
 	FaultKill          = "kill"            // an embedded node stopped
 	FaultRestart       = "restart"         // an embedded node started again
-	FaultPause         = "pause"           // an embedded node's CQL executor stalls every request
-	FaultResume        = "resume"          // the stall ends
+	FaultPause         = "pause"           // an embedded node's CQL executor stalls every request for a while
 )
 
 // Faults are the faults of a run. Every decision is seeded: whether an

@@ -308,7 +308,7 @@ func (r *runner) newSession(hosts []string, timeout time.Duration) (*gocql.Sessi
 	cc.RetryPolicy = nil // the generator retries, and counts
 	cc.ReconnectInterval = time.Second
 	cc.NumConns = 2
-	cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
+	cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy(), gocql.ShuffleReplicas())
 	s, err := cc.CreateSession()
 	if err != nil {
 		return nil, fmt.Errorf("bench: gocql session to %v: %w", hosts, err)

@@ -206,20 +206,20 @@ func (r *Report) DescribeFaults() string {
 	c := r.Config
 	var parts []string
 	if c.LostAck > 0 {
-		parts = append(parts, fmt.Sprintf("lost ack p=%g", c.LostAck))
+		parts = append(parts, fmt.Sprintf("lost ack p=%g (%d)", c.LostAck, r.Faults[FaultLostAck]+r.Faults[FaultClientLostAck]))
 	}
 	if c.Delay > 0 {
 		if c.FaultSide == "server" {
-			parts = append(parts, fmt.Sprintf("answer delayed %gms p=%g", c.DelayByMS, c.Delay))
+			parts = append(parts, fmt.Sprintf("answer delayed %gms p=%g (%d)", c.DelayByMS, c.Delay, r.Faults[FaultDelay]))
 		} else {
-			parts = append(parts, fmt.Sprintf("attempt abandoned p=%g", c.Delay))
+			parts = append(parts, fmt.Sprintf("attempt abandoned p=%g (%d)", c.Delay, r.Faults[FaultClientAbandon]))
 		}
 	}
 	if c.KillEveryS > 0 {
-		parts = append(parts, fmt.Sprintf("a node killed every %gs", c.KillEveryS))
+		parts = append(parts, fmt.Sprintf("a node killed every %gs (%d)", c.KillEveryS, r.Faults[FaultKill]))
 	}
 	if c.PauseEveryS > 0 {
-		parts = append(parts, fmt.Sprintf("a node paused every %gs", c.PauseEveryS))
+		parts = append(parts, fmt.Sprintf("a node paused every %gs (%d)", c.PauseEveryS, r.Faults[FaultPause]))
 	}
 	f := "no faults"
 	if len(parts) > 0 {
@@ -230,7 +230,7 @@ func (r *Report) DescribeFaults() string {
 	if !h.AllWithin {
 		within = "NOT every retry started within H"
 	}
-	return fmt.Sprintf("%s; retries: at most %d attempts per op, timeout %gms, H=%gs: %d retries, %s (latest %.0fms after its op's first attempt)",
+	return fmt.Sprintf("faults: %s\n  retries: at most %d attempts per op, client timeout %gms, H=%gs: %d retries, %s (latest %.0fms after its op's first attempt)",
 		f, h.Attempts, c.TimeoutMS, h.HorizonMS/1000, h.Retries, within, h.MaxRetryAfterMS)
 }
 
@@ -247,15 +247,23 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 		fmt.Fprintf(w, "%s: %s\n", name, r.Describe())
 		fmt.Fprintf(w, "  %s\n", r.DescribeFaults())
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "mode\tops\tops/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tretries\tunknown\texpected\tfinal\tover\tunder\terror %\tdismissed\t")
+		fmt.Fprintln(tw, "mode\tops\tops/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tretries\tdismissed\t")
 		for _, m := range r.Modes {
 			dismissed := "-"
 			if m.DismissedKnown {
 				dismissed = strconv.FormatInt(m.Dismissed, 10)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%s\t\n",
-				m.Mode, m.Ops, m.OpsPerS, m.P50MS, m.P90MS, m.P99MS, m.P999MS, m.MaxMS, m.Retries, m.Unknown,
-				m.Expected, m.Final, m.Overcount, m.Undercount, m.ErrorPct, dismissed)
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%s\t\n",
+				m.Mode, m.Ops, m.OpsPerS, m.P50MS, m.P90MS, m.P99MS, m.P999MS, m.MaxMS, m.Retries, dismissed)
+		}
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("bench: write table: %w", err)
+		}
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "mode\texpected\tfinal\tunknown\tover\tunder\terror %\t")
+		for _, m := range r.Modes {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t\n", m.Mode, m.Expected, m.Final, m.Uncertain, m.Overcount, m.Undercount, m.ErrorPct)
 		}
 		if err := tw.Flush(); err != nil {
 			return fmt.Errorf("bench: write table: %w", err)
@@ -430,7 +438,7 @@ func WritePlots(dir string, r *Report) ([]string, error) {
 	p = plot.New()
 	p.Title.Text = name + ": expected vs final (read at ALL)"
 	p.Y.Label.Text = "Σ counter values"
-	p.Legend.Top = true
+	p.Legend.Top, p.Legend.Left = true, true
 	w := vg.Points(18)
 	var exp, fin plotter.Values
 	var names []string

@@ -1,0 +1,340 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/gocql/gocql"
+	"golang.org/x/term"
+)
+
+// Command runs the load-generator benchmarks of the idemkv command line:
+// name "" is 'idemkv bench' (the main comparison: over-count, then
+// latency), "overcount" and "latency" the single benchmarks. args are the
+// flags; the output goes to stdout (table, JSON or CSV), the progress bar
+// and the files written to stderr.
+func Command(name string, args []string, stdout, stderr io.Writer) error {
+	switch name {
+	case "":
+		return runMainCommand(args, stdout, stderr)
+	case "overcount", "latency":
+		return runLoadCommand(name, args, stdout, stderr)
+	}
+	return fmt.Errorf("bench: unknown benchmark %q", name)
+}
+
+// loadFlags are the flags of the load-generator benchmarks.
+type loadFlags struct {
+	hosts                      *string
+	port                       *int
+	nodes, rf                  *int
+	cl, modes                  *string
+	clients                    *int
+	rate                       *float64
+	ops                        *int64
+	duration                   *time.Duration
+	keys                       *int
+	dist                       *string
+	zipfS                      *float64
+	batch                      *int
+	deltaMax                   *int64
+	attempts                   *int
+	horizon, timeout           *time.Duration
+	lostAck, delay             *float64
+	delayBy                    *time.Duration
+	killEvery, down            *time.Duration
+	pauseEvery, pauseFor       *time.Duration
+	sample                     *time.Duration
+	seed                       *uint64
+	format, out, dir           *string
+	quiet, check               *bool
+	counterWriteTimeout        *time.Duration
+	fbfBits, fbfFPP, fbfFilter *string
+}
+
+// loadDefaults are a benchmark's flag defaults.
+type loadDefaults struct {
+	ops      int64
+	duration time.Duration
+	lostAck  float64
+	delay    float64
+}
+
+func addLoadFlags(fs *flag.FlagSet, d loadDefaults) *loadFlags {
+	return &loadFlags{
+		hosts:               fs.String("hosts", "", "CQL addresses of a running ring, comma-separated (host or host:port); empty: start an embedded ring"),
+		port:                fs.Int("port", 9042, "CQL port of --hosts given without one"),
+		nodes:               fs.Int("nodes", 3, "nodes of the embedded ring (node i on 127.0.0.i)"),
+		rf:                  fs.Int("rf", 3, "replication factor of keyspace bench when the run creates it"),
+		cl:                  fs.String("cl", "QUORUM", "consistency level of the updates (final values are read at ALL)"),
+		modes:               fs.String("modes", "vanilla,fbf", "counter modes run side by side: tables vanilla and fbf"),
+		clients:             fs.Int("clients", 16, "concurrent clients per mode, each with its own op-id client id"),
+		rate:                fs.Float64("rate", 0, "open loop: ops/s per mode on a fixed schedule (0: closed loop)"),
+		ops:                 fs.Int64("ops", d.ops, "ops per mode (0: run for --duration)"),
+		duration:            fs.Duration("duration", d.duration, "how long to run when --ops is 0"),
+		keys:                fs.Int("keys", 1000, "distinct counter keys"),
+		dist:                fs.String("dist", "uniform", "key distribution: uniform, zipf (seeded) or hot (one key)"),
+		zipfS:               fs.Float64("zipf-s", 1.1, "Zipf exponent (> 1)"),
+		batch:               fs.Int("batch", 1, "updates per op: 1 is a single UPDATE, more a COUNTER BATCH"),
+		deltaMax:            fs.Int64("delta-max", 1, "each update adds a seeded delta in [1, delta-max]"),
+		attempts:            fs.Int("attempts", 4, "A: the most attempts of one op (same op id)"),
+		horizon:             fs.Duration("horizon", 10*time.Second, "H: no retry starts later than H after its op's first attempt; fbf's retry_horizon"),
+		timeout:             fs.Duration("timeout", time.Second, "client timeout per attempt"),
+		lostAck:             fs.Float64("lost-ack", d.lostAck, "probability that an attempt's answer is lost after it applied"),
+		delay:               fs.Float64("delay", d.delay, "probability that an attempt's answer comes after the client timeout (running ring: the client abandons it)"),
+		delayBy:             fs.Duration("delay-by", 0, "how long a delayed answer waits (default: --timeout + 100ms)"),
+		killEvery:           fs.Duration("kill-every", 0, "embedded ring: stop a seeded random node this often (0: never)"),
+		down:                fs.Duration("down", 2*time.Second, "how long a killed node stays down"),
+		pauseEvery:          fs.Duration("pause-every", 0, "embedded ring: stall a seeded random node's CQL executor this often (0: never)"),
+		pauseFor:            fs.Duration("pause-for", 0, "how long a pause lasts (default: 1.5 × --timeout)"),
+		sample:              fs.Duration("sample", 0, "record expected and read totals at this period (series in the JSON, a plot with --out)"),
+		seed:                fs.Uint64("seed", 1, "seed of the op stream (keys, deltas), the faults and the embedded ring"),
+		format:              fs.String("format", "table", "output: table, json or csv"),
+		out:                 fs.String("out", "", "directory for results.json, results.csv, faults.jsonl and PNG plots"),
+		dir:                 fs.String("dir", "", "data directory of the embedded ring (default: a temporary one)"),
+		quiet:               fs.Bool("quiet", false, "no progress bar (there is none either when stderr is not a terminal)"),
+		check:               fs.Bool("check", false, "exit 1 if FBF over-counts, under-counts beyond its false positives, or a retry left the horizon"),
+		counterWriteTimeout: fs.Duration("counter-write-timeout", time.Second, "embedded ring: the nodes' counter write timeout"),
+		fbfBits:             fs.String("fbf-bits", "", "fbf option bits (default: the column's)"),
+		fbfFPP:              fs.String("fbf-target-fpp", "", "fbf option target_fpp (default: the column's)"),
+		fbfFilter:           fs.String("fbf-filters", "", "fbf option filters (default: the column's)"),
+	}
+}
+
+// config turns the flags into a load-generator configuration.
+func (f *loadFlags) config(name string, stderr io.Writer) (Config, error) {
+	cl, err := gocql.ParseConsistencyWrapper(strings.ToUpper(*f.cl))
+	if err != nil {
+		return Config{}, fmt.Errorf("--cl: %w", err)
+	}
+	var modes []string
+	for _, m := range strings.Split(*f.modes, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			modes = append(modes, m)
+		}
+	}
+	if *f.batch < 1 || *f.keys < 1 || *f.clients < 1 || *f.deltaMax < 1 || *f.attempts < 1 {
+		return Config{}, errors.New("--batch, --keys, --clients, --delta-max and --attempts must be positive")
+	}
+	fbf := map[string]string{}
+	for k, v := range map[string]string{"bits": *f.fbfBits, "target_fpp": *f.fbfFPP, "filters": *f.fbfFilter} {
+		if v != "" {
+			fbf[k] = v
+		}
+	}
+	cfg := Config{
+		Name:     name,
+		Workload: Workload{Keys: *f.keys, Dist: *f.dist, ZipfS: *f.zipfS, Batch: *f.batch, DeltaMax: *f.deltaMax},
+		Modes:    modes, Clients: *f.clients, Rate: *f.rate, Ops: *f.ops, Duration: *f.duration,
+		Consistency: cl, Attempts: *f.attempts, Horizon: *f.horizon, Timeout: *f.timeout,
+		Faults: Faults{LostAck: *f.lostAck, Delay: *f.delay, DelayBy: *f.delayBy, KillEvery: *f.killEvery, Down: *f.down,
+			PauseEvery: *f.pauseEvery, PauseFor: *f.pauseFor},
+		Seed: *f.seed, RF: *f.rf, FBFOptions: fbf, SampleEvery: *f.sample,
+	}
+	if !*f.quiet {
+		if file, ok := stderr.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+			cfg.Progress = stderr
+		}
+	}
+	if *f.hosts != "" && (cfg.Faults.KillEvery > 0 || cfg.Faults.PauseEvery > 0) {
+		return cfg, errors.New("--kill-every and --pause-every need the embedded ring: on --hosts only client-side faults apply (--lost-ack, --delay)")
+	}
+	switch *f.format {
+	case "table", "json", "csv":
+	default:
+		return cfg, fmt.Errorf("--format %q: want table, json or csv", *f.format)
+	}
+	return cfg, nil
+}
+
+// target starts the embedded ring, or names the running one; stop stops
+// what it started.
+func (f *loadFlags) target(ctx context.Context, stderr io.Writer) (t Target, stop func(), err error) {
+	if *f.hosts != "" {
+		return Target{Hosts: ParseHosts(*f.hosts, *f.port)}, func() {}, nil
+	}
+	c, err := StartCluster(ctx, ClusterConfig{Nodes: *f.nodes, Dir: *f.dir, Seed: *f.seed, CounterWriteTimeout: *f.counterWriteTimeout})
+	if err != nil {
+		return t, nil, err
+	}
+	return Target{Cluster: c}, c.Stop, nil
+}
+
+// emit prints the reports and writes --out.
+func (f *loadFlags) emit(stdout, stderr io.Writer, command string, reports ...*Report) error {
+	var err error
+	switch *f.format {
+	case "json":
+		err = WriteJSON(stdout, reports...)
+	case "csv":
+		err = WriteCSV(stdout, reports...)
+	default:
+		fmt.Fprintf(stdout, "# %s\n", command)
+		err = WriteTable(stdout, reports...)
+		if err == nil {
+			fmt.Fprint(stdout, benchLegend)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if *f.out != "" {
+		files, err := WriteOut(*f.out, reports...)
+		for _, p := range files {
+			fmt.Fprintf(stderr, "wrote %s\n", p)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if *f.check {
+		return checkReports(reports)
+	}
+	return nil
+}
+
+const benchLegend = `
+# ops: acknowledged ops (latency: theirs, retries included); dismissed: updates the FBF leaders recognised as retries
+# expected: Σ acknowledged increments; final: Σ counters read at ALL after the run; unknown: Σ increments no attempt
+# of which was acknowledged; over: Σ per key above expected + unknown (counted twice); under: Σ per key below
+# expected (lost); error % = 100 · (over + under) / expected
+`
+
+// checkReports fails when FBF counted a retry twice, lost more than its
+// false positives explain, or a retry left the horizon.
+func checkReports(reports []*Report) error {
+	for _, r := range reports {
+		if !r.Horizon.AllWithin {
+			return fmt.Errorf("%s: a retry started %.0fms after its op's first attempt, beyond H", r.Name, r.Horizon.MaxRetryAfterMS)
+		}
+		m, ok := r.Mode(ModeFBF)
+		if !ok {
+			continue
+		}
+		if m.Overcount > 0 {
+			return fmt.Errorf("%s: fbf over-counted by %d", r.Name, m.Overcount)
+		}
+		if m.DismissedKnown && m.Undercount > m.FalsePositives*r.Config.DeltaMax {
+			return fmt.Errorf("%s: fbf under-counted by %d, more than its %d false positives explain", r.Name, m.Undercount, m.FalsePositives)
+		}
+	}
+	return nil
+}
+
+func benchFlagSet(name string, stderr io.Writer, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fmt.Fprintln(stderr, "\nflags:")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func runLoadCommand(name string, args []string, stdout, stderr io.Writer) error {
+	d := loadDefaults{ops: 20000, lostAck: 0.05, duration: 20 * time.Second}
+	usage := `usage: idemkv bench overcount [flags]
+
+Runs the same seeded stream of counter updates against vanilla and
+fbf at the same time, with injected faults (lost acknowledgements,
+answers delayed past the client timeout, killed or paused nodes); clients
+retry an op with its op id up to --attempts times within --horizon, then
+every key is read at ALL and compared with the acknowledged increments.
+`
+	if name == "latency" {
+		d = loadDefaults{duration: 10 * time.Second}
+		usage = `usage: idemkv bench latency [flags]
+
+Measures the write latency (HdrHistogram) and throughput of vanilla and
+fbf side by side on the same ring with the same seeded op stream, no
+faults by default; the accuracy columns are reported too.
+`
+	}
+	fs := benchFlagSet("bench "+name, stderr, usage)
+	lf := addLoadFlags(fs, d)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := lf.config(name, stderr)
+	if err != nil {
+		return err
+	}
+	quietGocql()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	t, stopRing, err := lf.target(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopRing()
+	rep, err := Run(ctx, t, cfg)
+	if err != nil {
+		return err
+	}
+	return lf.emit(stdout, stderr, strings.TrimSpace("idemkv bench "+name+" "+strings.Join(args, " ")), rep)
+}
+
+// runBenchMain is `idemkv bench` with no benchmark: the over-count
+// comparison under lost acks, then the latency comparison, on one ring.
+func runMainCommand(args []string, stdout, stderr io.Writer) error {
+	fs := benchFlagSet("bench", stderr, `usage: idemkv bench [flags]
+
+The main comparison of vanilla and FBF counters, about a minute: an embedded
+3-node ring on 127.0.0.1-3 (or --hosts), RF 3, QUORUM; first the over-count
+phase (--overcount-duration, lost acks and late answers, clients retrying the
+same op id), then the latency phase (--latency-duration, no faults). The
+flags are those of 'idemkv bench overcount'; --lost-ack and --delay apply to
+the first phase only.
+`)
+	lf := addLoadFlags(fs, loadDefaults{lostAck: 0.05, delay: 0.002})
+	ocDur := fs.Duration("overcount-duration", 25*time.Second, "length of the over-count phase")
+	latDur := fs.Duration("latency-duration", 25*time.Second, "length of the latency phase")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	oc, err := lf.config("overcount", stderr)
+	if err != nil {
+		return err
+	}
+	if oc.Ops <= 0 {
+		oc.Duration = *ocDur
+	}
+	quietGocql()
+	lat := oc
+	lat.Name, lat.Faults, lat.Ops, lat.Duration = "latency", Faults{}, 0, *latDur
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	t, stopRing, err := lf.target(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopRing()
+	var reports []*Report
+	for _, cfg := range []Config{oc, lat} {
+		rep, err := Run(ctx, t, cfg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cfg.Name, err)
+		}
+		reports = append(reports, rep)
+	}
+	return lf.emit(stdout, stderr, strings.TrimSpace("idemkv bench "+strings.Join(args, " ")), reports...)
+}
+
+// quietGocql silences gocql's log: a benchmark that kills nodes makes it
+// report every failed dial, and the failures are counted anyway.
+func quietGocql() { gocql.Logger = log.New(io.Discard, "", 0) }
