@@ -425,16 +425,25 @@ var errAbandoned = errors.New("bench: attempt abandoned by the client (injected 
 // starting later than Horizon after the first. A non-nil error is fatal to
 // the run (a statement the ring refuses as invalid).
 func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int, op Op) (Outcome, error) {
+	// exec runs attempt n. Attempts may overlap (an abandoned one still
+	// runs), so each builds its own statement; every one carries op id id.
 	var (
-		exec func(ctx context.Context) error
+		exec func(ctx context.Context, n int) error
 		id   client.OpID
 	)
 	if len(op.Updates) == 1 {
 		u := op.Updates[0]
-		var q *gocql.Query
-		q, id = cli.Query(mr.stmt, u.Delta, r.key(u.Key))
-		q.Consistency(r.cfg.Consistency).RetryPolicy(nil)
-		exec = func(ctx context.Context) error { return q.WithContext(ctx).Exec() }
+		q1, first := cli.Query(mr.stmt, u.Delta, r.key(u.Key))
+		q1.Consistency(r.cfg.Consistency).RetryPolicy(nil)
+		id = first
+		exec = func(ctx context.Context, n int) error {
+			q := q1
+			if n > 1 {
+				q = r.session.Query(mr.stmt, u.Delta, r.key(u.Key)).Idempotent(true).Consistency(r.cfg.Consistency).RetryPolicy(nil)
+				q.CustomPayload(map[string][]byte{client.PayloadKey: id.Bytes()})
+			}
+			return q.WithContext(ctx).Exec()
+		}
 	} else {
 		b := cli.NewBatch()
 		for _, u := range op.Updates {
@@ -443,10 +452,8 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 		g := b.Gocql()
 		g.SetConsistency(r.cfg.Consistency)
 		g.RetryPolicy(nil)
-		first := true
-		exec = func(ctx context.Context) error {
-			if first { // numbers the batch: its op id is fixed from now on
-				first = false
+		exec = func(ctx context.Context, n int) error {
+			if n == 1 { // numbers the batch: its op id (the first statement's) is fixed from now on
 				var err error
 				id, err = b.Exec(ctx)
 				return err
@@ -482,7 +489,7 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 			decide(r.cfg.Seed, saltDelay, id, attempt) < f.Delay
 		if abandon {
 			ch := make(chan struct{})
-			go func() { _ = exec(actx); cancel(); close(ch) }()
+			go func() { _ = exec(actx, attempt); cancel(); close(ch) }()
 			select {
 			case <-ch:
 			case <-time.After(time.Millisecond):
@@ -490,7 +497,7 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 			r.log.Add(FaultEvent{Kind: FaultClientAbandon, Mode: mr.name, Client: id.Client, Seq: id.Sequence, Attempt: attempt})
 			err = errAbandoned
 		} else {
-			err = exec(actx)
+			err = exec(actx, attempt)
 			cancel()
 			if err == nil && clientFaults && f.LostAck > 0 && decide(r.cfg.Seed, saltLost, id, attempt) < f.LostAck {
 				r.log.Add(FaultEvent{Kind: FaultClientLostAck, Mode: mr.name, Client: id.Client, Seq: id.Sequence, Attempt: attempt})
