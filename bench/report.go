@@ -188,9 +188,10 @@ func (r *Report) Describe() string {
 	} else {
 		fmt.Fprintf(&b, ", %gs", c.DurationS)
 	}
-	fmt.Fprintf(&b, "; %s keys", c.Dist)
-	if c.Dist != DistHot {
-		fmt.Fprintf(&b, " (%d)", c.Keys)
+	if c.Dist == DistHot {
+		b.WriteString("; one hot key")
+	} else {
+		fmt.Fprintf(&b, "; %s keys (%d)", c.Dist, c.Keys)
 	}
 	if c.Batch > 1 {
 		fmt.Fprintf(&b, ", batches of %d", c.Batch)
@@ -223,7 +224,7 @@ func (r *Report) DescribeFaults() string {
 	}
 	f := "no faults"
 	if len(parts) > 0 {
-		f = strings.Join(parts, ", ") + " (" + c.FaultSide + " side)"
+		f = c.FaultSide + " side: " + strings.Join(parts, ", ")
 	}
 	h := r.Horizon
 	within := "every retry started within H"
