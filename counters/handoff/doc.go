@@ -1,8 +1,109 @@
 // Package handoff implements Handoff Counters (Almeida & Baquero, "Scalable
-// Eventually Consistent Counters over Unreliable Networks"): a state-based
-// CRDT counter in which clients are replicas too, so a retry is a re-sent
-// state, while the per-client entries that make a naive G-counter grow with
-// every client that ever incremented are temporary and garbage-collected.
+// Eventually Consistent Counters over Unreliable Networks",
+// papers/handoff-counters.txt): a state-based CRDT counter in which clients
+// are replicas too, so that a retry is only a re-sent state, while the
+// per-client entries that make a naive G-counter grow with every client that
+// ever incremented are temporary and garbage-collected.
 //
-// It is pure: no I/O, no clock, no goroutines.
+// It is pure: no I/O, no clock, no goroutines, no randomness.
+//
+// # The algorithm
+//
+// Every node has a globally unique ID and a tier. Tier-0 nodes (a counter
+// cell's replicas) keep a version vector of tier-0 entries, merged by
+// pointwise max as in a G-counter. Every other node accounts its own
+// increments in a single self entry and hands them off to a smaller-tier node
+// by a four-way handshake carried by ordinary state exchanges (Figure 2):
+//
+//  1. the client's state reaches the server, which opens a slot for the
+//     client stamped (client's sck, server's dck) and bumps its dck;
+//  2. the server's state reaches the client, which sees its slot, moves its
+//     self entry into a token for that slot and bumps its sck;
+//  3. the client's state reaches the server, which acquires the token (adds
+//     its value to its self entry) and removes the slot;
+//  4. the server's state reaches the client, which sees the slot gone (or a
+//     later dck) and drops the token.
+//
+// The clocks make each slot and each token be created at most once and a
+// token be acquired at most once, whatever is lost, duplicated, reordered or
+// replayed (§6, Lemmas 6.1–6.3). A node reports val, the best lower bound it
+// knows: at tier 0 the sum of the vector, elsewhere below (what a smaller
+// tier reported) plus what it accounts itself.
+//
+// # Mapping to the paper
+//
+//	Figure 3 (state)             State: id, tier, val, below, vals, sck, dck,
+//	                             slots (src → Clock), tokens (Pair → Token)
+//	Figure 4 init, fetch, incr   Init / NewCounter, Fetch, Incr (Inflate for §8)
+//	Figure 4 merge               State.Merge, in the paper's order:
+//	Figure 5 fillslots           (*State).fillslots
+//	         discardslot         (*State).discardslot
+//	         createslot          (*State).createslot
+//	         mergevectors        (*State).mergevectors
+//	         aggregate           (*State).aggregate
+//	         discardtokens       (*State).discardtokens
+//	         createtoken         (*State).createtoken
+//	         cachetokens         (*State).cachetokens
+//	§7.3 view                    State.View (restricts tokens and vals too)
+//	§7.4 retirement              State.Handed (the normal condition only)
+//	§8 generalisation            Value: Count, Counts (§8.1), PN (§8.2);
+//	                             Counter, Map, PNCounter
+//
+// Merge modifies the receiver in place, which is the paper's C_i :=
+// merge(C_i, C_j); each step reads the result of the previous steps for C_i
+// and the received C_j as it arrived, exactly as the composition of Figure 4.
+//
+// # Using it (a server holding one cell, clients)
+//
+// A tier-0 replica keeps one State per counter cell, stored with
+// MarshalBinary and loaded with UnmarshalBinary. It merges what clients and
+// other tier-0 replicas send (Merge), and answers a peer with
+// View(peer, peerTier) encoded, never with its full state to a client. A
+// client (tier 1) keeps its own State, Incr's locally, and exchanges
+// View(server, 0) for the server's view of it until Handed reports true; any
+// exchange may be retried, lost or duplicated. Per §7.2 a node must persist
+// its state before anything derived from it leaves the node (a message, or
+// a fetch answered to a caller): a node that crashes must resume from a state
+// no older than anything it sent. The randomized checker shows what breaks
+// otherwise.
+//
+// # Where the paper is ambiguous, and what this package chose
+//
+//   - Merging a state carrying the receiver's own id is the identity. The
+//     paper never sends a node its own state, and Figure 5's aggregate would
+//     count a tier-n node's self entry twice if it did (val = max(..., b +
+//     vals_i(i) + vals_j(j)) with i = j).
+//   - "vals_j(j) > 0" in createslot is "vals_j(j) ≠ 𝟎" over a general Value;
+//     for a Counts or PN value that is "some entry is non-zero".
+//   - createtoken creates a token even when vals_i(i) is 𝟎, as Figure 5 says;
+//     such a zero token is what lets a server fill (and so drop) a slot
+//     opened by a stale or duplicate message once the client has nothing
+//     left to hand off. Likewise it overwrites an existing (i, j) token, which
+//     Proposition 6.1 shows is never an unacquired one.
+//   - cachetokens keeps the local token on a tie of source clocks (f picks
+//     its first argument when fst(ck) ≥ fst(ck')).
+//   - fillslots matches a token to a slot on both clocks (src, (sck, dck)) ∈
+//     slots_i, i.e. slots_i(src) = ck.
+//   - View (§7.3) restricts slots as the paper does, and also tokens (to
+//     those addressed to the peer, plus the sender's own when the peer's tier
+//     is smaller, the only ones the peer's merge reads) and vals (to the self
+//     entry unless both are tier 0). Merging a view is then the same as
+//     merging the full state, except in one case the paper's view already
+//     has: a peer that caches a token from a third node addressed to the
+//     sender, when the view leaves out the sender's slot for that third node,
+//     may drop its cached copy before the token is acquired (discardtokens
+//     takes the "no slot" branch). The token's source still holds it, so no
+//     increment is lost; this only arises when a client hands off to servers
+//     of different tiers, which §7.3 assumes away. A client that retires on
+//     the strength of cached copies (§7.4's extension, not implemented here)
+//     must not rely on copies held by nodes it sends views to.
+//   - PN is the §8.2 map {p, n} with its two keys as struct fields; Fetch is
+//     P − N wrapped into int64.
+//   - Tiers are limited to [0, MaxTier].
+//
+// # Encoding
+//
+// See State.AppendBinary: a version byte, a value-domain byte, then the
+// fields in a canonical order with uvarints, so that a decoded state encodes
+// to the same bytes. UnmarshalBinary rejects anything else with an error.
 package handoff

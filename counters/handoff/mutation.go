@@ -14,6 +14,7 @@ const (
 	mutSumVectors                  // mergevectors adds instead of taking the max
 	mutDiscardTokensEarly          // discardtokens drops a token whose slot is still there
 	mutAggregateAddsPeer           // aggregate adds a different-tier peer's vals_j(j)
+	mutPaperSameTierSum            // aggregate as Figure 5: adds a same-tier peer's vals_j(j)
 )
 
 var mut mutation

@@ -26,6 +26,9 @@ var flagSteps = flag.Int("steps", 100_000, "steps of each randomized checker run
 //   - deliver: a message in flight, chosen at random (so delayed and out of
 //     order), is lost, delivered, or delivered and kept in flight (duplicated);
 //     a delivered message is decoded and merged into the receiver's memory;
+//   - deliver slow: one in eight messages sent takes a slow path and is
+//     delivered only after hundreds or thousands of steps (64 at most are
+//     held; a new one then replaces one at random, which is lost);
 //   - replay: an old persisted state of a node (one of its last few) is put in
 //     flight to a neighbour;
 //   - persist: a node writes its state (a durable write with nothing to send);
@@ -89,6 +92,7 @@ type sim struct {
 	byID   map[ID]int
 	down   map[[2]int]bool
 	net    []message
+	slow   []message // messages held back for long (up to thousands of steps)
 	total  uint64
 	trace  []event // ring of the last events
 	tpos   int
@@ -97,6 +101,7 @@ type sim struct {
 
 	// counters for the report
 	healRounds, tier0AtHeal                               int
+	incrRate                                              int // incr steps that increment, in 20ths
 	delivered, lost, duplicated, replayed, crashes, views int
 }
 
@@ -163,7 +168,7 @@ func (s *sim) topology() {
 			}
 		}
 		same := byTier[t]
-		for range r.IntN(len(same) + 1) {
+		for range r.IntN(2*len(same) + 1) {
 			link(same[r.IntN(len(same))], same[r.IntN(len(same))])
 		}
 	}
@@ -252,22 +257,29 @@ func (s *sim) encodeFor(st *State[Count], to int) []byte {
 	return b
 }
 
-func (s *sim) send(i, to int) {
-	n := s.nodes[i]
-	var data []byte
-	if s.cfg.sendUnpersisted {
-		data = s.encodeFor(n.mem, to)
-	} else {
-		s.persist(i)
-		d, err := decode[Count](n.disk)
-		if err != nil {
-			panic(err)
-		}
-		data = s.encodeFor(d, to)
+// outgoing is what node i sends to: its state (or view), persisted first.
+func (s *sim) outgoing(i, to int) []byte {
+	if !s.cfg.sendUnpersisted {
+		s.persist(i) // §7.2: what leaves the node is durable
 	}
+	return s.encodeFor(s.nodes[i].mem, to)
+}
+
+func (s *sim) send(i, to int) {
+	data := s.outgoing(i, to)
 	if !s.linkUp(i, to) {
 		s.lost++
 		s.note("send-lost", i, to, "")
+		return
+	}
+	if s.r.IntN(8) == 0 { // a slow path: delivered much later, if ever
+		s.note("send-slow", i, to, "")
+		if len(s.slow) < 64 {
+			s.slow = append(s.slow, message{i, to, data})
+		} else {
+			s.slow[s.r.IntN(len(s.slow))] = message{i, to, data}
+			s.lost++
+		}
 		return
 	}
 	s.net = append(s.net, message{i, to, data})
@@ -369,8 +381,15 @@ func (s *sim) randomStep() error {
 	r := s.r
 	i := r.IntN(len(s.nodes))
 	n := s.nodes[i]
+	if s.step%1500 == 0 { // traffic comes in bursts with lulls between
+		s.incrRate = [...]int{20, 20, 5, 0}[r.IntN(4)]
+	}
 	switch w := r.IntN(100); {
-	case w < 20: // incr
+	case w < 20: // incr (at this phase's rate), else a fetch
+		if r.IntN(20) >= s.incrRate {
+			s.note("fetch", i, i, "")
+			return s.fetch(i)
+		}
 		n.mem.Inflate(1)
 		n.issued++
 		s.total++
@@ -403,6 +422,16 @@ func (s *sim) randomStep() error {
 			s.note("deliver", m.from, m.to, "")
 		}
 		return s.deliver(m)
+	case w < 87: // deliver a message held back for long
+		if len(s.slow) == 0 {
+			return nil
+		}
+		k := r.IntN(len(s.slow))
+		m := s.slow[k]
+		s.slow[k] = s.slow[len(s.slow)-1]
+		s.slow = s.slow[:len(s.slow)-1]
+		s.note("deliver-slow", m.from, m.to, "")
+		return s.deliver(m)
 	case w < 92: // replay an old state
 		old := n.history[r.IntN(len(n.history))]
 		to := n.nbrs[r.IntN(len(n.nbrs))]
@@ -427,7 +456,9 @@ func (s *sim) randomStep() error {
 	default:
 		to := n.nbrs[r.IntN(len(n.nbrs))]
 		e := [2]int{min(i, to), max(i, to)}
-		s.down[e] = !s.down[e]
+		if s.down[e] || r.IntN(3) == 0 { // links are down about a quarter of the time
+			s.down[e] = !s.down[e]
+		}
 		s.note("link", i, to, fmt.Sprintf("down=%v", s.down[e]))
 	}
 	return nil
@@ -458,6 +489,8 @@ func (s *sim) heal() error {
 		}
 	}
 	clear(s.down)
+	s.net = append(s.net, s.slow...)
+	s.slow = nil
 	s.r.Shuffle(len(s.net), func(a, b int) { s.net[a], s.net[b] = s.net[b], s.net[a] })
 	for _, m := range s.net {
 		s.step++
@@ -489,10 +522,8 @@ func (s *sim) heal() error {
 		for _, i := range order {
 			for _, to := range s.nodes[i].nbrs {
 				s.step++
-				s.send(i, to)
-				m := s.net[len(s.net)-1]
-				s.net = s.net[:len(s.net)-1]
-				if err := s.deliver(m); err != nil {
+				s.note("gossip", i, to, "")
+				if err := s.deliver(message{i, to, s.outgoing(i, to)}); err != nil {
 					return err
 				}
 				if err := s.check(); err != nil {
@@ -568,6 +599,7 @@ func TestRandomCatchesBrokenRules(t *testing.T) {
 		{"mergevectors sums", mutSumVectors, checkerConfig{}},
 		{"discardtokens on an equal dck", mutDiscardTokensEarly, checkerConfig{}},
 		{"aggregate adds a smaller tier's vals_j(j)", mutAggregateAddsPeer, checkerConfig{}},
+		{"aggregate as Figure 5 (adds a same-tier vals_j(j))", mutPaperSameTierSum, checkerConfig{}},
 		{"send before persisting (§7.2)", mutNone, checkerConfig{sendUnpersisted: true}},
 	}
 	for _, c := range cases {

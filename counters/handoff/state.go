@@ -202,7 +202,10 @@ func (s *State[V]) mergevectors(o *State[V]) {
 
 // aggregate updates below and val from what o knows: below takes the value
 // of a smaller-tier o (or the below of a same-tier o); val is the tier-0 sum
-// of the version vector, or the best of the known bounds elsewhere.
+// of the version vector, or the best of the known bounds elsewhere. It
+// departs from Figure 5 in one term, for safety: between two nodes of the
+// same tier above 0, val is max(val_i, val_j, b + vals_i(i)), without the
+// paper's + vals_j(j).
 func (s *State[V]) aggregate(o *State[V]) {
 	var b V
 	switch {
@@ -220,7 +223,13 @@ func (s *State[V]) aggregate(o *State[V]) {
 			v = v.add(n)
 		}
 	case s.tier == o.tier:
-		v = s.val.join(o.val).join(b.add(s.vals[s.id]).add(o.vals[o.id]))
+		// Figure 5 also adds vals_j(j) here; that over-counts when o is an
+		// old state whose vals_j(j) has since been handed off and reached s
+		// through below (see the package comment), so it is left out.
+		v = s.val.join(o.val).join(b.add(s.vals[s.id]))
+		if mut == mutPaperSameTierSum {
+			v = v.join(b.add(s.vals[s.id]).add(o.vals[o.id]))
+		}
 	default:
 		if mut == mutAggregateAddsPeer {
 			v = s.val.join(b.add(s.vals[s.id]).add(o.vals[o.id]))

@@ -223,8 +223,9 @@ func TestAggregate(t *testing.T) {
 			return s
 		}(), mk(idJ, 0, 50, 0, 50), 7, 0},
 		{"tier 0 from tier 1", mk(idI, 0, 3, 0, 3), mk(idJ, 1, 50, 40, 10), 3, 0},
-		// same tier: below = max of belows, val = max(val_i, val_j, b + both selves).
-		{"same tier, sum wins", mk(idI, 1, 10, 5, 4), mk(idJ, 1, 9, 6, 3), 13, 6},
+		// same tier: below = max of belows, val = max(val_i, val_j, b + vals_i(i))
+		// (Figure 5 adds vals_j(j) too; see TestAggregateSameTierOldState).
+		{"same tier, b + self wins", mk(idI, 1, 8, 5, 4), mk(idJ, 1, 9, 6, 3), 10, 6},
 		{"same tier, val_j wins", mk(idI, 1, 10, 5, 4), mk(idJ, 1, 20, 6, 3), 20, 6},
 		// higher i: below = max(below_i, val_j), val = max(val_i, b + self).
 		{"from a smaller tier", mk(idI, 2, 10, 5, 4), mk(idJ, 1, 30, 20, 7), 34, 30},
@@ -331,6 +332,37 @@ func TestCachetokens(t *testing.T) {
 		i.cachetokens(j)
 		if len(i.tokens) != 0 {
 			t.Fatalf("tier %d cached tokens of a tier-2 node", tier)
+		}
+	}
+}
+
+// TestAggregateSameTierOldState is the over-count that Figure 5's aggregate
+// allows between two nodes of the same tier above 0: a's state with 5
+// accounted is delayed on its way to b; meanwhile a hands the 5 off to s and
+// b learns them from s as below; then the old state arrives, and
+// b + vals_b(b) + vals_a(a) counts the 5 twice. This package leaves the
+// vals_j(j) term out.
+func TestAggregateSameTierOldState(t *testing.T) {
+	for _, paper := range []bool{false, true} {
+		if paper {
+			mut = mutPaperSameTierSum
+		}
+		s := NewCounter(idI, 0)
+		a, b := NewCounter(idJ, 1), NewCounter(idK, 1)
+		a.Add(5)
+		old := a.Clone() // in flight from a to b, delayed
+		for range 2 {
+			s.Merge(a)
+			a.Merge(s)
+		}
+		b.Merge(s)
+		b.Merge(old)
+		mut = mutNone
+		if paper && b.Fetch() != 10 {
+			t.Fatalf("Figure 5's aggregate: b fetches %d, expected the over-count 10", b.Fetch())
+		}
+		if !paper && b.Fetch() != 5 {
+			t.Fatalf("b fetches %d of 5 increments", b.Fetch())
 		}
 	}
 }
