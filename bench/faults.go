@@ -250,6 +250,15 @@ func (in *Injector) Duplicates() map[string]int64 {
 	return m
 }
 
+// Forget drops what the injector knows of every op (attempt numbers, which
+// applied): a run calls it when its ops are over, so memory does not grow
+// from run to run. The duplicate counts stay.
+func (in *Injector) Forget() {
+	in.mu.Lock()
+	in.ops = map[client.OpID]*opState{}
+	in.mu.Unlock()
+}
+
 // Wrap returns the executor wrapper of node i (1-based), for
 // node.Options.WrapExecutor.
 func (in *Injector) Wrap(i int) func(cql.Executor) cql.Executor {

@@ -274,6 +274,7 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		rep.Modes = append(rep.Modes, mr.result(final))
 	}
 	if c := target.Cluster; c != nil {
+		c.Injector().Forget()
 		dups := c.Injector().Duplicates()
 		dismissed := int64(c.Dismissed() - dismissedBefore)
 		for i := range rep.Modes {
