@@ -36,11 +36,11 @@
 //	                             slots (src → Clock), tokens (Pair → Token)
 //	Figure 4 init, fetch, incr   Init / NewCounter, Fetch, Incr (Inflate for §8)
 //	Figure 4 merge               State.Merge, in the paper's order:
-//	Figure 5 fillslots           (*State).fillslots
+//	Figure 5 fillslots           (*State).fillslots (unexported, each tested)
 //	         discardslot         (*State).discardslot
 //	         createslot          (*State).createslot
 //	         mergevectors        (*State).mergevectors
-//	         aggregate           (*State).aggregate
+//	         aggregate           (*State).aggregate (one term differs, below)
 //	         discardtokens       (*State).discardtokens
 //	         createtoken         (*State).createtoken
 //	         cachetokens         (*State).cachetokens
@@ -66,6 +66,26 @@
 // a fetch answered to a caller): a node that crashes must resume from a state
 // no older than anything it sent. The randomized checker shows what breaks
 // otherwise.
+//
+// # One departure from Figure 5: aggregate between nodes of the same tier
+//
+// For two nodes of the same tier above 0, Figure 5 sets val_i to
+// max(val_i, val_j, b + vals_i(i) + vals_j(j)). That over-counts when C_j is
+// an old state, which the system model allows (§3.1; the proof of
+// Proposition 6.2 says "M can be any message from node j, arbitrarily from
+// the past" but does not carry that through for this term): a's state with 5
+// accounted is delayed on its way to b; meanwhile a hands the 5 off to tier 0
+// and b learns them as below; when the old state arrives, b + vals_b(b) +
+// vals_a(a) counts them twice, and b's fetch exceeds the increments issued
+// (TestAggregateSameTierOldState; the randomized checker found it, and
+// catches the paper's formula within a few thousand steps, see
+// TestRandomCatchesBrokenRules). The reference implementation
+// (pssalmeida/clj-crdt) has the same term. This package uses
+// max(val_i, val_j, b + vals_i(i)): every term is then bounded by
+// CTV(tier_i) whatever the age of C_j, and little is lost, since val_j ≥
+// below_j + vals_j(j) already holds for a node above tier 0. Eventual
+// accounting does not use the dropped term (it flows up from tier 0 through
+// below).
 //
 // # Where the paper is ambiguous, and what this package chose
 //
