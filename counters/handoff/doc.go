@@ -90,9 +90,11 @@
 // # Where the paper is ambiguous, and what this package chose
 //
 //   - Merging a state carrying the receiver's own id is the identity. The
-//     paper never sends a node its own state, and Figure 5's aggregate would
-//     count a tier-n node's self entry twice if it did (val = max(..., b +
-//     vals_i(i) + vals_j(j)) with i = j).
+//     paper never sends a node its own state (Algorithm 1 picks a neighbour);
+//     with Figure 5's aggregate such a merge would count a node's self entry
+//     twice (b + vals_i(i) + vals_j(j) with i = j), and nothing in it is
+//     useful to the node, so it is ignored, as the reference implementation
+//     does.
 //   - "vals_j(j) > 0" in createslot is "vals_j(j) ≠ 𝟎" over a general Value;
 //     for a Counts or PN value that is "some entry is non-zero".
 //   - createtoken creates a token even when vals_i(i) is 𝟎, as Figure 5 says;

@@ -36,8 +36,8 @@ type Pair struct {
 // Token is an entry of the tokens map: the clocks of the slot it was created
 // for and the value handed off in it.
 type Token[V any] struct {
-	Clock Clock
-	N     V
+	Clock Clock // the slot's (sck, dck)
+	N     V     // the value handed off
 }
 
 // State is one node's replica of a handoff counter over the value domain V:
