@@ -276,13 +276,25 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 	acks := make(chan string, len(natural))
 	acks <- self.DC
 	remotes := 0
+	// Replication outlives the answer: once the level is met the leader
+	// answers, and the other replicas still get the shard (or a hint).
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
+	var wg sync.WaitGroup
 	for _, e := range natural {
 		if e.ID == self.ID {
 			continue
 		}
 		remotes++
-		go c.replicate(ctx, e, m, acks)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.replicate(rctx, e, m, acks)
+		}()
 	}
+	go func() {
+		wg.Wait()
+		rcancel()
+	}()
 	t := req.newTally()
 	for received := 0; received <= remotes; {
 		select {

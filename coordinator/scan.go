@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/idemkv/idemkv/replica"
@@ -311,10 +312,22 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
 	defer cancel()
+	// The tombstones reach every replica (or become hints) even after the
+	// level is met and the caller has its answer.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReadTimeout)
+	var wg sync.WaitGroup
 	self := c.cfg.Cluster.Self()
 	acks := make(chan string, len(natural))
-	for _, e := range natural {
+	defer func() {
 		go func() {
+			wg.Wait()
+			rcancel()
+		}()
+	}()
+	for _, e := range natural {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			if e.ID == self.ID {
 				for _, m := range muts {
 					if err := c.cfg.Store.ApplyMutation(m); err != nil {
@@ -329,7 +342,7 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 			ok := true
 			for _, m := range muts {
 				sub := make(chan string, 1)
-				c.replicate(ctx, e, m, sub)
+				c.replicate(rctx, e, m, sub)
 				if <-sub == "" {
 					ok = false
 				}

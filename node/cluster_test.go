@@ -723,3 +723,19 @@ func (c *testCluster) writeOpFrom(client uint64, via int, key string, delta int6
 	binary.BigEndian.PutUint64(u.OpID[8:], seq)
 	return c.node(via).Coordinator().CounterWrite(ctx, u, coordinator.Quorum)
 }
+
+// TestReplicationOutlivesTheAnswer: at ONE the leader answers on its own
+// ack, and the other replicas still receive the shard directly (hint
+// delivery is turned off here, so only replication can bring it).
+func TestReplicationOutlivesTheAnswer(t *testing.T) {
+	c := newTestCluster(t, 3, func(i int, cfg *Config) { cfg.HintDeliveryMS = 3_600_000 })
+	c.createTable(3)
+	for i := 0; i < 20; i++ {
+		if err := c.write(1+i%3, "one", 1, coordinator.One); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		c.waitFor(fmt.Sprintf("node %d to hold all 20 increments", i), func() bool { return c.localValue(i, "one") == 20 })
+	}
+}
