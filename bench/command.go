@@ -57,6 +57,7 @@ type loadFlags struct {
 	format, out, dir           *string
 	quiet, check               *bool
 	counterWriteTimeout        *time.Duration
+	sync                       *string
 	fbfBits, fbfFPP, fbfFilter *string
 }
 
@@ -103,6 +104,7 @@ func addLoadFlags(fs *flag.FlagSet, d loadDefaults) *loadFlags {
 		quiet:               fs.Bool("quiet", false, "no progress bar (there is none either when stderr is not a terminal)"),
 		check:               fs.Bool("check", false, "exit 1 if FBF over-counts, under-counts beyond its false positives, or a retry left the horizon"),
 		counterWriteTimeout: fs.Duration("counter-write-timeout", time.Second, "embedded ring: the nodes' counter write timeout"),
+		sync:                fs.String("commitlog-sync", "periodic", "embedded ring: the nodes' commit log sync mode (periodic, batch, group)"),
 		fbfBits:             fs.String("fbf-bits", "", "fbf option bits (default: the column's)"),
 		fbfFPP:              fs.String("fbf-target-fpp", "", "fbf option target_fpp (default: the column's)"),
 		fbfFilter:           fs.String("fbf-filters", "", "fbf option filters (default: the column's)"),
@@ -161,7 +163,7 @@ func (f *loadFlags) target(ctx context.Context, stderr io.Writer) (t Target, sto
 	if *f.hosts != "" {
 		return Target{Hosts: ParseHosts(*f.hosts, *f.port)}, func() {}, nil
 	}
-	c, err := StartCluster(ctx, ClusterConfig{Nodes: *f.nodes, Dir: *f.dir, Seed: *f.seed, CounterWriteTimeout: *f.counterWriteTimeout})
+	c, err := StartCluster(ctx, ClusterConfig{Nodes: *f.nodes, Dir: *f.dir, Seed: *f.seed, CounterWriteTimeout: *f.counterWriteTimeout, Sync: *f.sync})
 	if err != nil {
 		return t, nil, err
 	}
