@@ -77,7 +77,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		c.cfg.Dir, c.tempDir = d, true
 	}
 	if c.cfg.Port == 0 {
-		p, err := freePort(cfg.Nodes, rand.New(rand.NewPCG(cfg.Seed, 7)))
+		p, err := FreePort(cfg.Nodes, rand.New(rand.NewPCG(cfg.Seed, 7)))
 		if err != nil {
 			c.Stop()
 			return nil, err

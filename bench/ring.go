@@ -67,8 +67,9 @@ type RingResult struct {
 // Throughput is acknowledged writes per second.
 func (r RingResult) Throughput() float64 { return float64(r.Ops) / r.Elapsed.Seconds() }
 
-// freePort finds a port p such that p and p+1 are free on 127.0.0.1..n.
-func freePort(n int, rng *rand.Rand) (int, error) {
+// FreePort finds a port p such that p and p+1 (peer and CQL) are free on
+// 127.0.0.1..n, trying seeded random ports.
+func FreePort(n int, rng *rand.Rand) (int, error) {
 	for try := 0; try < 50; try++ {
 		p := 20000 + rng.IntN(30000)
 		var ls []net.Listener
@@ -108,7 +109,7 @@ func StartRing(ctx context.Context, cfg RingConfig, logger *slog.Logger) ([]*nod
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
 	port := cfg.Port
 	if port == 0 {
-		p, err := freePort(cfg.Nodes, rng)
+		p, err := FreePort(cfg.Nodes, rng)
 		if err != nil {
 			return nil, err
 		}

@@ -5,16 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gocql/gocql"
 
+	"github.com/idemkv/idemkv/bench"
 	"github.com/idemkv/idemkv/cql"
 	"github.com/idemkv/idemkv/internal/testseed"
 	"github.com/idemkv/idemkv/node"
@@ -29,36 +27,14 @@ type ring struct {
 	nodes []*node.Node
 }
 
-func freePort(t *testing.T, rng *rand.Rand, n int) int {
-	for try := 0; try < 50; try++ {
-		p := 20000 + rng.IntN(30000)
-		ok := true
-		var ls []net.Listener
-		for i := 1; i <= n && ok; i++ {
-			for _, port := range []int{p, p + 1} {
-				l, err := net.Listen("tcp", net.JoinHostPort(fmt.Sprintf("127.0.0.%d", i), strconv.Itoa(port)))
-				if err != nil {
-					ok = false
-					break
-				}
-				ls = append(ls, l)
-			}
-		}
-		for _, l := range ls {
-			l.Close()
-		}
-		if ok {
-			return p
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
-
 func startRing(t *testing.T, n int, wrap func(i int) func(cql.Executor) cql.Executor) *ring {
 	t.Helper()
 	rng := testseed.Rand(t)
-	r := &ring{t: t, port: freePort(t, rng, n)}
+	port, err := bench.FreePort(n, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &ring{t: t, port: port}
 	dir := t.TempDir()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for i := 1; i <= n; i++ {
