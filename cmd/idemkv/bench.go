@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,6 +23,35 @@ func init() {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
+	// --cpuprofile FILE, accepted by every benchmark, profiles the whole run
+	// (the embedded ring's nodes and the clients share this process).
+	for i := 0; i < len(args); i++ {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "-") || name != "cpuprofile" {
+			continue
+		}
+		if !hasValue {
+			if i+1 >= len(args) {
+				return errors.New("--cpuprofile needs a file name")
+			}
+			value = args[i+1]
+			args = append(args[:i:i], args[i+2:]...)
+		} else {
+			args = append(args[:i:i], args[i+1:]...)
+		}
+		if args[0] != "ring" { // bench ring has its own --cpuprofile
+			f, err := os.Create(value)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
+		break
+	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return bench.Command("", args, stdout, stderr)
 	}
