@@ -435,15 +435,8 @@ func (p *parser) createTable() (Statement, error) {
 				return nil, err
 			}
 			if p.acceptPunct("(") {
-				for {
-					n, err := p.ident()
-					if err != nil {
-						return nil, err
-					}
-					s.PartitionKey = append(s.PartitionKey, n)
-					if !p.acceptPunct(",") {
-						break
-					}
+				if s.PartitionKey, err = commaList(p, p.ident); err != nil {
+					return nil, err
 				}
 				if err := p.expectPunct(")"); err != nil {
 					return nil, err
@@ -565,15 +558,9 @@ func (p *parser) typ() (Type, error) {
 	}
 	ty := Type{Name: name}
 	if p.acceptPunct("<") {
-		for {
-			sub, err := p.typ()
-			if err != nil {
-				return Type{}, err
-			}
-			ty.Params = append(ty.Params, sub)
-			if !p.acceptPunct(",") {
-				break
-			}
+		var err error
+		if ty.Params, err = commaList(p, p.typ); err != nil {
+			return Type{}, err
 		}
 		if err := p.expectPunct(">"); err != nil {
 			return Type{}, err
@@ -713,15 +700,9 @@ func (p *parser) relation() (Relation, error) {
 			if p.acceptPunct(")") {
 				return r, nil
 			}
-			for {
-				v, err := p.term()
-				if err != nil {
-					return Relation{}, err
-				}
-				r.In = append(r.In, v)
-				if !p.acceptPunct(",") {
-					break
-				}
+			var err error
+			if r.In, err = commaList(p, p.term); err != nil {
+				return Relation{}, err
 			}
 			return r, p.expectPunct(")")
 		}
@@ -824,15 +805,8 @@ func (p *parser) delete() (Statement, error) {
 	s := &Delete{}
 	var err error
 	if !p.isKw("from") {
-		for {
-			n, err := p.ident()
-			if err != nil {
-				return nil, err
-			}
-			s.Columns = append(s.Columns, n)
-			if !p.acceptPunct(",") {
-				break
-			}
+		if s.Columns, err = commaList(p, p.ident); err != nil {
+			return nil, err
 		}
 	}
 	if err := p.expectKw("from"); err != nil {
@@ -864,15 +838,8 @@ func (p *parser) insert() (Statement, error) {
 	if err := p.expectPunct("("); err != nil {
 		return nil, err
 	}
-	for {
-		n, err := p.ident()
-		if err != nil {
-			return nil, err
-		}
-		s.Columns = append(s.Columns, n)
-		if !p.acceptPunct(",") {
-			break
-		}
+	if s.Columns, err = commaList(p, p.ident); err != nil {
+		return nil, err
 	}
 	if err := p.expectPunct(")"); err != nil {
 		return nil, err
@@ -883,15 +850,8 @@ func (p *parser) insert() (Statement, error) {
 	if err := p.expectPunct("("); err != nil {
 		return nil, err
 	}
-	for {
-		v, err := p.term()
-		if err != nil {
-			return nil, err
-		}
-		s.Values = append(s.Values, v)
-		if !p.acceptPunct(",") {
-			break
-		}
+	if s.Values, err = commaList(p, p.term); err != nil {
+		return nil, err
 	}
 	if err := p.expectPunct(")"); err != nil {
 		return nil, err
@@ -1009,4 +969,19 @@ func (p *parser) batch() (Statement, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// commaList parses `item (, item)*`.
+func commaList[T any](p *parser, item func() (T, error)) ([]T, error) {
+	var out []T
+	for {
+		v, err := item()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+		if !p.acceptPunct(",") {
+			return out, nil
+		}
+	}
 }
