@@ -46,6 +46,7 @@ type Leader interface {
 var columnTypes = map[string]ColumnType{
 	"counter":        vanillaCounter{},
 	"legacy_counter": legacyCounter{},
+	HandoffCounterType: handoffCounter{},
 }
 
 // RegisterColumnType adds a column type. It is meant for init functions of

@@ -188,6 +188,7 @@ type Replica struct {
 	locks    []sync.Mutex
 	lockSeed maphash.Seed
 	cache    *lru.Cache[string, [2]int64] // (table, column, key) → (clock, count) of our shard
+	handoff  handoffCells                 // this replica's handoff counter states
 
 	stats struct {
 		leaderApplies, mutations, cacheHits, cacheMisses atomic.Uint64
@@ -284,7 +285,11 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, replayed 
 			pos.Segment, pos.Offset, rec.Column, t.def.Keyspace, t.def.Name)
 	}
 	cell := row.Cell{Column: rec.Column, Value: rec.Payload, Timestamp: rec.Timestamp, Tombstone: rec.Kind == commitlog.PayloadTombstone}
-	if !cell.Tombstone {
+	if _, isHandoff := col.(handoffCounter); isHandoff && !cell.Tombstone {
+		if _, _, err := decodeHandoffCell(rec.Payload); err != nil {
+			return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
+		}
+	} else if !cell.Tombstone {
 		if _, err := counters.Decode(rec.Payload); err != nil {
 			return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
 		}
@@ -509,8 +514,16 @@ func (r *Replica) ApplyMutation(m Mutation) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := t.col(m.Cell.Column); !ok {
+	col, ok := t.col(m.Cell.Column)
+	if !ok {
 		return fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, m.Cell.Column)
+	}
+	if _, ok := col.(handoffCounter); ok {
+		if err := r.applyHandoffMutation(t, m); err != nil {
+			return err
+		}
+		r.stats.mutations.Add(1)
+		return nil
 	}
 	if f, ok := t.fbfCol(m.Cell.Column); ok {
 		// The op id joins this replica's filter before the ack, so that a
@@ -543,7 +556,9 @@ func (r *Replica) ApplyMutation(m Mutation) error {
 
 // Delete writes tombstones for the named counter columns of a row (all of
 // them when columns is empty). A deleted counter stays deleted: its tombstone
-// wins over later increments, as in Cassandra.
+// wins over later increments, as in Cassandra. Handoff counter columns
+// cannot be deleted: nothing is written when one is named (or, with no
+// columns named, when the table has one).
 func (r *Replica) Delete(tableID uint64, key []byte, timestamp int64, columns ...string) ([]Mutation, error) {
 	t, err := r.table(tableID)
 	if err != nil {
@@ -557,12 +572,18 @@ func (r *Replica) Delete(tableID uint64, key []byte, timestamp int64, columns ..
 	if timestamp == 0 {
 		timestamp = r.cfg.Now().UnixMicro()
 	}
+	for _, c := range columns {
+		col, ok := t.col(c)
+		if !ok {
+			return nil, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, c)
+		}
+		if _, ok := col.(handoffCounter); ok {
+			return nil, fmt.Errorf("replica: %s column %s.%s.%s cannot be deleted", HandoffCounterType, t.def.Keyspace, t.def.Name, c)
+		}
+	}
 	rk := row.Key{Token: ring.Token(key), Partition: key}
 	var out []Mutation
 	for _, c := range columns {
-		if _, ok := t.col(c); !ok {
-			return out, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, c)
-		}
 		m := Mutation{Table: tableID, Key: key, Cell: row.Cell{Column: c, Timestamp: timestamp, Tombstone: true}}
 		unlock := r.lock(rk, tableID, c)
 		err := t.write(rk, m, commitlog.PayloadTombstone)

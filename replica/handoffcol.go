@@ -1,0 +1,394 @@
+package replica
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/idemkv/idemkv/commitlog"
+	"github.com/idemkv/idemkv/counters/handoff"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/row"
+)
+
+// HandoffCounterType is the column type of handoff counters
+// (counters/handoff): the replicas of a key are the counter's tier-0 nodes,
+// clients (and coordinators acting for plain driver updates) are tier 1.
+//
+// # The cell
+//
+// Each replica stores, in each cell, its OWN tier-0 handoff state (id = its
+// host id) together with a version number it bumps on every change:
+//
+//	1 byte  format (1)
+//	uvarint version
+//	...     the state, handoff.State.MarshalBinary
+//
+// A cell is never written with another node's state: an update is an
+// Exchange (merge a received state or view into the local one, persist, then
+// answer with the view for the sender), and replicas converge by exchanging
+// views in the background (coordinator's anti-entropy), not by copying cells.
+//
+// # Merging two versions of a cell (Merge)
+//
+// Two uses, one function:
+//
+//   - storage (memtables, SSTables, compaction, commit log replay) only ever
+//     holds this replica's own states, so it merges versions of the same
+//     owner: the higher version wins. Versions of one owner are totally
+//     ordered and the newer state supersedes the older (it was derived from
+//     it), so max-by-version is a semilattice (commutative, associative,
+//     idempotent).
+//   - a coordinator merging the answers of several replicas (reads, scans)
+//     sees states of different owners: the one with the larger Fetch wins,
+//     ties broken by the larger owner id. That is the maximum of what the
+//     replicas report, as `SELECT` promises.
+//
+// Together they are the maximum under the lexicographic order on
+// (fetch, owner id, version): a tier-0 fetch never decreases as its state
+// evolves (local monotonicity, §3.2), so for one owner a higher version has
+// a fetch at least as large, and ordering by (fetch, version) agrees with
+// ordering by version. A maximum under a total order is commutative,
+// associative and idempotent whatever mix of owners is merged. A tombstone
+// wins over any live cell, as for the other counters (no DELETE reaches a
+// handoff column through CQL; this only keeps Merge total).
+const HandoffCounterType = "handoff_counter"
+
+// handoffCellFormat is the first byte of a handoff cell.
+const handoffCellFormat = 1
+
+// ErrHandoffLead is returned by the leader path of a handoff column: its
+// updates are exchanges (Replica.Exchange).
+var ErrHandoffLead = errors.New("handoff_counter columns are updated by state exchange, not by the counter leader path")
+
+// encodeHandoffCell is the cell value of a state at a version.
+func encodeHandoffCell(version uint64, state []byte) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(state))
+	b = append(b, handoffCellFormat)
+	b = binary.AppendUvarint(b, version)
+	return append(b, state...)
+}
+
+// decodeHandoffCell parses a handoff cell value.
+func decodeHandoffCell(v []byte) (version uint64, c *handoff.Counter, err error) {
+	if len(v) == 0 || v[0] != handoffCellFormat {
+		return 0, nil, errors.New("handoff cell: bad format byte")
+	}
+	version, n := binary.Uvarint(v[1:])
+	if n <= 0 {
+		return 0, nil, errors.New("handoff cell: bad version")
+	}
+	c = handoff.NewCounter(handoff.ID{}, 0)
+	if err := c.UnmarshalBinary(v[1+n:]); err != nil {
+		return 0, nil, fmt.Errorf("handoff cell: %w", err)
+	}
+	if c.Tier() != 0 {
+		return 0, nil, fmt.Errorf("handoff cell: a stored state has tier %d, want 0", c.Tier())
+	}
+	return version, c, nil
+}
+
+// HandoffCellValue returns the fetch, owner and version of a handoff cell
+// value (for tests and tools).
+func HandoffCellValue(v []byte) (fetch uint64, owner handoff.ID, version uint64, err error) {
+	version, c, err := decodeHandoffCell(v)
+	if err != nil {
+		return 0, owner, 0, err
+	}
+	return c.Fetch(), c.ID(), version, nil
+}
+
+// handoffCounter is the column type; the states live in the replica's
+// handoff cells.
+type handoffCounter struct{}
+
+func (handoffCounter) Name() string { return HandoffCounterType }
+
+func (handoffCounter) Lead(Leader, Update) (Mutation, error) { return Mutation{}, ErrHandoffLead }
+
+func (handoffCounter) Merge(a, b row.Cell) (row.Cell, error) {
+	ts := max(a.Timestamp, b.Timestamp)
+	if a.Tombstone || b.Tombstone {
+		return row.Cell{Column: a.Column, Timestamp: ts, Tombstone: true}, nil
+	}
+	va, ca, err := decodeHandoffCell(a.Value)
+	if err != nil {
+		return row.Cell{}, fmt.Errorf("column %q: %w", a.Column, err)
+	}
+	vb, cb, err := decodeHandoffCell(b.Value)
+	if err != nil {
+		return row.Cell{}, fmt.Errorf("column %q: %w", b.Column, err)
+	}
+	var aWins bool
+	if ca.ID() == cb.ID() {
+		aWins = va > vb || (va == vb && bytes.Compare(a.Value, b.Value) >= 0)
+	} else {
+		fa, fb := ca.Fetch(), cb.Fetch()
+		aWins = fa > fb || (fa == fb && ca.ID().Compare(cb.ID()) > 0)
+	}
+	out := b
+	if aWins {
+		out = a
+	}
+	out.Timestamp = ts
+	return out, nil
+}
+
+func (handoffCounter) Value(c row.Cell) (int64, error) {
+	_, st, err := decodeHandoffCell(c.Value)
+	if err != nil {
+		return 0, fmt.Errorf("column %q: %w", c.Column, err)
+	}
+	return int64(st.Fetch()), nil
+}
+
+// HandoffCell names one handoff counter cell.
+type HandoffCell struct {
+	Table  uint64
+	Key    []byte
+	Column string
+}
+
+func (c HandoffCell) cacheKey() string { return cacheKey(c.Table, c.Column, c.Key) }
+
+// handoffCell is this replica's state of one cell, loaded once from storage
+// and then changed only under mu.
+type handoffCell struct {
+	mu      sync.Mutex
+	loaded  bool
+	state   *handoff.Counter
+	enc     []byte // state's encoding
+	version uint64
+}
+
+// handoffCells is the replica's in-memory handoff states and the cells
+// changed since the last anti-entropy round.
+type handoffCells struct {
+	cells sync.Map // cache key → *handoffCell
+
+	dirtyMu sync.Mutex
+	dirty   map[string]HandoffCell
+
+	exchanges, writes atomic.Uint64
+}
+
+func (h *handoffCells) markDirty(c HandoffCell) {
+	h.dirtyMu.Lock()
+	if h.dirty == nil {
+		h.dirty = map[string]HandoffCell{}
+	}
+	h.dirty[c.cacheKey()] = c
+	h.dirtyMu.Unlock()
+}
+
+// handoffColumn resolves a handoff column of a table.
+func (r *Replica) handoffColumn(tableID uint64, column string) (*table, error) {
+	t, err := r.table(tableID)
+	if err != nil {
+		return nil, err
+	}
+	col, ok := t.col(column)
+	if !ok {
+		return nil, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, column)
+	}
+	if _, ok := col.(handoffCounter); !ok {
+		return nil, fmt.Errorf("replica: column %s.%s.%s is not a %s", t.def.Keyspace, t.def.Name, column, HandoffCounterType)
+	}
+	return t, nil
+}
+
+// IsHandoff reports whether a table's column is a handoff counter.
+func (r *Replica) IsHandoff(tableID uint64, column string) bool {
+	_, err := r.handoffColumn(tableID, column)
+	return err == nil
+}
+
+// handoffCell returns the cell's in-memory state, locked, loading it from
+// storage on first use. The caller unlocks c.mu.
+func (r *Replica) lockHandoffCell(t *table, hc HandoffCell) (*handoffCell, error) {
+	k := hc.cacheKey()
+	v, ok := r.handoff.cells.Load(k)
+	if !ok {
+		v, _ = r.handoff.cells.LoadOrStore(k, &handoffCell{})
+	}
+	c := v.(*handoffCell)
+	c.mu.Lock()
+	if c.loaded {
+		return c, nil
+	}
+	self := handoff.ID(r.hostID)
+	c.state = handoff.NewCounter(self, 0)
+	rw, found, err := t.read(row.Key{Token: ring.Token(hc.Key), Partition: hc.Key})
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	if found {
+		if cell, ok := rw.Cell(hc.Column); ok && !cell.Tombstone {
+			version, st, err := decodeHandoffCell(cell.Value)
+			if err != nil {
+				c.mu.Unlock()
+				return nil, err
+			}
+			c.version = version
+			if st.ID() == self {
+				c.state = st
+			} else {
+				// Never written by this replica; merge rather than adopt.
+				c.state.Merge(st)
+			}
+		}
+	}
+	if c.enc, err = c.state.MarshalBinary(); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.loaded = true
+	return c, nil
+}
+
+// Exchange is a handoff exchange with this replica (tier 0) for one cell:
+// under the cell's lock it merges incoming (an encoded handoff state or view
+// of a client, a coordinator acting as one, or another tier-0 replica) into
+// its own state, writes the new state with a new version to the commit log
+// and the memtable, and once that is durable as the log's sync mode promises
+// (§7.2: nothing derived from a state leaves the node before the state is
+// persisted) returns the view of the new state for the sender
+// (View(sender, senderTier)), encoded. A merge that changes nothing writes
+// nothing. Exchanging the same message again is harmless.
+func (r *Replica) Exchange(tableID uint64, key []byte, column string, incoming []byte) ([]byte, error) {
+	t, err := r.handoffColumn(tableID, column)
+	if err != nil {
+		return nil, err
+	}
+	in := handoff.NewCounter(handoff.ID{}, 0)
+	if err := in.UnmarshalBinary(incoming); err != nil {
+		return nil, fmt.Errorf("replica: handoff exchange: %w", err)
+	}
+	r.handoff.exchanges.Add(1)
+	hc := HandoffCell{Table: tableID, Key: key, Column: column}
+	c, err := r.lockHandoffCell(t, hc)
+	if err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	next := c.state.Clone()
+	next.Merge(in)
+	enc, err := next.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(enc, c.enc) {
+		version := c.version + 1
+		m := Mutation{Table: tableID, Key: key, Cell: row.Cell{Column: column, Value: encodeHandoffCell(version, enc), Timestamp: r.cfg.Now().UnixMicro()}}
+		if err := t.write(row.Key{Token: ring.Token(key), Partition: key}, m, commitlog.PayloadShard); err != nil {
+			return nil, err
+		}
+		c.state, c.enc, c.version = next, enc, version
+		r.handoff.writes.Add(1)
+		r.handoff.markDirty(hc)
+	}
+	return c.state.View(in.ID(), in.Tier()).MarshalBinary()
+}
+
+// HandoffView returns this replica's view of a cell for another tier-0 node
+// (View(peer, 0)), encoded, for anti-entropy.
+func (r *Replica) HandoffView(tableID uint64, key []byte, column string, peer handoff.ID) ([]byte, error) {
+	t, err := r.handoffColumn(tableID, column)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.lockHandoffCell(t, HandoffCell{Table: tableID, Key: key, Column: column})
+	if err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	return c.state.View(peer, 0).MarshalBinary()
+}
+
+// TakeHandoffDirty returns the handoff cells changed since the last call
+// and forgets them.
+func (r *Replica) TakeHandoffDirty() []HandoffCell {
+	h := &r.handoff
+	h.dirtyMu.Lock()
+	defer h.dirtyMu.Unlock()
+	out := make([]HandoffCell, 0, len(h.dirty))
+	for _, c := range h.dirty {
+		out = append(out, c)
+	}
+	h.dirty = nil
+	return out
+}
+
+// MarkHandoffDirty puts a cell back in the set of cells to synchronise (an
+// anti-entropy exchange with a peer failed).
+func (r *Replica) MarkHandoffDirty(c HandoffCell) { r.handoff.markDirty(c) }
+
+// HandoffStats are this replica's handoff counters.
+type HandoffStats struct {
+	Exchanges uint64 // Exchange calls
+	Writes    uint64 // new state versions written
+	Cells     int    // cells in memory
+	Slots     int    // slots held, summed over the cells in memory
+	Tokens    int    // tokens held (cached for other nodes), summed likewise
+}
+
+// HandoffStats returns the running counts and the slots and tokens the
+// states in memory hold.
+func (r *Replica) HandoffStats() HandoffStats {
+	s := HandoffStats{Exchanges: r.handoff.exchanges.Load(), Writes: r.handoff.writes.Load()}
+	r.handoff.cells.Range(func(_, v any) bool {
+		c := v.(*handoffCell)
+		c.mu.Lock()
+		if c.loaded {
+			s.Cells++
+			s.Slots += c.state.Slots()
+			s.Tokens += c.state.Tokens()
+		}
+		c.mu.Unlock()
+		return true
+	})
+	return s
+}
+
+// applyHandoffMutation takes a handoff cell received as replicated state (a
+// coordinator's read repair, an operator's tool). This replica's own state
+// is stored as is (storage keeps the higher version) and reloaded; another
+// replica's state is merged into ours by an exchange, never stored as ours.
+func (r *Replica) applyHandoffMutation(t *table, m Mutation) error {
+	if m.Cell.Tombstone {
+		return fmt.Errorf("replica: %s columns cannot be deleted", HandoffCounterType)
+	}
+	_, st, err := decodeHandoffCell(m.Cell.Value)
+	if err != nil {
+		return fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+	}
+	if st.ID() != handoff.ID(r.hostID) {
+		enc, err := st.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		_, err = r.Exchange(m.Table, m.Key, m.Cell.Column, enc)
+		return err
+	}
+	hc := HandoffCell{Table: m.Table, Key: m.Key, Column: m.Cell.Column}
+	c, err := r.lockHandoffCell(t, hc)
+	if err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if err := t.write(row.Key{Token: ring.Token(m.Key), Partition: m.Key}, m, commitlog.PayloadShard); err != nil {
+		return err
+	}
+	c.loaded = false // reload the merged version on next use
+	return nil
+}
+
+// Repairs reports whether a coordinator's read repair should send a merged
+// cell of the column back to replicas. It is false for handoff columns:
+// every replica holds its own state, so the merged cell (the largest fetch)
+// differs from all but one, and replicas converge by anti-entropy instead.
+func (r *Replica) Repairs(tableID uint64, column string) bool { return !r.IsHandoff(tableID, column) }
