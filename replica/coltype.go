@@ -44,8 +44,8 @@ type Leader interface {
 
 // columnTypes are the registered column types by name.
 var columnTypes = map[string]ColumnType{
-	"counter":        vanillaCounter{},
-	"legacy_counter": legacyCounter{},
+	"counter":          vanillaCounter{},
+	"legacy_counter":   legacyCounter{},
 	HandoffCounterType: handoffCounter{},
 }
 
