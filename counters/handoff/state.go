@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"slices"
 )
 
 // IDLen is the length of a node id.
@@ -107,6 +108,21 @@ func (s *State[V]) Tokens() int { return len(s.tokens) }
 // retirement condition of §7.4. A client that sees Handed may stop
 // exchanging messages without losing anything it accounted.
 func (s *State[V]) Handed() bool { return s.vals[s.id].isZero() && len(s.tokens) == 0 }
+
+// TokenDestinations returns the destinations of the tokens s created itself
+// and still holds, in id order: the nodes a client must exchange with again
+// to finish its handoffs (§7.4's normal way: a token is dropped only on
+// hearing from its destination).
+func (s *State[V]) TokenDestinations() []ID {
+	var out []ID
+	for k := range s.tokens {
+		if k.Src == s.id {
+			out = append(out, k.Dst)
+		}
+	}
+	slices.SortFunc(out, ID.Compare)
+	return out
+}
 
 // Clone returns a deep copy of the state (values are immutable and shared).
 func (s *State[V]) Clone() *State[V] {

@@ -121,3 +121,31 @@ func TestViewOfBusyServer(t *testing.T) {
 		t.Fatalf("server after the handoff: fetch %d, %d slots", srv.Fetch(), srv.Slots())
 	}
 }
+
+func TestTokenDestinations(t *testing.T) {
+	var a, b, c ID
+	a[0], b[0], c[0] = 1, 2, 3
+	cl := NewCounter(c, 1)
+	sa, sb := NewCounter(a, 0), NewCounter(b, 0)
+	if len(cl.TokenDestinations()) != 0 {
+		t.Fatal("a fresh state has token destinations")
+	}
+	cl.Add(2)
+	sb.Merge(cl.View(b, 0))
+	cl.Merge(sb.View(c, 1)) // token for b
+	cl.Add(1)
+	sa.Merge(cl.View(a, 0))
+	cl.Merge(sa.View(c, 1)) // token for a
+	if got := cl.TokenDestinations(); len(got) != 2 || got[0] != a || got[1] != b {
+		t.Fatalf("destinations %v, want [a b]", got)
+	}
+	sa.Merge(cl.View(a, 0)) // a acquires
+	sb.Merge(cl.View(b, 0)) // b acquires, and caches the client's token for a
+	cl.Merge(sa.View(c, 1)) // the client hears from a only
+	if got := cl.TokenDestinations(); len(got) != 1 || got[0] != b {
+		t.Fatalf("after hearing from a: %v, want [b]", got)
+	}
+	if got := sb.TokenDestinations(); len(got) != 0 {
+		t.Fatalf("a server's cached tokens are not its own: %v", got)
+	}
+}
