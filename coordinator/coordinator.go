@@ -115,6 +115,13 @@ type Stats struct {
 	// Dismissed counts the updates this node led that its column recognised
 	// as retries (FBF counters) and acknowledged without applying.
 	Dismissed uint64
+	// HandoffExchanges counts the handoff exchanges this node coordinated
+	// (clients' and its own for plain updates); HandoffBytes the encoded
+	// states they carried, both ways.
+	HandoffExchanges, HandoffBytes uint64
+	// HandoffSyncMessages counts the anti-entropy exchanges this node sent
+	// to other tier-0 replicas; HandoffSyncBytes their states, both ways.
+	HandoffSyncMessages, HandoffSyncBytes uint64
 }
 
 // Coordinator serves counter writes and reads for one node.
@@ -127,6 +134,8 @@ type Coordinator struct {
 		writes, led, unavailable, writeTimeouts atomic.Uint64
 		reads, readTimeouts, repairs, mutations atomic.Uint64
 		dismissed                               atomic.Uint64
+		handoffExchanges, handoffBytes          atomic.Uint64
+		handoffSyncMessages, handoffSyncBytes   atomic.Uint64
 	}
 }
 
@@ -156,7 +165,9 @@ func (c *Coordinator) Stats() Stats {
 	return Stats{
 		Writes: s.writes.Load(), WritesLed: s.led.Load(), Unavailable: s.unavailable.Load(), WriteTimeouts: s.writeTimeouts.Load(),
 		Reads: s.reads.Load(), ReadTimeouts: s.readTimeouts.Load(), ReadRepairs: s.repairs.Load(), ReplicaMutations: s.mutations.Load(),
-		Dismissed: s.dismissed.Load(),
+		Dismissed:        s.dismissed.Load(),
+		HandoffExchanges: s.handoffExchanges.Load(), HandoffBytes: s.handoffBytes.Load(),
+		HandoffSyncMessages: s.handoffSyncMessages.Load(), HandoffSyncBytes: s.handoffSyncBytes.Load(),
 	}
 }
 
@@ -377,6 +388,8 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		return transport.Message{Type: TypeMutation}, nil
 	case TypeScan:
 		return c.handleScan(m.Body)
+	case TypeHandoffExchange:
+		return c.handleHandoffExchange(m.Body)
 	case TypeRead:
 		table, key, err := decodeRead(m.Body)
 		if err != nil {

@@ -145,8 +145,12 @@ func (c *Coordinator) repair(ctx context.Context, table uint64, key []byte, merg
 		m replica.Mutation
 	}
 	var jobs []job
+	rp, _ := c.cfg.Store.(repairPolicy)
 	for _, a := range answers {
 		for _, mc := range merged.Cells {
+			if rp != nil && !rp.Repairs(table, mc.Column) {
+				continue
+			}
 			have, ok := a.r.Cell(mc.Column)
 			if ok && have.Tombstone == mc.Tombstone && bytes.Equal(have.Value, mc.Value) {
 				continue

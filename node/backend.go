@@ -39,6 +39,14 @@ func (b backend) CounterWrite(ctx context.Context, u replica.Update, cl coordina
 	return b.n.coord.CounterWrite(ctx, u, cl)
 }
 
+func (b backend) HandoffExchange(ctx context.Context, table uint64, key []byte, column string, state []byte) ([]byte, error) {
+	return b.n.coord.HandoffExchange(ctx, table, key, column, state)
+}
+
+func (b backend) HandoffIncrement(ctx context.Context, table uint64, key []byte, column string, n uint64) error {
+	return b.n.coord.HandoffIncrement(ctx, table, key, column, n)
+}
+
 func (b backend) Read(ctx context.Context, table uint64, key []byte, cl coordinator.ConsistencyLevel) (row.Row, bool, error) {
 	return b.n.coord.Read(ctx, table, key, cl)
 }

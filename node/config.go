@@ -38,6 +38,7 @@ type Config struct {
 	GossipIntervalMS      int     `yaml:"gossip_interval_in_ms"`               // default 1000
 	HintDeliveryMS        int     `yaml:"hint_delivery_interval_in_ms"`        // default 1000
 	CounterLeader         string  `yaml:"counter_leader"`                      // random (Cassandra) | first
+	HandoffSyncMS         int     `yaml:"handoff_sync_interval_in_ms"`         // handoff counters' tier-0 anti-entropy period, default 1000
 
 	// StartNativeTransport serves CQL (default true).
 	StartNativeTransport      *bool             `yaml:"start_native_transport"`
@@ -125,6 +126,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.ReadTimeoutMS, 5000)
 	def(&c.GossipIntervalMS, 1000)
 	def(&c.HintDeliveryMS, 1000)
+	def(&c.HandoffSyncMS, 1000)
 	if c.PhiConvictThreshold <= 0 {
 		c.PhiConvictThreshold = 8
 	}

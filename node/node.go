@@ -184,10 +184,14 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	}
 	n.ready.Store(true)
 	n.gossip.Start()
-	n.bg.Add(2)
+	n.bg.Add(3)
 	go func() {
 		defer n.bg.Done()
 		n.hints.Run(ctx, ms(cfg.HintDeliveryMS), n.view, n.tr)
+	}()
+	go func() {
+		defer n.bg.Done()
+		n.coord.RunHandoffSync(ctx, ms(cfg.HandoffSyncMS))
 	}()
 	go func() {
 		defer n.bg.Done()

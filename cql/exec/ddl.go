@@ -280,9 +280,6 @@ func tableDef(ks string, st *parse.CreateTable) (replica.TableDef, error) {
 	}
 	for _, n := range counters {
 		c := cols[n]
-		if c.Type.Name == "handoff_counter" {
-			return def, invalid("handoff_counter columns are not supported yet")
-		}
 		def.Columns = append(def.Columns, replica.ColumnDef{Name: n, Type: c.Type.Name})
 	}
 	opts, err := tablePropertyOptions(st.Properties)

@@ -20,6 +20,7 @@ type batchItem struct {
 // write is one change to apply: a counter update or a deletion.
 type write struct {
 	update  *replica.Update
+	handoff bool // update is of a handoff_counter column
 	table   uint64
 	key     []byte
 	delete  bool
@@ -104,6 +105,19 @@ func checkDelete(t *tableInfo, st *parse.Delete) error {
 			return invalid("Invalid identifier %s for deletion (should not be a PRIMARY KEY part)", c.name)
 		}
 	}
+	for _, c := range t.regular {
+		if c.cqlType != replica.HandoffCounterType {
+			continue
+		}
+		if len(st.Columns) == 0 {
+			return invalid("%s columns cannot be deleted: table %s has %s (delete the other columns by name)", replica.HandoffCounterType, t.name, c.name)
+		}
+		for _, n := range st.Columns {
+			if n == c.name {
+				return invalid("%s columns cannot be deleted (%s)", replica.HandoffCounterType, c.name)
+			}
+		}
+	}
 	_, err := keyRestrictions(t, st.Where, false)
 	return err
 }
@@ -134,7 +148,9 @@ func delta(v frame.Value, col string) (d int64, skip bool, err error) {
 // statements of a batch. Everything is checked and bound before the first
 // write; writes then go out in statement order, statement i with op id
 // sequence + i.
-func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []parse.UsingOption, items []batchItem, cl frame.Consistency, payload map[string][]byte) error {
+// A handoff exchange (payload idemkv-handoff) puts the replica's answer in
+// reply.
+func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []parse.UsingOption, items []batchItem, cl frame.Consistency, payload, reply map[string][]byte) error {
 	hasOp, client, seq, err := opID(payload)
 	if err != nil {
 		return err
@@ -177,16 +193,38 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 		}
 		writes = append(writes, ws...)
 	}
+	state, exchange := payload[HandoffPayloadKey]
+	if exchange {
+		if len(writes) != 1 || !writes[0].handoff {
+			return invalid("custom payload %s needs a request of exactly one handoff_counter update", HandoffPayloadKey)
+		}
+	}
 	if len(writes) == 0 {
 		return nil
 	}
 	if err := validateCounterWrite(cl); err != nil {
 		return err
 	}
+	if exchange {
+		u := writes[0].update
+		out, err := e.b.HandoffExchange(ctx, u.Table, u.Key, u.Column, state)
+		if err != nil {
+			return err
+		}
+		reply[HandoffPayloadKey] = out
+		return nil
+	}
 	now := e.opts.Now().UnixNano()
 	for _, w := range writes {
 		if w.delete {
 			if err := e.b.Delete(ctx, w.table, w.key, w.columns, coordinator.ConsistencyLevel(cl)); err != nil {
+				return err
+			}
+			continue
+		}
+		if w.handoff {
+			u := w.update
+			if err := e.b.HandoffIncrement(ctx, u.Table, u.Key, u.Column, uint64(u.Delta)); err != nil {
 				return err
 			}
 			continue
@@ -234,7 +272,11 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 			if sc.Op == '-' {
 				d = -d
 			}
-			out = append(out, write{update: &replica.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: d}, index: i})
+			isHandoff := c.cqlType == replica.HandoffCounterType
+			if isHandoff && d < 0 {
+				return nil, invalid("%s column %s can only be incremented (got %d)", replica.HandoffCounterType, c.name, d)
+			}
+			out = append(out, write{update: &replica.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: d}, handoff: isHandoff, index: i})
 		}
 		return out, nil
 	case *parse.Delete:

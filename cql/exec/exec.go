@@ -15,6 +15,17 @@
 // share that statement's op id (filters are kept per counter column). A
 // request without the payload is applied as a vanilla update.
 //
+// Handoff counters. A `handoff_counter` column is updated with `UPDATE t SET
+// c = c + ? WHERE k = ?`. With the custom payload `idemkv-handoff` (the
+// client's encoded handoff state, tier ≥ 1, as package client sends it) the
+// update is an exchange: the delta is ignored (the increments are inside the
+// state), the request must hold exactly this one update, and the response
+// carries the server replica's view for the client under the same key.
+// Without the payload the coordinator acts as the tier-1 participant for the
+// request (at-least-once with driver retries); the delta must be ≥ 0 (a
+// handoff counter only grows). SELECT reads the largest fetch of the
+// replicas read. Handoff counter cells cannot be deleted.
+//
 // The FBF table option. `WITH idempotence = {'class': 'fbf', ...}` is kept
 // in TableDef.Options["idempotence"] as the JSON of the map's entries (all
 // values as text, as given); system_schema.tables shows it in its
@@ -41,6 +52,11 @@ import (
 
 // OpPayloadKey is the custom payload key of an operation id.
 const OpPayloadKey = "idemkv-op"
+
+// HandoffPayloadKey is the custom payload key of a handoff counter
+// exchange: on the request, the client's encoded handoff state (or view for
+// the server); on the response, the server replica's view for the client.
+const HandoffPayloadKey = "idemkv-handoff"
 
 // Defaults of Options.
 const (
@@ -135,8 +151,9 @@ func (e *Executor) Query(ctx context.Context, s *cql.Session, query string, p fr
 			return cql.Outcome{}, err
 		}
 	}
-	res, err := e.run(ctx, s, ks, st, p, payload)
-	return cql.Outcome{Result: res}, mapError(err)
+	reply := map[string][]byte{}
+	res, err := e.run(ctx, s, ks, st, p, payload, reply)
+	return outcome(res, reply), mapError(err)
 }
 
 // Prepare implements cql.Executor: the id is the MD5 of the keyspace and the
@@ -205,8 +222,9 @@ func (e *Executor) Execute(ctx context.Context, s *cql.Session, id []byte, p fra
 			return cql.Outcome{}, err
 		}
 	}
-	res, err := e.run(ctx, s, pr.keyspace, pr.stmt, p, payload)
-	return cql.Outcome{Result: res}, mapError(err)
+	reply := map[string][]byte{}
+	res, err := e.run(ctx, s, pr.keyspace, pr.stmt, p, payload, reply)
+	return outcome(res, reply), mapError(err)
 }
 
 // Batch implements cql.Executor.
@@ -246,11 +264,21 @@ func (e *Executor) Batch(ctx context.Context, s *cql.Session, b frame.Batch, pay
 	default:
 		return cql.Outcome{}, frame.Errorf(frame.ErrProtocol, "Unknown batch type %d", b.Type)
 	}
-	err = e.runBatch(ctx, typ, nil, items, frame.Consistency(b.Consistency), payload)
+	reply := map[string][]byte{}
+	err = e.runBatch(ctx, typ, nil, items, frame.Consistency(b.Consistency), payload, reply)
 	if err != nil {
 		return cql.Outcome{}, mapError(err)
 	}
-	return cql.Outcome{Result: frame.VoidResult{}}, nil
+	return outcome(frame.VoidResult{}, reply), nil
+}
+
+// outcome is a result with the response's custom payload, if any.
+func outcome(res frame.Result, reply map[string][]byte) cql.Outcome {
+	out := cql.Outcome{Result: res}
+	if len(reply) > 0 {
+		out.Payload = reply
+	}
+	return out
 }
 
 // recoverTo turns a panic into a server error, so that no input crashes the

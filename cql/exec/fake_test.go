@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/counters/handoff"
 	"github.com/idemkv/idemkv/cql"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/replica"
@@ -35,6 +36,8 @@ type fakeBackend struct {
 	writeErr error // returned by CounterWrite and Delete when set
 	readErr  error // returned by Read and Scan when set
 	peers    []NodeInfo
+
+	handoffIncrements []uint64
 }
 
 func newFake(t *testing.T) *fakeBackend {
@@ -85,6 +88,33 @@ func (f *fakeBackend) CounterWrite(ctx context.Context, u replica.Update, cl coo
 	}
 	_, err = f.rep.Apply(u)
 	return err
+}
+
+func (f *fakeBackend) HandoffExchange(ctx context.Context, table uint64, key []byte, column string, state []byte) ([]byte, error) {
+	return f.rep.Exchange(table, key, column, state)
+}
+
+// HandoffIncrement hands n off from a temporary tier-1 state, as the
+// coordinator does.
+func (f *fakeBackend) HandoffIncrement(ctx context.Context, table uint64, key []byte, column string, n uint64) error {
+	f.mu.Lock()
+	f.handoffIncrements = append(f.handoffIncrements, n)
+	f.mu.Unlock()
+	p := handoff.NewCounter(handoff.ID{0xc0, byte(len(f.handoffIncrements))}, 1)
+	p.Add(n)
+	for !p.Handed() {
+		v, _ := p.View(handoff.ID{}, 0).MarshalBinary()
+		reply, err := f.rep.Exchange(table, key, column, v)
+		if err != nil {
+			return err
+		}
+		r := handoff.NewCounter(handoff.ID{}, 0)
+		if err := r.UnmarshalBinary(reply); err != nil {
+			return err
+		}
+		p.Merge(r)
+	}
+	return nil
 }
 
 func (f *fakeBackend) Read(ctx context.Context, table uint64, key []byte, cl coordinator.ConsistencyLevel) (row.Row, bool, error) {

@@ -60,7 +60,7 @@ var keyTypes = map[string]frame.DataType{
 }
 
 // counterTypes are the counter column types a table may hold.
-var counterTypes = map[string]bool{"counter": true, "legacy_counter": true}
+var counterTypes = map[string]bool{"counter": true, "legacy_counter": true, replica.HandoffCounterType: true}
 
 func newTableInfo(def replica.TableDef) *tableInfo {
 	t := &tableInfo{keyspace: def.Keyspace, name: def.Name, id: def.ID, def: def, cols: map[string]*column{}}
@@ -114,7 +114,7 @@ func (e *Executor) resolve(sessionKS string, tn parse.TableName) (*tableInfo, er
 }
 
 // run executes a parsed statement with its parameters.
-func (e *Executor) run(ctx context.Context, s *cql.Session, ks string, st parse.Statement, p frame.QueryParams, payload map[string][]byte) (frame.Result, error) {
+func (e *Executor) run(ctx context.Context, s *cql.Session, ks string, st parse.Statement, p frame.QueryParams, payload, reply map[string][]byte) (frame.Result, error) {
 	if n := parse.Markers(st); n != len(p.Values) {
 		return nil, invalid("There were %d markers(?) in CQL but %d bound variables", n, len(p.Values))
 	}
@@ -134,7 +134,7 @@ func (e *Executor) run(ctx context.Context, s *cql.Session, ks string, st parse.
 	case *parse.Select:
 		return e.selectRows(ctx, ks, st, p)
 	case *parse.Update, *parse.Delete, *parse.Insert:
-		err := e.runBatch(ctx, -1, nil, []batchItem{{keyspace: ks, stmt: st, values: p.Values}}, p.Consistency, payload)
+		err := e.runBatch(ctx, -1, nil, []batchItem{{keyspace: ks, stmt: st, values: p.Values}}, p.Consistency, payload, reply)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +146,7 @@ func (e *Executor) run(ctx context.Context, s *cql.Session, ks string, st parse.
 		for i, x := range st.Statements {
 			items[i] = batchItem{keyspace: ks, stmt: x, values: p.Values}
 		}
-		if err := e.runBatch(ctx, st.Type, st.Using, items, p.Consistency, payload); err != nil {
+		if err := e.runBatch(ctx, st.Type, st.Using, items, p.Consistency, payload, reply); err != nil {
 			return nil, err
 		}
 		return frame.VoidResult{}, nil

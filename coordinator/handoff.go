@@ -1,0 +1,373 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/idemkv/idemkv/counters/handoff"
+	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/transport"
+)
+
+// TypeHandoffExchange carries a handoff counter exchange to a replica of the
+// key (a tier-0 node): table, key, column and an encoded handoff state or
+// view; the answer is an outcome and, on success, the replica's view for the
+// sender. Clients' exchanges (forwarded by their coordinator) and the
+// replicas' anti-entropy use it alike.
+const TypeHandoffExchange transport.Type = 20
+
+// HandoffStore is what the handoff counter paths need of the local replica
+// (replica.Replica implements it). A Store without it serves no handoff
+// counters.
+type HandoffStore interface {
+	Exchange(table uint64, key []byte, column string, incoming []byte) ([]byte, error)
+	HandoffView(table uint64, key []byte, column string, peer handoff.ID) ([]byte, error)
+	TakeHandoffDirty() []replica.HandoffCell
+	MarkHandoffDirty(c replica.HandoffCell)
+}
+
+// repairPolicy is implemented by Stores with columns that must not be read
+// repaired (handoff counters: each replica holds its own state).
+type repairPolicy interface {
+	Repairs(table uint64, column string) bool
+}
+
+func (c *Coordinator) handoffStore() (HandoffStore, error) {
+	h, ok := c.cfg.Store.(HandoffStore)
+	if !ok {
+		return nil, &InvalidError{Msg: "this node's store serves no handoff counters"}
+	}
+	return h, nil
+}
+
+// HandoffExchange forwards a client's handoff exchange (its encoded state or
+// view, tier ≥ 1) to one live natural replica of the key: one the client
+// holds a token for if any is live (the client drops a token only on
+// hearing from its destination), else the first live one in ring order (so
+// that a client keeps meeting the same tier-0 node while it lives; any
+// replica would be safe), trying the next live ones if it fails, and returns that replica's view for the client. The replica answers
+// only once its merged state is durable. The consistency level is not used:
+// an exchange involves one tier-0 node, and a client's increments stay in
+// its own state (a token) until a tier-0 node has acquired them.
+func (c *Coordinator) HandoffExchange(ctx context.Context, table uint64, key []byte, column string, state []byte) ([]byte, error) {
+	c.stats.handoffExchanges.Add(1)
+	c.stats.handoffBytes.Add(uint64(len(state)))
+	if _, err := c.handoffStore(); err != nil {
+		return nil, err
+	}
+	in := handoff.NewCounter(handoff.ID{}, 0)
+	if err := in.UnmarshalBinary(state); err != nil {
+		return nil, &InvalidError{Msg: "handoff exchange: " + err.Error()}
+	}
+	_, live, _, err := c.placement(table, key, One)
+	if err != nil {
+		return nil, err
+	}
+	if len(live) == 0 {
+		c.stats.unavailable.Add(1)
+		return nil, &UnavailableError{CL: One, Required: 1, Alive: 0}
+	}
+	live = tokenDestinationsFirst(live, in.TokenDestinations())
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	defer cancel()
+	var last error
+	for _, e := range live {
+		reply, err := c.exchangeWith(ctx, e, table, key, column, state)
+		if err == nil {
+			c.stats.handoffBytes.Add(uint64(len(reply)))
+			return reply, nil
+		}
+		var inv *InvalidError
+		if errors.As(err, &inv) || ctx.Err() != nil {
+			return nil, c.countTimeout(handoffTimeout(err))
+		}
+		last = err
+		c.logger.Debug("handoff exchange with replica failed", "replica", e.ID, "err", err)
+	}
+	return nil, c.countTimeout(handoffTimeout(last))
+}
+
+// tokenDestinationsFirst orders the live replicas for an exchange: those
+// the sender holds tokens for first (it can drop a token only on hearing
+// from its destination, §7.4), then ring order.
+func tokenDestinationsFirst(live []ring.Endpoint, dsts []handoff.ID) []ring.Endpoint {
+	if len(dsts) == 0 {
+		return live
+	}
+	out := make([]ring.Endpoint, 0, len(live))
+	rest := make([]ring.Endpoint, 0, len(live))
+	for _, e := range live {
+		id, err := parseHostID(e.ID)
+		if err == nil && slices.Contains(dsts, id) {
+			out = append(out, e)
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	return append(out, rest...)
+}
+
+func handoffTimeout(err error) error {
+	var inv *InvalidError
+	if errors.As(err, &inv) {
+		return err
+	}
+	return &WriteTimeoutError{CL: One, BlockFor: 1, WriteType: WriteTypeCounter}
+}
+
+// exchangeWith runs one exchange with replica e (this node or a peer).
+func (c *Coordinator) exchangeWith(ctx context.Context, e ring.Endpoint, table uint64, key []byte, column string, state []byte) ([]byte, error) {
+	if e.ID == c.cfg.Cluster.Self().ID {
+		h, err := c.handoffStore()
+		if err != nil {
+			return nil, err
+		}
+		reply, err := h.Exchange(table, key, column, state)
+		if err != nil {
+			return nil, &InvalidError{Msg: err.Error()}
+		}
+		return reply, nil
+	}
+	addr, ok := c.cfg.Cluster.Addr(e.ID)
+	if !ok {
+		return nil, transport.ErrUnreachable
+	}
+	resp, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeHandoffExchange, Body: encodeHandoffExchange(table, key, column, state)})
+	if err != nil {
+		return nil, err
+	}
+	return decodeHandoffReply(resp.Body)
+}
+
+// handoffAttempts bounds the exchanges of HandoffIncrement.
+const handoffAttempts = 8
+
+// HandoffIncrement serves a plain `UPDATE ... SET c = c + n` of a handoff
+// column (a driver without the client helper): the coordinator acts as the
+// tier-1 participant for this one request, with a fresh random id, adds n,
+// and exchanges with a replica until its increments are handed off (a
+// bounded number of exchanges within the counter write timeout). It answers
+// success only once handed off, so a success counts n exactly once. On a
+// timeout the increment may or may not have been acquired by a replica, and
+// the temporary state is dropped: with the driver's retry the update is
+// at-least-once between the driver and the coordinator (a retry of an update
+// whose answer was lost counts again), as a vanilla counter is.
+func (c *Coordinator) HandoffIncrement(ctx context.Context, table uint64, key []byte, column string, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	var id handoff.ID
+	if _, err := rand.Read(id[:]); err != nil {
+		return err
+	}
+	p := handoff.NewCounter(id, 1)
+	p.Add(n)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	defer cancel()
+	for i := 0; i < handoffAttempts && !p.Handed(); i++ {
+		view, err := p.View(handoff.ID{}, 0).MarshalBinary()
+		if err != nil {
+			return err
+		}
+		reply, err := c.HandoffExchange(ctx, table, key, column, view)
+		if err != nil {
+			var inv *InvalidError
+			var un *UnavailableError
+			if errors.As(err, &inv) || errors.As(err, &un) || ctx.Err() != nil {
+				return err
+			}
+			continue
+		}
+		r := handoff.NewCounter(handoff.ID{}, 0)
+		if err := r.UnmarshalBinary(reply); err != nil {
+			return err
+		}
+		p.Merge(r)
+	}
+	if !p.Handed() {
+		c.stats.writeTimeouts.Add(1)
+		return &WriteTimeoutError{CL: One, BlockFor: 1, WriteType: WriteTypeCounter}
+	}
+	return nil
+}
+
+// handleHandoffExchange serves TypeHandoffExchange on a replica.
+func (c *Coordinator) handleHandoffExchange(body []byte) (transport.Message, error) {
+	table, key, column, state, err := decodeHandoffExchange(body)
+	if err != nil {
+		return transport.Message{}, err
+	}
+	h, err := c.handoffStore()
+	if err != nil {
+		return transport.Message{Type: TypeHandoffExchange, Body: encodeHandoffReply(nil, err)}, nil
+	}
+	reply, err := h.Exchange(table, key, column, state)
+	if err != nil {
+		err = &InvalidError{Msg: err.Error()}
+	}
+	return transport.Message{Type: TypeHandoffExchange, Body: encodeHandoffReply(reply, err)}, nil
+}
+
+// DefaultHandoffSyncInterval is the default period of RunHandoffSync.
+const DefaultHandoffSyncInterval = time.Second
+
+// handoffSyncWorkers bounds the concurrent exchanges of one round.
+const handoffSyncWorkers = 8
+
+// RunHandoffSync is the tier-0 anti-entropy of handoff counters: every
+// interval, each handoff cell this replica changed since the last round is
+// exchanged with every other natural replica of its key (this replica's
+// View(peer, 0) out, the peer's view for it back and merged). A cell whose
+// exchange with some peer failed (or whose peer is down) is kept for the
+// next round. It returns when ctx ends.
+func (c *Coordinator) RunHandoffSync(ctx context.Context, interval time.Duration) {
+	h, ok := c.cfg.Store.(HandoffStore)
+	if !ok {
+		return
+	}
+	if interval <= 0 {
+		interval = DefaultHandoffSyncInterval
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		c.HandoffSyncRound(ctx, h)
+	}
+}
+
+// HandoffSyncRound runs one anti-entropy round (see RunHandoffSync).
+func (c *Coordinator) HandoffSyncRound(ctx context.Context, h HandoffStore) {
+	cells := h.TakeHandoffDirty()
+	if len(cells) == 0 {
+		return
+	}
+	jobs := make(chan replica.HandoffCell)
+	var wg sync.WaitGroup
+	for range min(handoffSyncWorkers, len(cells)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for cell := range jobs {
+				if !c.syncCell(ctx, h, cell) {
+					h.MarkHandoffDirty(cell)
+				}
+			}
+		}()
+	}
+	for _, cell := range cells {
+		jobs <- cell
+	}
+	close(jobs)
+	wg.Wait()
+}
+
+// syncCell exchanges one cell with every other natural replica; false if
+// some exchange did not complete.
+func (c *Coordinator) syncCell(ctx context.Context, h HandoffStore, cell replica.HandoffCell) bool {
+	s, err := c.cfg.Tables.Strategy(cell.Table)
+	if err != nil {
+		return true // a dropped table: nothing to do
+	}
+	self := c.cfg.Cluster.Self().ID
+	ok := true
+	for _, e := range s.Replicas(c.cfg.Cluster.Metadata(), ring.Token(cell.Key)) {
+		if e.ID == self {
+			continue
+		}
+		if !c.cfg.Cluster.IsUp(e.ID) {
+			ok = false
+			continue
+		}
+		if err := c.syncWith(ctx, h, cell, e); err != nil {
+			c.logger.Debug("handoff anti-entropy exchange failed", "peer", e.ID, "err", err)
+			ok = false
+		}
+	}
+	return ok
+}
+
+func (c *Coordinator) syncWith(ctx context.Context, h HandoffStore, cell replica.HandoffCell, e ring.Endpoint) error {
+	peer, err := parseHostID(e.ID)
+	if err != nil {
+		return err
+	}
+	view, err := h.HandoffView(cell.Table, cell.Key, cell.Column, peer)
+	if err != nil {
+		return err
+	}
+	addr, ok := c.cfg.Cluster.Addr(e.ID)
+	if !ok {
+		return transport.ErrUnreachable
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	defer cancel()
+	c.stats.handoffSyncMessages.Add(1)
+	c.stats.handoffSyncBytes.Add(uint64(len(view)))
+	resp, err := c.cfg.Transport.Request(rctx, addr, transport.Message{Type: TypeHandoffExchange, Body: encodeHandoffExchange(cell.Table, cell.Key, cell.Column, view)})
+	if err != nil {
+		return err
+	}
+	reply, err := decodeHandoffReply(resp.Body)
+	if err != nil {
+		return err
+	}
+	c.stats.handoffSyncBytes.Add(uint64(len(reply)))
+	_, err = h.Exchange(cell.Table, cell.Key, cell.Column, reply)
+	return err
+}
+
+func parseHostID(s string) (handoff.ID, error) {
+	var id handoff.ID
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(id) {
+		return id, fmt.Errorf("coordinator: host id %q is not 16 hex bytes", s)
+	}
+	copy(id[:], b)
+	return id, nil
+}
+
+func encodeHandoffExchange(table uint64, key []byte, column string, state []byte) []byte {
+	e := newEnc()
+	e.u64(table)
+	e.bytes(key)
+	e.str(column)
+	e.bytes(state)
+	return e.b
+}
+
+func decodeHandoffExchange(b []byte) (table uint64, key []byte, column string, state []byte, err error) {
+	d := newDec(b)
+	table, key, column, state = d.u64(), d.bytes(), d.str(), d.bytes()
+	return table, key, column, state, d.end()
+}
+
+func encodeHandoffReply(reply []byte, err error) []byte {
+	out := encodeResult(err)
+	if err == nil {
+		e := &enc{b: out}
+		e.bytes(reply)
+		out = e.b
+	}
+	return out
+}
+
+func decodeHandoffReply(b []byte) ([]byte, error) {
+	d := newDec(b)
+	if s := d.u8(); d.err != nil || s != statusOK {
+		return nil, decodeResult(b)
+	}
+	reply := d.bytes()
+	return reply, d.end()
+}
