@@ -8,6 +8,23 @@
 //
 // A vanilla counter column ignores the op id; a retried update may then be
 // counted twice, which is exactly what idemkv measures.
+//
+// # Handoff counters
+//
+// For a `handoff_counter` column, HandoffCounter makes the client a tier-1
+// participant of one cell (see its documentation and counters/handoff):
+//
+//	h, err := client.NewHandoffCounter(session, "ks.t", "c", "k = ?",
+//		client.HandoffOptions{File: "/var/lib/app/t-c-key1.state"}, "key1")
+//	h.Add(1)                 // counted locally (and durably, with a file)
+//	err = h.Exchange(ctx)    // one UPDATE carrying the state; safe to retry
+//	...
+//	err = h.Flush(ctx)       // exchange until everything is handed off
+//	err = h.Retire()         // then stop taking part
+//
+// A plain `UPDATE ks.t SET c = c + 1 WHERE k = ?` from any driver also
+// works: the coordinator then acts as the tier-1 participant for that one
+// request, and a driver retry after a lost answer may count it twice.
 package client
 
 import (

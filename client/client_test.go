@@ -1,6 +1,8 @@
 package client
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/idemkv/idemkv/internal/testseed"
@@ -41,5 +43,40 @@ func TestSequencesAreReserved(t *testing.T) {
 	}
 	if New(nil, Options{}).ID() == 0 {
 		t.Fatal("a random client id is 0")
+	}
+}
+
+func TestHandoffCounterFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "h.state")
+	h, err := NewHandoffCounter(nil, "ks.t", "c", "k = ?", HandoffOptions{File: file}, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.Handed() || h.Retire() != nil {
+		t.Fatal("a fresh counter is not handed off and retirable")
+	}
+	h, err = NewHandoffCounter(nil, "ks.t", "c", "k = ?", HandoffOptions{File: file}, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := h.ID()
+	if err := h.Add(3); err != nil {
+		t.Fatal(err)
+	}
+	back, err := NewHandoffCounter(nil, "ks.t", "c", "k = ?", HandoffOptions{File: file}, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.ID() != id || back.Value() != 3 || back.Handed() {
+		t.Fatalf("reopened: id %v value %d handed %v; want %v, 3, false", back.ID(), back.Value(), back.Handed(), id)
+	}
+	if err := back.Retire(); err == nil {
+		t.Fatal("retired with increments not handed off")
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatal("the state file is gone before retirement")
+	}
+	if h.stmt != "UPDATE ks.t SET c = c + ? WHERE k = ?" {
+		t.Fatalf("statement %q", h.stmt)
 	}
 }
