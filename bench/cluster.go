@@ -48,8 +48,10 @@ type Cluster struct {
 	nodes []*node.Node // nil while stopped
 	confs []node.Config
 	opts  []node.Options
-	// dismissedGone is what stopped node objects had counted.
+	// dismissedGone is what stopped node objects had counted; syncGone
+	// their handoff anti-entropy counts.
 	dismissedGone uint64
+	syncGone      [2]uint64
 }
 
 // StartCluster starts the ring and waits until every node sees every other
@@ -153,6 +155,55 @@ func (c *Cluster) Dismissed() uint64 {
 	return n
 }
 
+// ClusterHandoffStats are an embedded ring's handoff counter counts.
+type ClusterHandoffStats struct {
+	SyncMessages, SyncBytes uint64 // tier-0 anti-entropy, stopped incarnations included
+	Slots                   int    // slots the running replicas hold now
+}
+
+// HandoffStats sums the nodes' handoff counts.
+func (c *Cluster) HandoffStats() ClusterHandoffStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := ClusterHandoffStats{SyncMessages: c.syncGone[0], SyncBytes: c.syncGone[1]}
+	for _, nd := range c.nodes {
+		if nd != nil {
+			st := nd.Coordinator().Stats()
+			out.SyncMessages += st.HandoffSyncMessages
+			out.SyncBytes += st.HandoffSyncBytes
+			out.Slots += nd.Replica().HandoffStats().Slots
+		}
+	}
+	return out
+}
+
+// LocalValues reads a counter column of keys of table ks.table on every
+// running node's own replica (no coordinator): out[i][key], node i 0-based,
+// nil for a stopped node.
+func (c *Cluster) LocalValues(ks, table, column string, keys []string) ([]map[string]int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]map[string]int64, len(c.nodes))
+	for i, nd := range c.nodes {
+		if nd == nil {
+			continue
+		}
+		def, ok := nd.Schema().Table(ks, table)
+		if !ok {
+			return nil, fmt.Errorf("bench: node %d has no table %s.%s", i+1, ks, table)
+		}
+		out[i] = map[string]int64{}
+		for _, k := range keys {
+			v, _, err := nd.Replica().Value(def.ID, []byte(k), column)
+			if err != nil {
+				return nil, err
+			}
+			out[i][k] = v
+		}
+	}
+	return out, nil
+}
+
 // Kill stops node i (1-based), as a crash would from the clients' side:
 // its connections close and in-flight statements get no answer.
 func (c *Cluster) Kill(i int) error {
@@ -160,7 +211,10 @@ func (c *Cluster) Kill(i int) error {
 	n := c.nodes[i-1]
 	c.nodes[i-1] = nil
 	if n != nil {
-		c.dismissedGone += n.Coordinator().Stats().Dismissed
+		st := n.Coordinator().Stats()
+		c.dismissedGone += st.Dismissed
+		c.syncGone[0] += st.HandoffSyncMessages
+		c.syncGone[1] += st.HandoffSyncBytes
 	}
 	c.mu.Unlock()
 	if n == nil {

@@ -53,6 +53,7 @@ type loadFlags struct {
 	killEvery, down            *time.Duration
 	pauseEvery, pauseFor       *time.Duration
 	sample                     *time.Duration
+	handoffExchanges           *int
 	seed                       *uint64
 	format, out, dir           *string
 	quiet, check               *bool
@@ -76,7 +77,7 @@ func addLoadFlags(fs *flag.FlagSet, d loadDefaults) *loadFlags {
 		nodes:               fs.Int("nodes", 3, "nodes of the embedded ring (node i on 127.0.0.i)"),
 		rf:                  fs.Int("rf", 3, "replication factor of keyspace bench when the run creates it"),
 		cl:                  fs.String("cl", "QUORUM", "consistency level of the updates (final values are read at ALL)"),
-		modes:               fs.String("modes", "vanilla,fbf", "counter modes run side by side: tables vanilla and fbf"),
+		modes:               fs.String("modes", "vanilla,fbf", "counter modes run side by side: tables vanilla, fbf and handoff (a handoff_counter column; clients are tier-1 participants)"),
 		clients:             fs.Int("clients", 16, "concurrent clients per mode, each with its own op-id client id"),
 		rate:                fs.Float64("rate", 0, "open loop: ops/s per mode on a fixed schedule (0: closed loop)"),
 		ops:                 fs.Int64("ops", d.ops, "ops per mode (0: run for --duration)"),
@@ -108,6 +109,7 @@ func addLoadFlags(fs *flag.FlagSet, d loadDefaults) *loadFlags {
 		fbfBits:             fs.String("fbf-bits", "", "fbf option bits (default: the column's)"),
 		fbfFPP:              fs.String("fbf-target-fpp", "", "fbf option target_fpp (default: the column's)"),
 		fbfFilter:           fs.String("fbf-filters", "", "fbf option filters (default: the column's)"),
+		handoffExchanges:    fs.Int("handoff-exchanges", 1, "handoff mode: exchanges per op and key (1: an op's increments are handed off by the next op on the key or the final flush; 2: within the op)"),
 	}
 }
 
@@ -139,7 +141,7 @@ func (f *loadFlags) config(name string, stderr io.Writer) (Config, error) {
 		Consistency: cl, Attempts: *f.attempts, Horizon: *f.horizon, Timeout: *f.timeout,
 		Faults: Faults{LostAck: *f.lostAck, Delay: *f.delay, DelayBy: *f.delayBy, KillEvery: *f.killEvery, Down: *f.down,
 			PauseEvery: *f.pauseEvery, PauseFor: *f.pauseFor},
-		Seed: *f.seed, RF: *f.rf, FBFOptions: fbf, SampleEvery: *f.sample,
+		Seed: *f.seed, RF: *f.rf, FBFOptions: fbf, SampleEvery: *f.sample, HandoffExchanges: *f.handoffExchanges,
 	}
 	if !*f.quiet {
 		if file, ok := stderr.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
@@ -216,6 +218,9 @@ func checkReports(reports []*Report) error {
 	for _, r := range reports {
 		if !r.Horizon.AllWithin {
 			return fmt.Errorf("%s: a retry started %.0fms after its op's first attempt, beyond H", r.Name, r.Horizon.MaxRetryAfterMS)
+		}
+		if m, ok := r.Mode(ModeHandoff); ok && (m.Overcount > 0 || m.Undercount > 0) {
+			return fmt.Errorf("%s: handoff over-counted by %d and under-counted by %d", r.Name, m.Overcount, m.Undercount)
 		}
 		m, ok := r.Mode(ModeFBF)
 		if !ok {

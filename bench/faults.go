@@ -22,10 +22,13 @@ import (
 const (
 	ModeVanilla = "vanilla" // bench.vanilla: Cassandra's counter, the op id ignored
 	ModeFBF     = "fbf"     // bench.fbf: WITH idempotence = {'class': 'fbf', ...}
+	// ModeHandoff is bench.handoff (c handoff_counter): clients are tier-1
+	// handoff participants (client.HandoffCounter), see handoff.go.
+	ModeHandoff = "handoff"
 )
 
 // knownModes fixes each mode's number, carried in its clients' ids.
-var knownModes = []string{ModeVanilla, ModeFBF}
+var knownModes = []string{ModeVanilla, ModeFBF, ModeHandoff}
 
 func modeNumber(mode string) (uint64, bool) {
 	for i, m := range knownModes {

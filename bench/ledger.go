@@ -71,6 +71,23 @@ func (l *Ledger) Record(ups []Update, o Outcome) {
 	}
 }
 
+// RecordHeld enters an op whose deltas are held by the client until they
+// are handed off (handoff counters): they must be counted exactly once
+// whatever the op's outcome o, which is only counted.
+func (l *Ledger) RecordHeld(ups []Update, o Outcome) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ops[o]++
+	for _, u := range ups {
+		t := l.keys[u.Key]
+		if t == nil {
+			t = &KeyTally{}
+			l.keys[u.Key] = t
+		}
+		t.Expected += u.Delta
+	}
+}
+
 // Ops returns how many ops were recorded with each outcome.
 func (l *Ledger) Ops() (acked, unknown, failed int64) {
 	l.mu.Lock()

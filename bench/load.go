@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,9 @@ type Config struct {
 	// FBFOptions are extra idempotence options of table bench.fbf;
 	// retry_horizon defaults to Horizon.
 	FBFOptions map[string]string
+	// HandoffExchanges is the handoff mode's exchanges per op and key
+	// (default 1): with 2 an op's increments are handed off within the op.
+	HandoffExchanges int
 	// SampleEvery, when positive, records every mode's expected total and
 	// the total it reads (at QUORUM, over the keys touched so far) at that
 	// period: Report.Series.
@@ -85,6 +89,9 @@ func (c Config) withDefaults() Config {
 	if c.RF <= 0 {
 		c.RF = 3
 	}
+	if c.HandoffExchanges <= 0 {
+		c.HandoffExchanges = 1
+	}
 	if c.Faults.DelayBy <= 0 {
 		c.Faults.DelayBy = c.Timeout + 100*time.Millisecond
 	}
@@ -110,7 +117,7 @@ func (c Config) validate() error {
 	seen := map[string]bool{}
 	for _, m := range c.Modes {
 		if _, ok := modeNumber(m); !ok {
-			return fmt.Errorf("bench: counter mode %q: want %s or %s", m, ModeVanilla, ModeFBF)
+			return fmt.Errorf("bench: counter mode %q: want %s, %s or %s", m, ModeVanilla, ModeFBF, ModeHandoff)
 		}
 		if seen[m] {
 			return fmt.Errorf("bench: counter mode %q given twice", m)
@@ -152,6 +159,7 @@ type modeRun struct {
 	attempts, retries, updates atomic.Int64
 	maxRetryAfter              atomic.Int64 // nanoseconds after the first attempt
 	clientDups                 atomic.Int64 // updates known applied whose ack the client dropped
+	handoff                    *handoffRun  // the handoff mode's counters
 }
 
 type runner struct {
@@ -214,9 +222,19 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		for range cfg.Clients {
 			mr.hists = append(mr.hists, hdrhistogram.New(1, 120_000_000, 3))
 		}
+		if m == ModeHandoff {
+			mr.handoff = newHandoffRun(cfg.Clients)
+		}
 		r.modes = append(r.modes, mr)
 	}
 	logStart := r.log.Len()
+	var slotsPeak atomic.Int64
+	stopSlots := func() {}
+	var syncBefore ClusterHandoffStats
+	if c := target.Cluster; c != nil && slices.Contains(cfg.Modes, ModeHandoff) {
+		syncBefore = c.HandoffStats()
+		stopSlots = r.sampleSlots(&slotsPeak)
+	}
 	faultsDone := r.scheduleFaults(ctx)
 	start := time.Now()
 	stopProgress := r.progress(start)
@@ -250,6 +268,7 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	r.stop.Store(true)
 	stopSampling()
 	stopProgress()
+	stopSlots()
 	faultErr := <-faultsDone
 	if p := r.fatal.Load(); p != nil {
 		return nil, *p
@@ -267,11 +286,20 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Name: cfg.Name, Config: reportConfig(cfg, target, hosts), Series: r.series, faultEvents: r.log.Since(logStart)}
 	for _, mr := range r.modes {
-		final, err := r.readFinal(ctx, setup, mr)
+		var hres *HandoffResult
+		var final map[int]int64
+		var err error
+		if mr.handoff != nil {
+			final, hres, err = r.finishHandoff(ctx, setup, mr, syncBefore, int(slotsPeak.Load()))
+		} else {
+			final, err = r.readFinal(ctx, setup, mr)
+		}
 		if err != nil {
 			return nil, err
 		}
-		rep.Modes = append(rep.Modes, mr.result(final))
+		res := mr.result(final)
+		res.Handoff = hres
+		rep.Modes = append(rep.Modes, res)
 	}
 	if c := target.Cluster; c != nil {
 		c.Injector().Forget()
@@ -324,7 +352,11 @@ func (r *runner) createTables(s *gocql.Session) error {
 	}
 	stmts := []string{fmt.Sprintf("CREATE KEYSPACE IF NOT EXISTS bench WITH replication = {'class': 'SimpleStrategy', 'replication_factor': %d}", rf)}
 	for _, m := range r.cfg.Modes {
-		stmt := "CREATE TABLE IF NOT EXISTS bench." + m + " (k text PRIMARY KEY, c counter)"
+		typ := "counter"
+		if m == ModeHandoff {
+			typ = "handoff_counter"
+		}
+		stmt := "CREATE TABLE IF NOT EXISTS bench." + m + " (k text PRIMARY KEY, c " + typ + ")"
 		if m == ModeFBF {
 			stmt += " WITH idempotence = " + fbfOptions(r.cfg)
 		}
@@ -402,12 +434,22 @@ func (r *runner) client(ctx context.Context, mr *modeRun, c int) {
 			}
 			begin = sched
 		}
-		out, err := r.do(ctx, cli, mr, c, op)
+		var out Outcome
+		var err error
+		if mr.handoff != nil {
+			out, err = r.doHandoff(ctx, cli, mr, c, op)
+		} else {
+			out, err = r.do(ctx, cli, mr, c, op)
+		}
 		if err != nil {
 			r.fatal.CompareAndSwap(nil, &err)
 			return
 		}
-		mr.ledger.Record(op.Updates, out)
+		if mr.handoff != nil {
+			mr.ledger.RecordHeld(op.Updates, out)
+		} else {
+			mr.ledger.Record(op.Updates, out)
+		}
 		if out == Acked {
 			mr.updates.Add(int64(len(op.Updates)))
 			_ = hist.RecordValue(max(1, time.Since(begin).Microseconds()))
@@ -462,6 +504,13 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 			return r.session.ExecuteBatch(g.WithContext(ctx))
 		}
 	}
+	return r.attempts(ctx, mr, op, &id, exec)
+}
+
+// attempts runs an op's attempts (exec(ctx, n) runs attempt n; *id is the
+// op's id, known before the first attempt of a single update and after the
+// first of a batch) with the run's client-side faults, retries and horizon.
+func (r *runner) attempts(ctx context.Context, mr *modeRun, op Op, idp *client.OpID, exec func(ctx context.Context, n int) error) (Outcome, error) {
 	clientFaults := r.target.Cluster == nil
 	f := r.cfg.Faults
 	var start time.Time
@@ -487,7 +536,7 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 		// update's before. Client-side faults need it, so a batch's first
 		// attempt is never abandoned.
 		abandon := clientFaults && f.Delay > 0 && (len(op.Updates) == 1 || attempt > 1) &&
-			decide(r.cfg.Seed, saltDelay, id, attempt) < f.Delay
+			decide(r.cfg.Seed, saltDelay, *idp, attempt) < f.Delay
 		if abandon {
 			ch := make(chan struct{})
 			go func() { _ = exec(actx, attempt); cancel(); close(ch) }()
@@ -495,13 +544,13 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 			case <-ch:
 			case <-time.After(time.Millisecond):
 			}
-			r.log.Add(FaultEvent{Kind: FaultClientAbandon, Mode: mr.name, Client: id.Client, Seq: id.Sequence, Attempt: attempt})
+			r.log.Add(FaultEvent{Kind: FaultClientAbandon, Mode: mr.name, Client: idp.Client, Seq: idp.Sequence, Attempt: attempt})
 			err = errAbandoned
 		} else {
 			err = exec(actx, attempt)
 			cancel()
-			if err == nil && clientFaults && f.LostAck > 0 && decide(r.cfg.Seed, saltLost, id, attempt) < f.LostAck {
-				r.log.Add(FaultEvent{Kind: FaultClientLostAck, Mode: mr.name, Client: id.Client, Seq: id.Sequence, Attempt: attempt})
+			if err == nil && clientFaults && f.LostAck > 0 && decide(r.cfg.Seed, saltLost, *idp, attempt) < f.LostAck {
+				r.log.Add(FaultEvent{Kind: FaultClientLostAck, Mode: mr.name, Client: idp.Client, Seq: idp.Sequence, Attempt: attempt})
 				mr.clientDups.Add(int64(len(op.Updates)))
 				err = errDroppedAck
 			}

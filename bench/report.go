@@ -132,6 +132,8 @@ type ModeResult struct {
 	DismissedKnown bool  `json:"dismissed_known"`
 	Duplicates     int64 `json:"duplicates"`
 	FalsePositives int64 `json:"false_positives"`
+	// Handoff is the handoff mode's costs (nil for the other modes).
+	Handoff *HandoffResult `json:"handoff,omitempty"`
 
 	latency *hdrhistogram.Histogram
 }
@@ -268,6 +270,15 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 		}
 		if err := tw.Flush(); err != nil {
 			return fmt.Errorf("bench: write table: %w", err)
+		}
+		for _, m := range r.Modes {
+			if h := m.Handoff; h != nil {
+				fmt.Fprintf(w, "\nhandoff: %d updates; per update %.2f client exchanges (%.0f B), %.2f tier-0 sync exchanges (%.0f B); "+
+					"accounted at tier 0 after p50 %.1f ms, p99 %.1f ms, max %.1f ms; server slots peak %d, after flush %d; "+
+					"exact at ALL %.0f ms and on every replica %.0f ms after the flush\n",
+					h.Updates, h.ExchangesPerUpdate, h.BytesPerUpdate, h.SyncPerUpdate, h.SyncBytesPerUpdate,
+					h.AccountP50MS, h.AccountP99MS, h.AccountMaxMS, h.SlotsPeak, h.SlotsAfter, h.ReadExactMS, h.ConvergeMS)
+			}
 		}
 	}
 	return nil

@@ -99,6 +99,11 @@ func (c *Client) ID() uint64 { return c.id }
 // reserve takes n consecutive sequence numbers and returns the first.
 func (c *Client) reserve(n int) uint64 { return c.seq.Add(uint64(n)) - uint64(n) }
 
+// NextOpID reserves n consecutive op ids and returns the first: for
+// statements sent by other means (a HandoffCounter exchange tagged for
+// tracing or fault injection).
+func (c *Client) NextOpID(n int) OpID { return OpID{Client: c.id, Sequence: c.reserve(max(1, n))} }
+
 // Query returns a counter update statement carrying a fresh op id, marked
 // idempotent; set its consistency and retry policy as usual and Exec it.
 // Every execution of the returned query, retries included, carries the same

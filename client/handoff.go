@@ -135,9 +135,18 @@ func (h *HandoffCounter) Add(n uint64) error {
 }
 
 // Exchange runs one exchange with a replica of the cell: sends the client's
-// state and merges the server's answer. An error leaves the state as it was
-// (minus nothing): retry at will.
-func (h *HandoffCounter) Exchange(ctx context.Context) error {
+// state and merges the server's answer. An error leaves the state as it
+// was: retry at will.
+func (h *HandoffCounter) Exchange(ctx context.Context) error { return h.exchange(ctx, nil) }
+
+// ExchangeTagged is Exchange with an op id attached (the `idemkv-op`
+// payload): handoff counters ignore it; it lets tools trace the exchanges
+// of one operation, or inject faults into them.
+func (h *HandoffCounter) ExchangeTagged(ctx context.Context, op OpID) error {
+	return h.exchange(ctx, op.Bytes())
+}
+
+func (h *HandoffCounter) exchange(ctx context.Context, op []byte) error {
 	h.mu.Lock()
 	if h.retired {
 		h.mu.Unlock()
@@ -152,15 +161,19 @@ func (h *HandoffCounter) Exchange(ctx context.Context) error {
 	if h.cl != 0 {
 		q.Consistency(h.cl)
 	}
-	q.CustomPayload(map[string][]byte{HandoffPayloadKey: view})
+	payload := map[string][]byte{HandoffPayloadKey: view}
+	if op != nil {
+		payload[PayloadKey] = op
+	}
+	q.CustomPayload(payload)
 	h.exchanges.Add(1)
 	h.sent.Add(uint64(len(view)))
 	iter := q.WithContext(ctx).Iter()
-	payload := iter.GetCustomPayload()
+	answer := iter.GetCustomPayload()
 	if err := iter.Close(); err != nil {
 		return err
 	}
-	reply, ok := payload[HandoffPayloadKey]
+	reply, ok := answer[HandoffPayloadKey]
 	if !ok {
 		return fmt.Errorf("client: the answer carries no %s payload (a server without handoff counters, or protocol v3)", HandoffPayloadKey)
 	}
