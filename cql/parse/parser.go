@@ -288,16 +288,10 @@ func (p *parser) create() (Statement, error) {
 	switch {
 	case p.acceptKw("keyspace"), p.acceptKw("schema"):
 		s := &CreateKeyspace{}
-		if p.acceptKw("if") {
-			if err := p.expectKw("not"); err != nil {
-				return nil, err
-			}
-			if err := p.expectKw("exists"); err != nil {
-				return nil, err
-			}
-			s.IfNotExists = true
-		}
 		var err error
+		if s.IfNotExists, err = p.ifNotExists(); err != nil {
+			return nil, err
+		}
 		if s.Name, err = p.ident(); err != nil {
 			return nil, err
 		}
@@ -402,16 +396,10 @@ func (p *parser) properties(extra func() (bool, error)) ([]Property, error) {
 
 func (p *parser) createTable() (Statement, error) {
 	s := &CreateTable{}
-	if p.acceptKw("if") {
-		if err := p.expectKw("not"); err != nil {
-			return nil, err
-		}
-		if err := p.expectKw("exists"); err != nil {
-			return nil, err
-		}
-		s.IfNotExists = true
-	}
 	var err error
+	if s.IfNotExists, err = p.ifNotExists(); err != nil {
+		return nil, err
+	}
 	if s.Table, err = p.tableName(); err != nil {
 		return nil, err
 	}
@@ -856,14 +844,8 @@ func (p *parser) insert() (Statement, error) {
 	if err := p.expectPunct(")"); err != nil {
 		return nil, err
 	}
-	if p.acceptKw("if") {
-		if err := p.expectKw("not"); err != nil {
-			return nil, err
-		}
-		if err := p.expectKw("exists"); err != nil {
-			return nil, err
-		}
-		s.IfNotExists = true
+	if s.IfNotExists, err = p.ifNotExists(); err != nil {
+		return nil, err
 	}
 	s.Using, err = p.using()
 	return s, err
@@ -984,4 +966,15 @@ func commaList[T any](p *parser, item func() (T, error)) ([]T, error) {
 			return out, nil
 		}
 	}
+}
+
+// ifNotExists parses an optional IF NOT EXISTS.
+func (p *parser) ifNotExists() (bool, error) {
+	if !p.acceptKw("if") {
+		return false, nil
+	}
+	if err := p.expectKw("not"); err != nil {
+		return false, err
+	}
+	return true, p.expectKw("exists")
 }
