@@ -45,7 +45,10 @@
 //	         createtoken         (*State).createtoken
 //	         cachetokens         (*State).cachetokens
 //	§7.3 view                    State.View (restricts tokens and vals too)
-//	§7.4 retirement              State.Handed (the normal condition only)
+//	§7.4 retirement              State.Handed (the normal condition);
+//	                             State.Retire, Notice, State.Collect (a
+//	                             retirement notice, below)
+//	exchanges in a deployment    Message, HeldNotice (state + notices)
 //	§8 generalisation            Value: Count, Counts (§8.1), PN (§8.2);
 //	                             Counter, Map, PNCounter
 //
@@ -114,14 +117,36 @@
 //     has: a peer that caches a token from a third node addressed to the
 //     sender, when the view leaves out the sender's slot for that third node,
 //     may drop its cached copy before the token is acquired (discardtokens
-//     takes the "no slot" branch). The token's source still holds it, so no
-//     increment is lost; this only arises when a client hands off to servers
-//     of different tiers, which §7.3 assumes away. A client that retires on
-//     the strength of cached copies (§7.4's extension, not implemented here)
-//     must not rely on copies held by nodes it sends views to.
+//     takes the "no slot" branch). The token's source (or its retirement
+//     notice) still holds it, so no increment is lost; this only arises
+//     when a client hands off to servers of different tiers, which §7.3
+//     assumes away. It is also why this package does not let a node retire
+//     on the strength of copies of its tokens cached elsewhere (§7.4's first
+//     rule): with views, a cache at another tier than the destination can
+//     drop its copy early. A retirement notice holds the tokens instead.
 //   - PN is the §8.2 map {p, n} with its two keys as struct fields; Fetch is
 //     P − N wrapped into int64.
 //   - Tiers are limited to [0, MaxTier].
+//
+// # Retirement (§7.4)
+//
+// A node that wants to stop for good while a token of its own is not yet
+// known to be acquired (its destination is partitioned away, say), or that
+// may have left slots at servers it no longer talks to (an exchange whose
+// answer was lost, then a failover), retires with a Notice: Retire freezes
+// its state and returns its id, its final source clock and a copy of every
+// token of its own. Once one server holds the notice durably, the node may
+// stop: the notice, passed from server to server and applied with Collect
+// after every merge, delivers each token to its destination (the slot is
+// filled from the notice exactly as fillslots would) and then drops every
+// slot left for the node, none of which can ever be filled. This is the
+// paper's sketch of slot garbage collection on retirement, made to carry
+// all the tokens rather than the last, which is what also makes it a safe
+// way to retire without waiting for the destinations. The randomized
+// checker retires clients this way and counts the tokens notices hold in
+// Proposition 6.3 (random_test.go). A frozen node must never send or merge
+// again: a resumed node could open a slot that a notice it already issued
+// would drop.
 //
 // # Encoding
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -33,7 +34,15 @@ var flagSteps = flag.Int("steps", 100_000, "steps of each randomized checker run
 //     flight to a neighbour;
 //   - persist: a node writes its state (a durable write with nothing to send);
 //   - crash: a node loses its memory and resumes from its last persisted state;
-//   - a link goes down or comes back up (a partition).
+//   - a link goes down or comes back up (a partition);
+//   - retire (§7.4): a leaf node above tier 0 stops incrementing and drains
+//     (exchanges as usual) until nothing is pending, then freezes its state
+//     and makes its retirement Notice, which it sends with every message
+//     until a message from another node carries the notice back (that node
+//     holds it durably); then it retires for good: it never sends again,
+//     and what is addressed to it is lost. Every node keeps the notices it
+//     has received, sends them with every message, and applies them
+//     (Collect) after every merge.
 //
 // After every step it checks, over the nodes' current (in-memory) states,
 // the ECDC safety conditions of §3.2 (every node's val ≤ increments issued;
@@ -45,18 +54,39 @@ var flagSteps = flag.Int("steps", 100_000, "steps of each randomized checker run
 // messages are delivered and every node gossips with every neighbour in
 // rounds until the run is quiescent, which must happen within a bound, and
 // it checks eventual accounting (every node fetches the exact total) and
-// garbage collection (no slot and no token anywhere, nothing pending above
-// tier 0).
+// garbage collection (no slot and no token anywhere, slots of retired
+// nodes included, nothing pending above tier 0, every retiring node
+// retired). Proposition 6.3 counts the tokens notices hold as held, so a
+// retirement that loses or doubles an increment is caught when it happens.
 
 const historyLen = 4 // old persisted states kept per node for replay
+
+type phase int
+
+const (
+	active   phase = iota
+	draining       // no more increments; exchanging until nothing is pending
+	retiring       // frozen; sending its notice until a holder echoes it
+	retired        // gone for good
+)
+
+// stored is what a node persists: its state and the notices it holds.
+type stored struct {
+	state   []byte
+	notices [][]byte
+}
 
 type simNode struct {
 	id        ID
 	tier      int
 	nbrs      []int
+	leaf      bool // no higher-tier neighbour: may retire
+	phase     phase
+	gen       int // how many times a new client took this place
 	mem       *State[Count]
-	disk      []byte
-	history   [][]byte // the last historyLen persisted states, oldest first
+	notices   map[ID]*Notice[Count] // held notices (its own when retiring)
+	disk      stored
+	history   []stored // the last historyLen persisted records, oldest first
 	issued    uint64   // increments issued at this node
 	lastFetch uint64   // the value of its last fetch
 	issuedAt  uint64   // issued at the time of its last fetch
@@ -65,6 +95,7 @@ type simNode struct {
 type message struct {
 	from, to int
 	data     []byte
+	notices  [][]byte
 }
 
 type event struct {
@@ -103,6 +134,7 @@ type sim struct {
 	healRounds, tier0AtHeal                               int
 	incrRate                                              int // incr steps that increment, in 20ths
 	delivered, lost, duplicated, replayed, crashes, views int
+	retirements, collected                                int
 }
 
 func newSim(seed uint64, cfg checkerConfig) *sim {
@@ -198,7 +230,14 @@ func (s *sim) topology() {
 	}
 	for i, n := range s.nodes {
 		slices.Sort(n.nbrs)
+		n.leaf = n.tier > 0
+		for _, v := range n.nbrs {
+			if s.nodes[v].tier > n.tier {
+				n.leaf = false
+			}
+		}
 		n.mem = Init[Count](n.id, n.tier)
+		n.notices = map[ID]*Notice[Count]{}
 		s.byID[n.id] = i
 		s.persist(i)
 		s.maxTie = max(s.maxTie, n.tier)
@@ -234,12 +273,67 @@ func (s *sim) persist(i int) {
 	if err != nil {
 		panic(err)
 	}
-	n.disk = b
+	n.disk = stored{b, encodeNotices(n.notices)}
 	if len(n.history) == historyLen {
 		copy(n.history, n.history[1:])
 		n.history = n.history[:historyLen-1]
 	}
-	n.history = append(n.history, b)
+	n.history = append(n.history, n.disk)
+}
+
+func encodeNotices(ns map[ID]*Notice[Count]) [][]byte {
+	var out [][]byte
+	for _, k := range slices.SortedFunc(maps.Keys(ns), ID.Compare) {
+		b, err := ns[k].MarshalBinary()
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func decodeNotices(bs [][]byte) (map[ID]*Notice[Count], error) {
+	out := map[ID]*Notice[Count]{}
+	for _, b := range bs {
+		var n Notice[Count]
+		if err := n.UnmarshalBinary(b); err != nil {
+			return nil, err
+		}
+		out[n.ID] = &n
+	}
+	return out, nil
+}
+
+// recover replaces node i's memory by what it last persisted.
+func (s *sim) recover(i int) error {
+	n := s.nodes[i]
+	d, err := decode[Count](n.disk.state)
+	if err != nil {
+		return s.fail("decoding node %d's disk: %v", i, err)
+	}
+	ns, err := decodeNotices(n.disk.notices)
+	if err != nil {
+		return s.fail("decoding node %d's notices: %v", i, err)
+	}
+	n.mem, n.notices = d, ns
+	if n.phase == retiring && ns[n.id] == nil {
+		n.phase = draining // it had not persisted its notice: nothing sent it
+	}
+	return nil
+}
+
+// maybeFreeze moves a draining node with nothing pending to retiring: it
+// freezes its state and makes its notice, persisted before it is sent.
+func (s *sim) maybeFreeze(i int) {
+	n := s.nodes[i]
+	if n.phase != draining || !n.mem.Pending().isZero() {
+		return
+	}
+	n.phase = retiring
+	n.notices[n.id] = n.mem.Retire()
+	s.persist(i)
+	s.note("freeze", i, i, fmt.Sprintf("%d tokens in the notice", len(n.notices[n.id].Tokens)))
 }
 
 func (s *sim) linkUp(a, b int) bool { return !s.down[[2]int{min(a, b), max(a, b)}] }
@@ -257,16 +351,17 @@ func (s *sim) encodeFor(st *State[Count], to int) []byte {
 	return b
 }
 
-// outgoing is what node i sends to: its state (or view), persisted first.
-func (s *sim) outgoing(i, to int) []byte {
+// outgoing is what node i sends to: its state (or view) and its notices,
+// persisted first.
+func (s *sim) outgoing(i, to int) message {
 	if !s.cfg.sendUnpersisted {
 		s.persist(i) // §7.2: what leaves the node is durable
 	}
-	return s.encodeFor(s.nodes[i].mem, to)
+	return message{i, to, s.encodeFor(s.nodes[i].mem, to), encodeNotices(s.nodes[i].notices)}
 }
 
 func (s *sim) send(i, to int) {
-	data := s.outgoing(i, to)
+	m := s.outgoing(i, to)
 	if !s.linkUp(i, to) {
 		s.lost++
 		s.note("send-lost", i, to, "")
@@ -275,14 +370,14 @@ func (s *sim) send(i, to int) {
 	if s.r.IntN(8) == 0 { // a slow path: delivered much later, if ever
 		s.note("send-slow", i, to, "")
 		if len(s.slow) < 64 {
-			s.slow = append(s.slow, message{i, to, data})
+			s.slow = append(s.slow, m)
 		} else {
-			s.slow[s.r.IntN(len(s.slow))] = message{i, to, data}
+			s.slow[s.r.IntN(len(s.slow))] = m
 			s.lost++
 		}
 		return
 	}
-	s.net = append(s.net, message{i, to, data})
+	s.net = append(s.net, m)
 	s.note("send", i, to, "")
 	if len(s.net) > 256 { // a bounded network loses messages
 		k := s.r.IntN(len(s.net))
@@ -293,17 +388,50 @@ func (s *sim) send(i, to int) {
 }
 
 func (s *sim) deliver(m message) error {
+	n := s.nodes[m.to]
 	o, err := decode[Count](m.data)
 	if err != nil {
 		return s.fail("decoding a message from %d: %v", m.from, err)
 	}
-	s.nodes[m.to].mem.Merge(o)
+	ns, err := decodeNotices(m.notices)
+	if err != nil {
+		return s.fail("decoding the notices of a message from %d: %v", m.from, err)
+	}
+	switch n.phase {
+	case retired:
+		s.lost++
+		return nil
+	case retiring: // frozen: only looks for its notice echoed by a holder
+		if _, ok := ns[n.id]; ok && m.from != m.to {
+			n.phase = retired
+			s.retirements++
+			s.note("retired", m.to, m.from, "")
+		}
+		return nil
+	}
+	n.mem.Merge(o)
 	s.delivered++
+	for id, x := range ns {
+		if _, ok := n.notices[id]; !ok && id != n.id {
+			n.notices[id] = x
+		}
+	}
+	if mut != mutSkipCollect {
+		for _, x := range n.notices {
+			if n.mem.Collect(x) {
+				s.collected++
+			}
+		}
+	}
+	s.maybeFreeze(m.to)
 	return nil
 }
 
 func (s *sim) fetch(i int) error {
 	n := s.nodes[i]
+	if n.phase == retired {
+		return nil
+	}
 	s.persist(i)
 	f := uint64(n.mem.Fetch())
 	if f > s.total {
@@ -322,37 +450,32 @@ func (s *sim) fetch(i int) error {
 func (s *sim) check() error {
 	if s.cfg.ecdcOnly {
 		for i, n := range s.nodes {
-			if uint64(n.mem.val) > s.total {
+			if n.phase != retired && uint64(n.mem.val) > s.total {
 				return s.fail("node %d val %d > %d increments issued", i, n.mem.val, s.total)
 			}
 		}
 		return nil
 	}
 	ctv := make([]uint64, s.maxTie+1) // contribution of each tier, summed below
+	var live []*simNode
 	for _, n := range s.nodes {
-		ctv[n.tier] += uint64(n.mem.vals[n.id])
-	}
-	type tokenID struct {
-		p  Pair
-		ck Clock
+		if n.phase != retired {
+			live = append(live, n)
+			ctv[n.tier] += uint64(n.mem.vals[n.id])
+		}
 	}
 	seen := map[tokenID]Count{}
-	for _, n := range s.nodes {
+	for _, n := range live {
 		for p, t := range n.mem.tokens {
-			k := tokenID{p, t.Clock}
-			if v, ok := seen[k]; ok {
-				if v != t.N {
-					return s.fail("token %v held with values %d and %d", k, v, t.N)
+			if err := s.countToken(seen, ctv, p, t); err != nil {
+				return err
+			}
+		}
+		for _, x := range n.notices { // tokens held in notices are held too
+			for dst, t := range x.Tokens {
+				if err := s.countToken(seen, ctv, Pair{x.ID, dst}, t); err != nil {
+					return err
 				}
-				continue
-			}
-			seen[k] = t.N
-			d, ok := s.byID[p.Dst]
-			if !ok {
-				return s.fail("token for unknown destination %v", p.Dst)
-			}
-			if ck, ok := s.nodes[d].mem.slots[p.Src]; ok && ck == t.Clock { // enabled
-				ctv[s.nodes[s.byID[p.Src]].tier] += uint64(t.N)
 			}
 		}
 	}
@@ -363,6 +486,9 @@ func (s *sim) check() error {
 		return s.fail("Proposition 6.3: CTV(max tier) = %d, increments issued = %d", ctv[len(ctv)-1], s.total)
 	}
 	for i, n := range s.nodes {
+		if n.phase == retired {
+			continue
+		}
 		val, below := uint64(n.mem.val), uint64(n.mem.below)
 		if val > s.total {
 			return s.fail("node %d val %d > %d increments issued", i, val, s.total)
@@ -377,6 +503,33 @@ func (s *sim) check() error {
 	return nil
 }
 
+type tokenID struct {
+	p  Pair
+	ck Clock
+}
+
+// countToken adds a held token to the contribution of its source's tier if
+// it is enabled (its destination has the matching slot), once per token
+// however many nodes hold it.
+func (s *sim) countToken(seen map[tokenID]Count, ctv []uint64, p Pair, t Token[Count]) error {
+	k := tokenID{p, t.Clock}
+	if v, ok := seen[k]; ok {
+		if v != t.N {
+			return s.fail("token %v held with values %d and %d", k, v, t.N)
+		}
+		return nil
+	}
+	seen[k] = t.N
+	d, ok := s.byID[p.Dst]
+	if !ok {
+		return s.fail("token for unknown destination %v", p.Dst)
+	}
+	if ck, ok := s.nodes[d].mem.slots[p.Src]; ok && ck == t.Clock { // enabled
+		ctv[s.nodes[s.byID[p.Src]].tier] += uint64(t.N)
+	}
+	return nil
+}
+
 func (s *sim) randomStep() error {
 	r := s.r
 	i := r.IntN(len(s.nodes))
@@ -384,9 +537,15 @@ func (s *sim) randomStep() error {
 	if s.step%1500 == 0 { // traffic comes in bursts with lulls between
 		s.incrRate = [...]int{20, 20, 5, 0}[r.IntN(4)]
 	}
+	if n.phase == retired {
+		if r.IntN(16) == 0 {
+			s.rebirth(i)
+		}
+		return nil
+	}
 	switch w := r.IntN(100); {
 	case w < 20: // incr (at this phase's rate), else a fetch
-		if r.IntN(20) >= s.incrRate {
+		if r.IntN(20) >= s.incrRate || n.phase != active {
 			s.note("fetch", i, i, "")
 			return s.fetch(i)
 		}
@@ -435,22 +594,26 @@ func (s *sim) randomStep() error {
 	case w < 92: // replay an old state
 		old := n.history[r.IntN(len(n.history))]
 		to := n.nbrs[r.IntN(len(n.nbrs))]
-		d, err := decode[Count](old)
+		d, err := decode[Count](old.state)
 		if err != nil {
 			panic(err)
 		}
-		s.net = append(s.net, message{i, to, s.encodeFor(d, to)})
+		s.net = append(s.net, message{i, to, s.encodeFor(d, to), old.notices})
 		s.replayed++
 		s.note("replay", i, to, "")
-	case w < 95:
+	case w < 94:
 		s.persist(i)
 		s.note("persist", i, i, "")
-	case w < 97:
-		d, err := decode[Count](n.disk)
-		if err != nil {
-			return s.fail("decoding node %d's disk: %v", i, err)
+	case w < 95: // now and then a leaf above tier 0 starts to retire
+		if n.leaf && n.phase == active && r.IntN(8) == 0 {
+			n.phase = draining
+			s.note("drain", i, i, "")
+			s.maybeFreeze(i)
 		}
-		n.mem = d
+	case w < 97:
+		if err := s.recover(i); err != nil {
+			return err
+		}
 		s.crashes++
 		s.note("crash", i, i, "")
 	default:
@@ -464,9 +627,32 @@ func (s *sim) randomStep() error {
 	return nil
 }
 
+// rebirth puts a new client, with a fresh id, where a retired one was (the
+// client churn that makes a naive G-counter grow).
+func (s *sim) rebirth(i int) {
+	n := s.nodes[i]
+	n.gen++
+	n.id = simID(i)
+	n.id[13] = byte(n.gen)
+	n.id[12] = byte(n.gen >> 8)
+	s.byID[n.id] = i
+	n.phase = active
+	n.mem = Init[Count](n.id, n.tier)
+	n.notices = map[ID]*Notice[Count]{}
+	n.history = nil
+	n.lastFetch, n.issuedAt = 0, n.issued
+	s.persist(i)
+	s.note("rebirth", i, i, n.id.String())
+}
+
 func (s *sim) quiescent() (bool, string) {
 	for i, n := range s.nodes {
+		if n.phase == retired {
+			continue
+		}
 		switch {
+		case n.phase != active:
+			return false, fmt.Sprintf("node %d still retiring (phase %d)", i, n.phase)
 		case uint64(n.mem.val) != s.total:
 			return false, fmt.Sprintf("node %d fetches %d, want %d", i, n.mem.val, s.total)
 		case len(n.mem.slots) != 0:
@@ -521,9 +707,12 @@ func (s *sim) heal() error {
 		s.r.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 		for _, i := range order {
 			for _, to := range s.nodes[i].nbrs {
+				if s.nodes[i].phase == retired {
+					break
+				}
 				s.step++
 				s.note("gossip", i, to, "")
-				if err := s.deliver(message{i, to, s.outgoing(i, to)}); err != nil {
+				if err := s.deliver(s.outgoing(i, to)); err != nil {
 					return err
 				}
 				if err := s.check(); err != nil {
@@ -553,8 +742,8 @@ func (s *sim) stats() string {
 	for _, n := range s.nodes {
 		tiers[n.tier]++
 	}
-	return fmt.Sprintf("nodes per tier %v, %d increments (%d at tier 0 before healing, %d rounds to quiescence), %d delivered, %d lost, %d duplicated, %d old states replayed, %d views, %d crashes",
-		tiers, s.total, s.tier0AtHeal, s.healRounds, s.delivered, s.lost, s.duplicated, s.replayed, s.views, s.crashes)
+	return fmt.Sprintf("nodes per tier %v, %d increments (%d at tier 0 before healing, %d rounds to quiescence), %d delivered, %d lost, %d duplicated, %d old states replayed, %d views, %d crashes, %d retirements (%d slots collected by notices)",
+		tiers, s.total, s.tier0AtHeal, s.healRounds, s.delivered, s.lost, s.duplicated, s.replayed, s.views, s.crashes, s.retirements, s.collected)
 }
 
 // TestRandomChecker runs the randomized checker: -steps steps in runs of at
@@ -601,6 +790,9 @@ func TestRandomCatchesBrokenRules(t *testing.T) {
 		{"aggregate adds a smaller tier's vals_j(j)", mutAggregateAddsPeer, checkerConfig{}},
 		{"aggregate as Figure 5 (adds a same-tier vals_j(j))", mutPaperSameTierSum, checkerConfig{}},
 		{"send before persisting (§7.2)", mutNone, checkerConfig{sendUnpersisted: true}},
+		{"Collect drops a slot without filling it from the notice", mutCollectWithoutFill, checkerConfig{}},
+		{"notices carry no tokens", mutNoticeWithoutTokens, checkerConfig{}},
+		{"notices never applied", mutSkipCollect, checkerConfig{}},
 	}
 	for _, c := range cases {
 		for _, ecdcOnly := range []bool{false, true} {

@@ -32,7 +32,8 @@ func reachable(t testing.TB, seed uint64, runs, steps, every int) []*State[Count
 // nodes, merge(C_j, view(C_i, j)) equals merge(C_j, C_i), but for one case
 // the paper's view accepts: C_j caches a token from a third node for C_i,
 // and the view omits C_i's slot for that third node; C_j may then drop its
-// cached copy early (the source still holds the token, so nothing is lost).
+// cached copy early (the source, or its retirement notice, still holds the
+// token, so nothing is lost).
 // The run also checks that a view is smaller than the state when it can be.
 func TestViewMergesLikeFullState(t *testing.T) {
 	seed := testseed.Seed(t)
