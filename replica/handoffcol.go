@@ -5,8 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters/handoff"
@@ -21,11 +24,27 @@ import (
 // # The cell
 //
 // Each replica stores, in each cell, its OWN tier-0 handoff state (id = its
-// host id) together with a version number it bumps on every change:
+// host id) and the retirement notices it holds for the cell, together with
+// a version number it bumps on every change:
 //
-//	1 byte  format (1)
+//	1 byte  format (2)
 //	uvarint version
-//	...     the state, handoff.State.MarshalBinary
+//	...     handoff.Message: the state and the held notices
+//
+// (format 1, still read, has the bare state, handoff.State.MarshalBinary,
+// after the version).
+//
+// # Retirement notices
+//
+// A client that retires (client.HandoffCounter.Retire) sends its
+// handoff.Notice with its last exchange; the coordinator records the cell's
+// natural replicas as the notice's servers. A replica that receives a notice
+// keeps it in the cell with the set of replicas known to have processed it,
+// applies every notice it holds (handoff.State.Collect) after every merge,
+// passes its notices to the other replicas in anti-entropy, and answers the
+// client with its notice once it is durable (the client may then stop). A
+// notice is dropped once every server has processed it and
+// Config.HandoffNoticeRetention has passed since it was first received.
 //
 // A cell is never written with another node's state: an update is an
 // Exchange (merge a received state or view into the local one, persist, then
@@ -57,44 +76,65 @@ import (
 // handoff column through CQL; this only keeps Merge total).
 const HandoffCounterType = "handoff_counter"
 
-// handoffCellFormat is the first byte of a handoff cell.
-const handoffCellFormat = 1
+// Handoff cell formats (the first byte of a cell value).
+const (
+	handoffCellFormatState   = 1 // version, bare state
+	handoffCellFormatMessage = 2 // version, handoff.Message (state and notices)
+)
+
+// DefaultHandoffNoticeRetention is the default Config.HandoffNoticeRetention.
+const DefaultHandoffNoticeRetention = time.Minute
 
 // ErrHandoffLead is returned by the leader path of a handoff column: its
 // updates are exchanges (Replica.Exchange).
 var ErrHandoffLead = errors.New("handoff_counter columns are updated by state exchange, not by the counter leader path")
 
-// encodeHandoffCell is the cell value of a state at a version.
-func encodeHandoffCell(version uint64, state []byte) []byte {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(state))
-	b = append(b, handoffCellFormat)
+// encodeHandoffCell is the cell value of an encoded handoff.Message (state
+// and notices) at a version.
+func encodeHandoffCell(version uint64, msg []byte) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(msg))
+	b = append(b, handoffCellFormatMessage)
 	b = binary.AppendUvarint(b, version)
-	return append(b, state...)
+	return append(b, msg...)
 }
 
-// decodeHandoffCell parses a handoff cell value.
-func decodeHandoffCell(v []byte) (version uint64, c *handoff.Counter, err error) {
-	if len(v) == 0 || v[0] != handoffCellFormat {
-		return 0, nil, errors.New("handoff cell: bad format byte")
+// decodeHandoffCell parses a handoff cell value: its version, state and
+// notices.
+func decodeHandoffCell(v []byte) (version uint64, c *handoff.Counter, notices []*handoff.HeldNotice, err error) {
+	if len(v) == 0 || v[0] != handoffCellFormatState && v[0] != handoffCellFormatMessage {
+		return 0, nil, nil, errors.New("handoff cell: bad format byte")
 	}
 	version, n := binary.Uvarint(v[1:])
 	if n <= 0 {
-		return 0, nil, errors.New("handoff cell: bad version")
+		return 0, nil, nil, errors.New("handoff cell: bad version")
 	}
-	c = handoff.NewCounter(handoff.ID{}, 0)
-	if err := c.UnmarshalBinary(v[1+n:]); err != nil {
-		return 0, nil, fmt.Errorf("handoff cell: %w", err)
+	body := v[1+n:]
+	if v[0] == handoffCellFormatState {
+		c = handoff.NewCounter(handoff.ID{}, 0)
+		err = c.UnmarshalBinary(body)
+	} else {
+		var m *handoff.Message
+		var bare bool
+		if m, bare, err = handoff.DecodeMessage(body); err == nil && bare {
+			err = errors.New("a bare state in a message cell")
+		}
+		if err == nil {
+			c, notices = m.State, m.Notices
+		}
+	}
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("handoff cell: %w", err)
 	}
 	if c.Tier() != 0 {
-		return 0, nil, fmt.Errorf("handoff cell: a stored state has tier %d, want 0", c.Tier())
+		return 0, nil, nil, fmt.Errorf("handoff cell: a stored state has tier %d, want 0", c.Tier())
 	}
-	return version, c, nil
+	return version, c, notices, nil
 }
 
 // HandoffCellValue returns the fetch, owner and version of a handoff cell
 // value (for tests and tools).
 func HandoffCellValue(v []byte) (fetch uint64, owner handoff.ID, version uint64, err error) {
-	version, c, err := decodeHandoffCell(v)
+	version, c, _, err := decodeHandoffCell(v)
 	if err != nil {
 		return 0, owner, 0, err
 	}
@@ -114,11 +154,11 @@ func (handoffCounter) Merge(a, b row.Cell) (row.Cell, error) {
 	if a.Tombstone || b.Tombstone {
 		return row.Cell{Column: a.Column, Timestamp: ts, Tombstone: true}, nil
 	}
-	va, ca, err := decodeHandoffCell(a.Value)
+	va, ca, _, err := decodeHandoffCell(a.Value)
 	if err != nil {
 		return row.Cell{}, fmt.Errorf("column %q: %w", a.Column, err)
 	}
-	vb, cb, err := decodeHandoffCell(b.Value)
+	vb, cb, _, err := decodeHandoffCell(b.Value)
 	if err != nil {
 		return row.Cell{}, fmt.Errorf("column %q: %w", b.Column, err)
 	}
@@ -138,7 +178,7 @@ func (handoffCounter) Merge(a, b row.Cell) (row.Cell, error) {
 }
 
 func (handoffCounter) Value(c row.Cell) (int64, error) {
-	_, st, err := decodeHandoffCell(c.Value)
+	_, st, _, err := decodeHandoffCell(c.Value)
 	if err != nil {
 		return 0, fmt.Errorf("column %q: %w", c.Column, err)
 	}
@@ -160,8 +200,18 @@ type handoffCell struct {
 	mu      sync.Mutex
 	loaded  bool
 	state   *handoff.Counter
-	enc     []byte // state's encoding
+	notices map[handoff.ID]*handoff.HeldNotice // retirement notices held
+	enc     []byte                             // the encoded message (state and notices)
 	version uint64
+}
+
+// message returns the cell's state and notices as a handoff.Message.
+func (c *handoffCell) message(state *handoff.Counter, notices map[handoff.ID]*handoff.HeldNotice) *handoff.Message {
+	m := &handoff.Message{State: state}
+	for _, k := range slices.SortedFunc(maps.Keys(notices), handoff.ID.Compare) {
+		m.Notices = append(m.Notices, notices[k])
+	}
+	return m
 }
 
 // handoffCells is the replica's in-memory handoff states and the cells
@@ -172,7 +222,24 @@ type handoffCells struct {
 	dirtyMu sync.Mutex
 	dirty   map[string]HandoffCell
 
-	exchanges, writes atomic.Uint64
+	noticeMu    sync.Mutex
+	noticeCells map[string]HandoffCell // cells holding notices, for the sweep
+
+	exchanges, writes, collected atomic.Uint64
+}
+
+// trackNotices records whether a cell holds notices (for the sweep).
+func (h *handoffCells) trackNotices(c HandoffCell, holds bool) {
+	h.noticeMu.Lock()
+	defer h.noticeMu.Unlock()
+	if !holds {
+		delete(h.noticeCells, c.cacheKey())
+		return
+	}
+	if h.noticeCells == nil {
+		h.noticeCells = map[string]HandoffCell{}
+	}
+	h.noticeCells[c.cacheKey()] = c
 }
 
 func (h *handoffCells) markDirty(c HandoffCell) {
@@ -221,6 +288,7 @@ func (r *Replica) lockHandoffCell(t *table, hc HandoffCell) (*handoffCell, error
 	}
 	self := handoff.ID(r.hostID)
 	c.state = handoff.NewCounter(self, 0)
+	c.notices = map[handoff.ID]*handoff.HeldNotice{}
 	rw, found, err := t.read(row.Key{Token: ring.Token(hc.Key), Partition: hc.Key})
 	if err != nil {
 		c.mu.Unlock()
@@ -228,7 +296,7 @@ func (r *Replica) lockHandoffCell(t *table, hc HandoffCell) (*handoffCell, error
 	}
 	if found {
 		if cell, ok := rw.Cell(hc.Column); ok && !cell.Tombstone {
-			version, st, err := decodeHandoffCell(cell.Value)
+			version, st, notices, err := decodeHandoffCell(cell.Value)
 			if err != nil {
 				c.mu.Unlock()
 				return nil, err
@@ -236,13 +304,17 @@ func (r *Replica) lockHandoffCell(t *table, hc HandoffCell) (*handoffCell, error
 			c.version = version
 			if st.ID() == self {
 				c.state = st
+				for _, n := range notices {
+					c.notices[n.Notice.ID] = n
+				}
+				r.handoff.trackNotices(hc, len(c.notices) > 0)
 			} else {
 				// Never written by this replica; merge rather than adopt.
 				c.state.Merge(st)
 			}
 		}
 	}
-	if c.enc, err = c.state.MarshalBinary(); err != nil {
+	if c.enc, err = c.message(c.state, c.notices).MarshalBinary(); err != nil {
 		c.mu.Unlock()
 		return nil, err
 	}
@@ -250,23 +322,38 @@ func (r *Replica) lockHandoffCell(t *table, hc HandoffCell) (*handoffCell, error
 	return c, nil
 }
 
-// Exchange is a handoff exchange with this replica (tier 0) for one cell:
-// under the cell's lock it merges incoming (an encoded handoff state or view
-// of a client, a coordinator acting as one, or another tier-0 replica) into
-// its own state, writes the new state with a new version to the commit log
+// Exchange is a handoff exchange with this replica (tier 0) for one cell.
+// incoming is an encoded handoff state or view (of a client, a coordinator
+// acting as one, or another tier-0 replica) or a handoff.Message (the same
+// with retirement notices: a retiring client's own, or those another replica
+// holds). Under the cell's lock it merges the state into its own, takes in
+// the notices, applies every notice it holds (handoff.State.Collect), drops
+// expired ones, writes the new state with a new version to the commit log
 // and the memtable, and once that is durable as the log's sync mode promises
 // (§7.2: nothing derived from a state leaves the node before the state is
 // persisted) returns the view of the new state for the sender
-// (View(sender, senderTier)), encoded. A merge that changes nothing writes
-// nothing. Exchanging the same message again is harmless.
+// (View(sender, senderTier)), encoded as the request was: a bare view, or a
+// Message that also carries the notices the sender needs (a client: its own
+// notice, the acknowledgement of its retirement; a replica: all). A merge
+// that changes nothing writes nothing. Exchanging the same message again is
+// harmless.
 func (r *Replica) Exchange(tableID uint64, key []byte, column string, incoming []byte) ([]byte, error) {
 	t, err := r.handoffColumn(tableID, column)
 	if err != nil {
 		return nil, err
 	}
-	in := handoff.NewCounter(handoff.ID{}, 0)
-	if err := in.UnmarshalBinary(incoming); err != nil {
+	msg, bare, err := handoff.DecodeMessage(incoming)
+	if err != nil {
 		return nil, fmt.Errorf("replica: handoff exchange: %w", err)
+	}
+	in := msg.State
+	for _, h := range msg.Notices {
+		switch {
+		case in.Tier() > 0 && h.Notice.ID != in.ID():
+			return nil, fmt.Errorf("replica: handoff exchange: a client (tier %d) carries another node's retirement notice", in.Tier())
+		case len(h.Servers) == 0:
+			return nil, errors.New("replica: handoff exchange: a retirement notice without servers")
+		}
 	}
 	r.handoff.exchanges.Add(1)
 	hc := HandoffCell{Table: tableID, Key: key, Column: column}
@@ -277,25 +364,123 @@ func (r *Replica) Exchange(tableID uint64, key []byte, column string, incoming [
 	defer c.mu.Unlock()
 	next := c.state.Clone()
 	next.Merge(in)
-	enc, err := next.MarshalBinary()
-	if err != nil {
+	notices := r.takeNotices(c, msg.Notices)
+	if err := r.commitHandoffCell(t, hc, c, next, notices); err != nil {
 		return nil, err
 	}
-	if !bytes.Equal(enc, c.enc) {
-		version := c.version + 1
-		m := Mutation{Table: tableID, Key: key, Cell: row.Cell{Column: column, Value: encodeHandoffCell(version, enc), Timestamp: r.cfg.Now().UnixMicro()}}
-		if err := t.write(row.Key{Token: ring.Token(key), Partition: key}, m, commitlog.PayloadShard); err != nil {
-			return nil, err
-		}
-		c.state, c.enc, c.version = next, enc, version
-		r.handoff.writes.Add(1)
-		r.handoff.markDirty(hc)
+	view := c.state.View(in.ID(), in.Tier())
+	if bare {
+		return view.MarshalBinary()
 	}
-	return c.state.View(in.ID(), in.Tier()).MarshalBinary()
+	reply := &handoff.Message{State: view}
+	for _, h := range c.message(nil, c.notices).Notices {
+		if in.Tier() == 0 || h.Notice.ID == in.ID() {
+			reply.Notices = append(reply.Notices, h)
+		}
+	}
+	return reply.MarshalBinary()
+}
+
+// takeNotices returns the cell's notices with the incoming ones taken in:
+// a known notice absorbs what the copy knows (servers seen), a new one is
+// added unless it is expired (it was processed everywhere and dropped
+// here). c.mu is held; c.notices is not modified.
+func (r *Replica) takeNotices(c *handoffCell, incoming []*handoff.HeldNotice) map[handoff.ID]*handoff.HeldNotice {
+	out := make(map[handoff.ID]*handoff.HeldNotice, len(c.notices)+len(incoming))
+	for k, h := range c.notices {
+		out[k] = h.Clone()
+	}
+	now := r.cfg.Now().UnixMilli()
+	for _, h := range incoming {
+		if cur, ok := out[h.Notice.ID]; ok {
+			cur.Absorb(h)
+			continue
+		}
+		if r.noticeExpired(h, now) {
+			continue
+		}
+		nh := h.Clone()
+		if nh.Created == 0 {
+			nh.Created = now
+		}
+		out[h.Notice.ID] = nh
+	}
+	return out
+}
+
+func (r *Replica) noticeExpired(h *handoff.HeldNotice, nowMilli int64) bool {
+	return h.Done() && nowMilli-h.Created >= r.cfg.HandoffNoticeRetention.Milliseconds()
+}
+
+// commitHandoffCell applies the notices to next (Collect, after the merge
+// the caller made), marks this replica as having processed each, drops the
+// expired ones and, if the cell changed, writes it with a new version and
+// installs it in c. c.mu is held.
+func (r *Replica) commitHandoffCell(t *table, hc HandoffCell, c *handoffCell, next *handoff.Counter, notices map[handoff.ID]*handoff.HeldNotice) error {
+	self := handoff.ID(r.hostID)
+	now := r.cfg.Now().UnixMilli()
+	var collected uint64
+	for k, h := range notices {
+		if next.Collect(h.Notice) {
+			collected++
+		}
+		h.Seen = handoff.UnionIDs(h.Seen, []handoff.ID{self})
+		if r.noticeExpired(h, now) {
+			delete(notices, k)
+		}
+	}
+	enc, err := c.message(next, notices).MarshalBinary()
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(enc, c.enc) {
+		return nil
+	}
+	version := c.version + 1
+	m := Mutation{Table: hc.Table, Key: hc.Key, Cell: row.Cell{Column: hc.Column, Value: encodeHandoffCell(version, enc), Timestamp: r.cfg.Now().UnixMicro()}}
+	if err := t.write(row.Key{Token: ring.Token(hc.Key), Partition: hc.Key}, m, commitlog.PayloadShard); err != nil {
+		return err
+	}
+	c.state, c.notices, c.enc, c.version = next, notices, enc, version
+	r.handoff.writes.Add(1)
+	r.handoff.collected.Add(collected)
+	r.handoff.trackNotices(hc, len(notices) > 0)
+	r.handoff.markDirty(hc)
+	return nil
+}
+
+// SweepHandoffNotices drops the expired retirement notices of the cells in
+// memory (writing the cells that change) and returns how many notices are
+// still held.
+func (r *Replica) SweepHandoffNotices() (held int, err error) {
+	h := &r.handoff
+	h.noticeMu.Lock()
+	cells := slices.Collect(maps.Values(h.noticeCells))
+	h.noticeMu.Unlock()
+	for _, hc := range cells {
+		t, terr := r.handoffColumn(hc.Table, hc.Column)
+		if terr != nil {
+			h.trackNotices(hc, false) // a dropped table or column
+			continue
+		}
+		c, lerr := r.lockHandoffCell(t, hc)
+		if lerr != nil {
+			err = errors.Join(err, lerr)
+			continue
+		}
+		notices := r.takeNotices(c, nil)
+		if cerr := r.commitHandoffCell(t, hc, c, c.state.Clone(), notices); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		held += len(c.notices)
+		c.mu.Unlock()
+	}
+	return held, err
 }
 
 // HandoffView returns this replica's view of a cell for another tier-0 node
-// (View(peer, 0)), encoded, for anti-entropy.
+// (View(peer, 0)) with the notices it holds, an encoded handoff.Message, for
+// anti-entropy.
 func (r *Replica) HandoffView(tableID uint64, key []byte, column string, peer handoff.ID) ([]byte, error) {
 	t, err := r.handoffColumn(tableID, column)
 	if err != nil {
@@ -306,7 +491,7 @@ func (r *Replica) HandoffView(tableID uint64, key []byte, column string, peer ha
 		return nil, err
 	}
 	defer c.mu.Unlock()
-	return c.state.View(peer, 0).MarshalBinary()
+	return c.message(c.state.View(peer, 0), c.notices).MarshalBinary()
 }
 
 // TakeHandoffDirty returns the handoff cells changed since the last call
@@ -334,12 +519,14 @@ type HandoffStats struct {
 	Cells     int    // cells in memory
 	Slots     int    // slots held, summed over the cells in memory
 	Tokens    int    // tokens held (cached for other nodes), summed likewise
+	Notices   int    // retirement notices held, summed likewise
+	Collected uint64 // slots filled or dropped by retirement notices
 }
 
 // HandoffStats returns the running counts and the slots and tokens the
 // states in memory hold.
 func (r *Replica) HandoffStats() HandoffStats {
-	s := HandoffStats{Exchanges: r.handoff.exchanges.Load(), Writes: r.handoff.writes.Load()}
+	s := HandoffStats{Exchanges: r.handoff.exchanges.Load(), Writes: r.handoff.writes.Load(), Collected: r.handoff.collected.Load()}
 	r.handoff.cells.Range(func(_, v any) bool {
 		c := v.(*handoffCell)
 		c.mu.Lock()
@@ -347,6 +534,7 @@ func (r *Replica) HandoffStats() HandoffStats {
 			s.Cells++
 			s.Slots += c.state.Slots()
 			s.Tokens += c.state.Tokens()
+			s.Notices += len(c.notices)
 		}
 		c.mu.Unlock()
 		return true
@@ -362,7 +550,7 @@ func (r *Replica) applyHandoffMutation(t *table, m Mutation) error {
 	if m.Cell.Tombstone {
 		return fmt.Errorf("replica: %s columns cannot be deleted", HandoffCounterType)
 	}
-	_, st, err := decodeHandoffCell(m.Cell.Value)
+	_, st, _, err := decodeHandoffCell(m.Cell.Value)
 	if err != nil {
 		return fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 	}

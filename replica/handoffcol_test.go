@@ -2,7 +2,11 @@ package replica
 
 import (
 	"crypto/rand"
+	"encoding/binary"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemkv/idemkv/counters/handoff"
 	"github.com/idemkv/idemkv/internal/testseed"
@@ -278,7 +282,12 @@ func TestHandoffCellMergeIsSemilattice(t *testing.T) {
 			cl.Add(uint64(rng.IntN(3)))
 			st.Merge(cl.View(handoff.ID{}, 0))
 			cl.Merge(st.View(cl.ID(), 1))
-			cells = append(cells, row.Cell{Column: "h", Value: encodeHandoffCell(v, enc(t, st)), Timestamp: int64(rng.IntN(10))})
+			value := encodeHandoffCell(v, encMessage(t, st))
+			if v%2 == 0 { // format 1 (a bare state), as cells written before notices
+				value = binary.AppendUvarint([]byte{handoffCellFormatState}, v)
+				value = append(value, enc(t, st)...)
+			}
+			cells = append(cells, row.Cell{Column: "h", Value: value, Timestamp: int64(rng.IntN(10))})
 		}
 	}
 	var ht handoffCounter
@@ -311,5 +320,194 @@ func TestHandoffCellMergeIsSemilattice(t *testing.T) {
 	}
 	if v, _ := ht.Value(all); v != best {
 		t.Fatalf("merge of every cell reads %d, want the largest fetch %d", v, best)
+	}
+}
+
+// encMessage encodes a state as a handoff.Message without notices.
+func encMessage(t *testing.T, st *handoff.Counter) []byte {
+	t.Helper()
+	b, err := (&handoff.Message{State: st}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// fakeClock is a settable clock for Config.Now.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// syncPair runs one anti-entropy exchange of the cell from a to b and back.
+func syncPair(t *testing.T, a, b *Replica, key string) {
+	t.Helper()
+	view, err := a.HandoffView(handoffTable.ID, []byte(key), "h", handoff.ID(b.HostID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := b.Exchange(handoffTable.ID, []byte(key), "h", view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Exchange(handoffTable.ID, []byte(key), "h", reply); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHandoffRetirementNotice: a client opens a slot at r1 whose answer is
+// lost, fails over to r2 and moves its increments into a token for r2, then
+// r2 becomes unreachable. The client retires through r3 with a notice (which
+// r3 acknowledges once durable). Anti-entropy then delivers the token to r2
+// and drops r1's stray slot; a late duplicate of the client's first message
+// has its slot dropped too; once every replica has processed the notice and
+// the retention has passed, the notice is gone. Nothing is lost or counted
+// twice, and r3 restarts in the middle.
+func TestHandoffRetirementNotice(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	open := func(dir string) *Replica {
+		cfg := testConfig(dir)
+		cfg.Now = clock.Now
+		cfg.HandoffNoticeRetention = time.Minute
+		r := mustOpen(t, cfg)
+		if _, err := r.table(handoffTable.ID); err != nil {
+			if err := r.CreateTable(handoffTable); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r
+	}
+	r1, r2, r3 := open(dirs[0]), open(dirs[1]), open(dirs[2])
+	defer func() { r1.Close(); r2.Close(); r3.Close() }()
+	servers := []handoff.ID{handoff.ID(r1.HostID()), handoff.ID(r2.HostID()), handoff.ID(r3.HostID())}
+	slices.SortFunc(servers, handoff.ID.Compare)
+
+	cl := handoff.NewCounter(newID(t), 1)
+	cl.Add(5)
+	first := enc(t, cl.View(handoff.ID{}, 0))
+	if _, err := r1.Exchange(handoffTable.ID, []byte("k"), "h", first); err != nil { // answer lost
+		t.Fatal(err)
+	}
+	exchange(t, r2, "k", cl) // a slot at r2, and a token for it from r2's answer; then r2 is gone
+	if cl.Pending() != 0 || len(cl.TokenDestinations()) != 1 {
+		t.Fatalf("client: pending %d, tokens for %v; want 0 and one token", cl.Pending(), cl.TokenDestinations())
+	}
+
+	// Retire through r3.
+	notice := cl.State.Retire()
+	req, err := (&handoff.Message{State: cl.View(handoff.ID{}, 0), Notices: []*handoff.HeldNotice{{Notice: notice, Servers: servers}}}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := r3.Exchange(handoffTable.ID, []byte("k"), "h", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, bare, err := handoff.DecodeMessage(reply)
+	if err != nil || bare || len(ack.Notices) != 1 || ack.Notices[0].Notice.ID != cl.ID() {
+		t.Fatalf("r3's answer to a retiring client: bare %v, err %v, %d notices; want its own notice back", bare, err, len(ack.Notices))
+	}
+	// A client may carry only its own notice.
+	other := &handoff.HeldNotice{Notice: &handoff.Notice[handoff.Count]{ID: newID(t)}, Servers: servers}
+	forged, _ := (&handoff.Message{State: cl.View(handoff.ID{}, 0), Notices: []*handoff.HeldNotice{other}}).MarshalBinary()
+	if _, err := r3.Exchange(handoffTable.ID, []byte("k"), "h", forged); err == nil {
+		t.Fatal("a client's exchange carrying another node's notice was accepted")
+	}
+	r3.Close()
+	r3 = open(dirs[2])
+	if st := r3.HandoffStats(); st.Notices != 0 {
+		t.Fatalf("notices in memory before the cell is loaded: %d", st.Notices)
+	}
+
+	// Anti-entropy: r3 with r1 (the stray slot goes), r3 with r2 (the token
+	// is acquired), then every pair once more so each knows all have it.
+	syncPair(t, r3, r1, "k")
+	if st := r1.HandoffStats(); st.Slots != 0 || st.Notices != 1 {
+		t.Fatalf("r1 after the notice: %+v, want no slot and the notice", st)
+	}
+	syncPair(t, r3, r2, "k")
+	for _, p := range [][2]*Replica{{r1, r2}, {r2, r3}, {r1, r3}, {r2, r1}} {
+		syncPair(t, p[0], p[1], "k")
+	}
+	for i, r := range []*Replica{r1, r2, r3} {
+		if got := value(t, r, handoffTable.ID, "k", "h"); got != 5 {
+			t.Fatalf("r%d reads %d, want 5", i+1, got)
+		}
+		if st := r.HandoffStats(); st.Slots != 0 || st.Tokens != 0 || st.Notices != 1 {
+			t.Fatalf("r%d: %+v, want no slot, no token, the notice", i+1, st)
+		}
+	}
+	oldSync, err := r3.HandoffView(handoffTable.ID, []byte("k"), "h", handoff.ID(r1.HostID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A late duplicate of the client's first message: its slot is dropped.
+	if _, err := r1.Exchange(handoffTable.ID, []byte("k"), "h", first); err != nil {
+		t.Fatal(err)
+	}
+	if st := r1.HandoffStats(); st.Slots != 0 || value(t, r1, handoffTable.ID, "k", "h") != 5 {
+		t.Fatalf("r1 after a late duplicate: %+v", st)
+	}
+	// Before the retention passes, the sweep keeps the notice; after, drops it.
+	if held, err := r1.SweepHandoffNotices(); err != nil || held != 1 {
+		t.Fatalf("sweep before the retention: %d held, %v", held, err)
+	}
+	clock.Add(time.Minute)
+	for i, r := range []*Replica{r1, r2, r3} {
+		if held, err := r.SweepHandoffNotices(); err != nil || held != 0 {
+			t.Fatalf("r%d sweep after the retention: %d held, %v", i+1, held, err)
+		}
+	}
+	// An expired notice coming back in an old anti-entropy message is not
+	// taken in again.
+	if _, err := r1.Exchange(handoffTable.ID, []byte("k"), "h", oldSync); err != nil {
+		t.Fatal(err)
+	}
+	if st := r1.HandoffStats(); st.Notices != 0 || value(t, r1, handoffTable.ID, "k", "h") != 5 {
+		t.Fatalf("r1 after an expired notice came back: %+v", st)
+	}
+	// The client's own request replayed after the retention is (it carries no
+	// record of who processed it): it is applied again, harmlessly.
+	if _, err := r1.Exchange(handoffTable.ID, []byte("k"), "h", req); err != nil {
+		t.Fatal(err)
+	}
+	if st := r1.HandoffStats(); st.Slots != 0 || st.Notices != 1 || value(t, r1, handoffTable.ID, "k", "h") != 5 {
+		t.Fatalf("r1 after the client's request came back: %+v", st)
+	}
+}
+
+// TestHandoffNoticeWaitsForEveryServer: a notice is kept past its retention
+// while a server has not processed it (its token may be for that server).
+func TestHandoffNoticeWaitsForEveryServer(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	cfg := testConfig(t.TempDir())
+	cfg.Now = clock.Now
+	r := mustOpen(t, cfg)
+	defer r.Close()
+	if err := r.CreateTable(handoffTable); err != nil {
+		t.Fatal(err)
+	}
+	cl := handoff.NewCounter(newID(t), 1)
+	absent := newID(t)
+	req, _ := (&handoff.Message{State: cl.View(handoff.ID{}, 0), Notices: []*handoff.HeldNotice{
+		{Notice: cl.State.Retire(), Servers: handoff.UnionIDs([]handoff.ID{handoff.ID(r.HostID())}, []handoff.ID{absent})},
+	}}).MarshalBinary()
+	if _, err := r.Exchange(handoffTable.ID, []byte("k"), "h", req); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Hour)
+	if held, err := r.SweepHandoffNotices(); err != nil || held != 1 {
+		t.Fatalf("sweep: %d held, %v; want the notice kept for the absent server", held, err)
+	}
+	if got := r.TakeHandoffDirty(); len(got) != 1 {
+		t.Fatalf("dirty cells %d, want the notice's cell", len(got))
 	}
 }

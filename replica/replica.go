@@ -68,6 +68,11 @@ type Config struct {
 	// CounterWriteTimeout is the cluster's counter write timeout, from which
 	// the FBF options' defaults derive (default 5 s).
 	CounterWriteTimeout time.Duration
+	// HandoffNoticeRetention is how long a handoff retirement notice is
+	// kept once every replica of its cell has processed it, so that late
+	// or duplicated messages from the retired client still have their slots
+	// dropped (default DefaultHandoffNoticeRetention).
+	HandoffNoticeRetention time.Duration
 	// Logger receives flush, compaction and replay events; default slog.Default().
 	Logger *slog.Logger
 }
@@ -115,6 +120,9 @@ func (c *Config) fill(r *Replica) error {
 	}
 	if c.CounterWriteTimeout <= 0 {
 		c.CounterWriteTimeout = 5 * time.Second
+	}
+	if c.HandoffNoticeRetention <= 0 {
+		c.HandoffNoticeRetention = DefaultHandoffNoticeRetention
 	}
 	retain := c.CommitLog.Retain
 	c.CommitLog.Retain = func(s commitlog.SegmentInfo) bool {
@@ -286,7 +294,7 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, replayed 
 	}
 	cell := row.Cell{Column: rec.Column, Value: rec.Payload, Timestamp: rec.Timestamp, Tombstone: rec.Kind == commitlog.PayloadTombstone}
 	if _, isHandoff := col.(handoffCounter); isHandoff && !cell.Tombstone {
-		if _, _, err := decodeHandoffCell(rec.Payload); err != nil {
+		if _, _, _, err := decodeHandoffCell(rec.Payload); err != nil {
 			return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
 		}
 	} else if !cell.Tombstone {
