@@ -122,6 +122,10 @@ type Stats struct {
 	// HandoffSyncMessages counts the anti-entropy exchanges this node sent
 	// to other tier-0 replicas; HandoffSyncBytes their states, both ways.
 	HandoffSyncMessages, HandoffSyncBytes uint64
+	// HandoffRetirements counts the temporary participants of plain
+	// updates that retired with a notice (an exchange failed, or the
+	// update timed out).
+	HandoffRetirements uint64
 }
 
 // Coordinator serves counter writes and reads for one node.
@@ -136,6 +140,7 @@ type Coordinator struct {
 		dismissed                               atomic.Uint64
 		handoffExchanges, handoffBytes          atomic.Uint64
 		handoffSyncMessages, handoffSyncBytes   atomic.Uint64
+		handoffRetirements                      atomic.Uint64
 	}
 }
 
@@ -168,6 +173,7 @@ func (c *Coordinator) Stats() Stats {
 		Dismissed:        s.dismissed.Load(),
 		HandoffExchanges: s.handoffExchanges.Load(), HandoffBytes: s.handoffBytes.Load(),
 		HandoffSyncMessages: s.handoffSyncMessages.Load(), HandoffSyncBytes: s.handoffSyncBytes.Load(),
+		HandoffRetirements: s.handoffRetirements.Load(),
 	}
 }
 

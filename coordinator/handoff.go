@@ -31,6 +31,7 @@ type HandoffStore interface {
 	HandoffView(table uint64, key []byte, column string, peer handoff.ID) ([]byte, error)
 	TakeHandoffDirty() []replica.HandoffCell
 	MarkHandoffDirty(c replica.HandoffCell)
+	SweepHandoffNotices() (held int, err error)
 }
 
 // repairPolicy is implemented by Stores with columns that must not be read
@@ -48,7 +49,9 @@ func (c *Coordinator) handoffStore() (HandoffStore, error) {
 }
 
 // HandoffExchange forwards a client's handoff exchange (its encoded state or
-// view, tier ≥ 1) to one live natural replica of the key: one the client
+// view, tier ≥ 1, or a handoff.Message with its retirement notice, whose
+// servers the coordinator sets to the key's natural replicas) to one live
+// natural replica of the key: one the client
 // holds a token for if any is live (the client drops a token only on
 // hearing from its destination), else the first live one in ring order (so
 // that a client keeps meeting the same tier-0 node while it lives; any
@@ -57,22 +60,49 @@ func (c *Coordinator) handoffStore() (HandoffStore, error) {
 // an exchange involves one tier-0 node, and a client's increments stay in
 // its own state (a token) until a tier-0 node has acquired them.
 func (c *Coordinator) HandoffExchange(ctx context.Context, table uint64, key []byte, column string, state []byte) ([]byte, error) {
+	reply, _, err := c.handoffExchange(ctx, table, key, column, state)
+	return reply, err
+}
+
+// handoffExchange is HandoffExchange, also reporting whether an attempt
+// with some replica failed before the one that answered (the failed one may
+// have received the state and opened a slot).
+func (c *Coordinator) handoffExchange(ctx context.Context, table uint64, key []byte, column string, state []byte) (reply []byte, failedAttempt bool, err error) {
 	c.stats.handoffExchanges.Add(1)
 	c.stats.handoffBytes.Add(uint64(len(state)))
 	if _, err := c.handoffStore(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	in := handoff.NewCounter(handoff.ID{}, 0)
-	if err := in.UnmarshalBinary(state); err != nil {
-		return nil, &InvalidError{Msg: "handoff exchange: " + err.Error()}
-	}
-	_, live, _, err := c.placement(table, key, One)
+	msg, bare, err := handoff.DecodeMessage(state)
 	if err != nil {
-		return nil, err
+		return nil, false, &InvalidError{Msg: "handoff exchange: " + err.Error()}
+	}
+	in := msg.State
+	if in.Tier() == 0 {
+		return nil, false, &InvalidError{Msg: "handoff exchange: a client's state has tier 0 (the replicas' tier)"}
+	}
+	natural, live, _, err := c.placement(table, key, One)
+	if err != nil {
+		return nil, false, err
+	}
+	if !bare && len(msg.Notices) > 0 {
+		var servers []handoff.ID
+		for _, e := range natural {
+			if id, err := parseHostID(e.ID); err == nil {
+				servers = append(servers, id)
+			}
+		}
+		slices.SortFunc(servers, handoff.ID.Compare)
+		for _, h := range msg.Notices {
+			h.Servers, h.Seen, h.Created = servers, nil, 0
+		}
+		if state, err = msg.MarshalBinary(); err != nil {
+			return nil, false, err
+		}
 	}
 	if len(live) == 0 {
 		c.stats.unavailable.Add(1)
-		return nil, &UnavailableError{CL: One, Required: 1, Alive: 0}
+		return nil, false, &UnavailableError{CL: One, Required: 1, Alive: 0}
 	}
 	live = tokenDestinationsFirst(live, in.TokenDestinations())
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
@@ -82,16 +112,16 @@ func (c *Coordinator) HandoffExchange(ctx context.Context, table uint64, key []b
 		reply, err := c.exchangeWith(ctx, e, table, key, column, state)
 		if err == nil {
 			c.stats.handoffBytes.Add(uint64(len(reply)))
-			return reply, nil
+			return reply, failedAttempt, nil
 		}
 		var inv *InvalidError
 		if errors.As(err, &inv) || ctx.Err() != nil {
-			return nil, c.countTimeout(handoffTimeout(err))
+			return nil, true, c.countTimeout(handoffTimeout(err))
 		}
-		last = err
+		last, failedAttempt = err, true
 		c.logger.Debug("handoff exchange with replica failed", "replica", e.ID, "err", err)
 	}
-	return nil, c.countTimeout(handoffTimeout(last))
+	return nil, true, c.countTimeout(handoffTimeout(last))
 }
 
 // tokenDestinationsFirst orders the live replicas for an exchange: those
@@ -156,9 +186,17 @@ const handoffAttempts = 8
 // bounded number of exchanges within the counter write timeout). It answers
 // success only once handed off, so a success counts n exactly once. On a
 // timeout the increment may or may not have been acquired by a replica, and
-// the temporary state is dropped: with the driver's retry the update is
+// the temporary participant retires: with the driver's retry the update is
 // at-least-once between the driver and the coordinator (a retry of an update
 // whose answer was lost counts again), as a vanilla counter is.
+//
+// Retiring: a participant whose exchanges all succeeded left nothing behind.
+// One that saw an exchange fail may have left a slot at a replica (the
+// request arrived, the answer did not), and one that gives up may hold a
+// token; it then retires in the background with a retirement notice
+// (counters/handoff Notice), which delivers its tokens and drops its slots.
+// Increments it had not yet moved into a token are abandoned (never
+// counted), as the timeout allows.
 func (c *Coordinator) HandoffIncrement(ctx context.Context, table uint64, key []byte, column string, n uint64) error {
 	if n == 0 {
 		return nil
@@ -169,18 +207,25 @@ func (c *Coordinator) HandoffIncrement(ctx context.Context, table uint64, key []
 	}
 	p := handoff.NewCounter(id, 1)
 	p.Add(n)
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 	defer cancel()
+	failed := false
+	defer func() {
+		if failed || !p.Handed() {
+			c.retireParticipant(context.WithoutCancel(ctx), table, key, column, p)
+		}
+	}()
 	for i := 0; i < handoffAttempts && !p.Handed(); i++ {
 		view, err := p.View(handoff.ID{}, 0).MarshalBinary()
 		if err != nil {
 			return err
 		}
-		reply, err := c.HandoffExchange(ctx, table, key, column, view)
+		reply, failedAttempt, err := c.handoffExchange(rctx, table, key, column, view)
+		failed = failed || failedAttempt
 		if err != nil {
 			var inv *InvalidError
 			var un *UnavailableError
-			if errors.As(err, &inv) || errors.As(err, &un) || ctx.Err() != nil {
+			if errors.As(err, &inv) || errors.As(err, &un) || rctx.Err() != nil {
 				return err
 			}
 			continue
@@ -196,6 +241,49 @@ func (c *Coordinator) HandoffIncrement(ctx context.Context, table uint64, key []
 		return &WriteTimeoutError{CL: One, BlockFor: 1, WriteType: WriteTypeCounter}
 	}
 	return nil
+}
+
+// retireAttempts bounds the attempts to deliver a participant's notice.
+const retireAttempts = 8
+
+// retireParticipant retires a coordinator's temporary participant in the
+// background: its retirement notice goes to a live replica (up to
+// retireAttempts attempts of half the counter write timeout each), which
+// disseminates it. If it never gets
+// there, the participant's leftover slots stay, and a token it held is lost
+// with the timeout its request already reported.
+func (c *Coordinator) retireParticipant(ctx context.Context, table uint64, key []byte, column string, p *handoff.Counter) {
+	msg := &handoff.Message{State: p.View(handoff.ID{}, 0), Notices: []*handoff.HeldNotice{{Notice: p.State.Retire()}}}
+	b, err := msg.MarshalBinary()
+	if err != nil {
+		return
+	}
+	c.stats.handoffRetirements.Add(1)
+	go func() {
+		// Several attempts, each bounded by a fraction of the budget: a lost
+		// message must not use it all.
+		ctx, cancel := context.WithTimeout(ctx, retireAttempts*c.cfg.CounterWriteTimeout/2)
+		defer cancel()
+		pause := 20 * time.Millisecond
+		for ctx.Err() == nil {
+			actx, acancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout/2)
+			_, err := c.HandoffExchange(actx, table, key, column, b)
+			acancel()
+			if err == nil {
+				return
+			}
+			var inv *InvalidError
+			if errors.As(err, &inv) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, time.Second)
+		}
+		c.logger.Debug("handoff participant's retirement notice not delivered", "err", ctx.Err())
+	}()
 }
 
 // handleHandoffExchange serves TypeHandoffExchange on a replica.
@@ -247,8 +335,12 @@ func (c *Coordinator) RunHandoffSync(ctx context.Context, interval time.Duration
 	}
 }
 
-// HandoffSyncRound runs one anti-entropy round (see RunHandoffSync).
+// HandoffSyncRound runs one anti-entropy round (see RunHandoffSync), after
+// dropping the retirement notices whose retention has passed.
 func (c *Coordinator) HandoffSyncRound(ctx context.Context, h HandoffStore) {
+	if _, err := h.SweepHandoffNotices(); err != nil {
+		c.logger.Warn("handoff notice sweep failed", "err", err)
+	}
 	cells := h.TakeHandoffDirty()
 	if len(cells) == 0 {
 		return

@@ -39,6 +39,7 @@ type Config struct {
 	HintDeliveryMS        int     `yaml:"hint_delivery_interval_in_ms"`        // default 1000
 	CounterLeader         string  `yaml:"counter_leader"`                      // random (Cassandra) | first
 	HandoffSyncMS         int     `yaml:"handoff_sync_interval_in_ms"`         // handoff counters' tier-0 anti-entropy period, default 1000
+	HandoffNoticeMS       int     `yaml:"handoff_notice_retention_in_ms"`      // how long a processed retirement notice is kept, default 60000
 
 	// StartNativeTransport serves CQL (default true).
 	StartNativeTransport      *bool             `yaml:"start_native_transport"`
@@ -127,6 +128,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.GossipIntervalMS, 1000)
 	def(&c.HintDeliveryMS, 1000)
 	def(&c.HandoffSyncMS, 1000)
+	def(&c.HandoffNoticeMS, 60000)
 	if c.PhiConvictThreshold <= 0 {
 		c.PhiConvictThreshold = 8
 	}

@@ -106,9 +106,10 @@ func Start(cfg Config, opts Options) (*Node, error) {
 			Sync: mode, SyncPeriod: ms(cfg.CommitLogSyncPeriodMS), GroupWindow: ms(cfg.CommitLogGroupWindowMS),
 			SegmentSize: int64(cfg.CommitLogSegmentSizeMB) << 20,
 		},
-		MemtableFlushBytes:  int64(cfg.MemtableFlushMB) << 20,
-		CounterWriteTimeout: ms(cfg.CounterWriteTimeoutMS),
-		Logger:              logger,
+		MemtableFlushBytes:     int64(cfg.MemtableFlushMB) << 20,
+		CounterWriteTimeout:    ms(cfg.CounterWriteTimeoutMS),
+		HandoffNoticeRetention: ms(cfg.HandoffNoticeMS),
+		Logger:                 logger,
 	})
 	if err != nil {
 		return nil, err
