@@ -1,6 +1,8 @@
 package client
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,8 +54,11 @@ func TestHandoffCounterFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !h.Handed() || h.Retire() != nil {
+	if !h.Handed() || h.Retire(context.Background()) != nil {
 		t.Fatal("a fresh counter is not handed off and retirable")
+	}
+	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) || h.Add(1) != ErrRetired {
+		t.Fatalf("after Retire: file %v, Add not refused", err)
 	}
 	h, err = NewHandoffCounter(nil, "ks.t", "c", "k = ?", HandoffOptions{File: file}, "k")
 	if err != nil {
@@ -70,11 +75,18 @@ func TestHandoffCounterFile(t *testing.T) {
 	if back.ID() != id || back.Value() != 3 || back.Handed() {
 		t.Fatalf("reopened: id %v value %d handed %v; want %v, 3, false", back.ID(), back.Value(), back.Handed(), id)
 	}
-	if err := back.Retire(); err == nil {
-		t.Fatal("retired with increments not handed off")
+	// A retiring counter's frozen state and notice are in the file: reopened,
+	// it refuses to count and goes on retiring.
+	back.notice = back.state.State.Retire()
+	if err := back.persist(); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(file); err != nil {
-		t.Fatal("the state file is gone before retirement")
+	again, err := NewHandoffCounter(nil, "ks.t", "c", "k = ?", HandoffOptions{File: file}, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.notice == nil || again.notice.ID != id || again.Add(1) != ErrRetired || again.Exchange(context.Background()) != ErrRetired {
+		t.Fatal("a retiring counter reopened from its file is not retiring")
 	}
 	if h.stmt != "UPDATE ks.t SET c = c + ? WHERE k = ?" {
 		t.Fatalf("statement %q", h.stmt)

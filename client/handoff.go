@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,9 +40,11 @@ const HandoffPayloadKey = "idemkv-handoff"
 // that crashes loses the increments it has not handed off yet (those a
 // replica has acquired are safe).
 //
-// Retire (§7.4, the normal way) ends the participation once everything is
-// handed off: a retired counter refuses Add and Exchange and its file is
-// removed.
+// Retire (§7.4) ends the participation: once nothing is pending it sends a
+// retirement notice (counters/handoff Notice) that carries the client's
+// tokens and has the replicas drop the slots it left, and stops as soon as
+// one replica holds the notice, without waiting for a replica that is down.
+// A retired counter refuses Add and Exchange and its file is removed.
 //
 // A HandoffCounter is safe for concurrent use.
 type HandoffCounter struct {
@@ -53,8 +56,9 @@ type HandoffCounter struct {
 
 	mu        sync.Mutex
 	state     *handoff.Counter
-	added     uint64 // increments added by this process
-	accounted uint64 // of them, known acquired by a tier-0 replica
+	notice    *handoff.Notice[handoff.Count] // set once retiring: the state is frozen
+	added     uint64                         // increments added by this process
+	accounted uint64                         // of them, known acquired by a tier-0 replica
 	retired   bool
 
 	exchanges, sent, received atomic.Uint64
@@ -85,11 +89,16 @@ func NewHandoffCounter(session *gocql.Session, table, column, where string, o Ha
 		b, err := os.ReadFile(o.File)
 		switch {
 		case err == nil:
-			st := handoff.NewCounter(handoff.ID{}, 1)
-			if err := st.UnmarshalBinary(b); err != nil {
+			m, _, err := handoff.DecodeMessage(b)
+			if err != nil {
 				return nil, fmt.Errorf("client: handoff state %s: %w", o.File, err)
 			}
-			h.state = st
+			h.state = m.State
+			for _, n := range m.Notices { // it was retiring: it goes on retiring
+				if n.Notice.ID == h.state.ID() {
+					h.notice = n.Notice
+				}
+			}
 			return h, nil
 		case !errors.Is(err, os.ErrNotExist):
 			return nil, fmt.Errorf("client: handoff state: %w", err)
@@ -108,7 +117,8 @@ func NewHandoffCounter(session *gocql.Session, table, column, where string, o Ha
 	return h, nil
 }
 
-// ErrRetired is returned by a retired HandoffCounter.
+// ErrRetired is returned by a retired HandoffCounter, and by one that has
+// started to retire (its state is frozen).
 var ErrRetired = errors.New("client: handoff counter retired")
 
 // ID is the client's id in the counter.
@@ -123,7 +133,7 @@ func (h *HandoffCounter) ID() handoff.ID {
 func (h *HandoffCounter) Add(n uint64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.retired {
+	if h.retired || h.notice != nil {
 		return ErrRetired
 	}
 	if n == 0 {
@@ -148,7 +158,7 @@ func (h *HandoffCounter) ExchangeTagged(ctx context.Context, op OpID) error {
 
 func (h *HandoffCounter) exchange(ctx context.Context, op []byte) error {
 	h.mu.Lock()
-	if h.retired {
+	if h.retired || h.notice != nil {
 		h.mu.Unlock()
 		return ErrRetired
 	}
@@ -157,39 +167,52 @@ func (h *HandoffCounter) exchange(ctx context.Context, op []byte) error {
 	if err != nil {
 		return err
 	}
-	q := h.session.Query(h.stmt, append([]any{int64(0)}, h.values...)...).Idempotent(true)
-	if h.cl != 0 {
-		q.Consistency(h.cl)
-	}
-	payload := map[string][]byte{HandoffPayloadKey: view}
-	if op != nil {
-		payload[PayloadKey] = op
-	}
-	q.CustomPayload(payload)
-	h.exchanges.Add(1)
-	h.sent.Add(uint64(len(view)))
-	iter := q.WithContext(ctx).Iter()
-	answer := iter.GetCustomPayload()
-	if err := iter.Close(); err != nil {
+	reply, err := h.roundTrip(ctx, view, op)
+	if err != nil {
 		return err
 	}
-	reply, ok := answer[HandoffPayloadKey]
-	if !ok {
-		return fmt.Errorf("client: the answer carries no %s payload (a server without handoff counters, or protocol v3)", HandoffPayloadKey)
-	}
-	h.received.Add(uint64(len(reply)))
 	r := handoff.NewCounter(handoff.ID{}, 0)
 	if err := r.UnmarshalBinary(reply); err != nil {
 		return fmt.Errorf("client: server's handoff view: %w", err)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.notice != nil { // Retire froze the state meanwhile
+		return ErrRetired
+	}
 	h.state.Merge(r)
 	if len(h.state.TokenDestinations()) == 0 {
 		// No token outstanding: everything not pending was acquired.
 		h.accounted = max(h.accounted, h.added-min(h.added, uint64(h.state.Pending())))
 	}
 	return h.persist()
+}
+
+// roundTrip sends one exchange (the handoff payload out, the replica's
+// answer back).
+func (h *HandoffCounter) roundTrip(ctx context.Context, out, op []byte) ([]byte, error) {
+	q := h.session.Query(h.stmt, append([]any{int64(0)}, h.values...)...).Idempotent(true)
+	if h.cl != 0 {
+		q.Consistency(h.cl)
+	}
+	payload := map[string][]byte{HandoffPayloadKey: out}
+	if op != nil {
+		payload[PayloadKey] = op
+	}
+	q.CustomPayload(payload)
+	h.exchanges.Add(1)
+	h.sent.Add(uint64(len(out)))
+	iter := q.WithContext(ctx).Iter()
+	answer := iter.GetCustomPayload()
+	if err := iter.Close(); err != nil {
+		return nil, err
+	}
+	reply, ok := answer[HandoffPayloadKey]
+	if !ok {
+		return nil, fmt.Errorf("client: the answer carries no %s payload (a server without handoff counters, or protocol v3)", HandoffPayloadKey)
+	}
+	h.received.Add(uint64(len(reply)))
+	return reply, nil
 }
 
 // Flush exchanges until every increment is handed off (Handed), retrying
@@ -220,18 +243,86 @@ func (h *HandoffCounter) Handed() bool {
 	return h.state.Handed()
 }
 
-// Retire ends the participation once Handed: the counter refuses further
-// use and its file is removed. It fails, changing nothing, if increments are
-// still to be handed off (Flush first).
-func (h *HandoffCounter) Retire() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.retired {
+// Retire ends the participation (§7.4). It exchanges until nothing is
+// pending (every increment is in a token or acquired), then freezes the
+// state and makes its retirement notice, which carries the tokens and has
+// the replicas drop any slot the client left (an exchange whose answer was
+// lost, say). The frozen state and the notice are written to the file
+// before anything is sent, so a client that restarts goes on retiring and
+// never counts again with this id. The notice goes with one more exchange,
+// repeated until a replica answers with it (it holds it durably); then the
+// counter is retired and the file removed. Tokens for a replica that is
+// down do not hold retirement up: the notice delivers them. Failed
+// exchanges are retried after a pause until ctx ends; Retire may then be
+// called again.
+func (h *HandoffCounter) Retire(ctx context.Context) error {
+	pause := 10 * time.Millisecond
+	wait := func(err error) error {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("client: handoff retire: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
 		return nil
 	}
-	if !h.state.Handed() {
-		return errors.New("client: handoff counter not handed off yet (Flush first)")
+	for {
+		h.mu.Lock()
+		retired, frozen, pending := h.retired, h.notice != nil, h.state.Pending()
+		h.mu.Unlock()
+		if retired {
+			return nil
+		}
+		if frozen || pending == 0 {
+			break
+		}
+		if err := h.Exchange(ctx); err != nil && !errors.Is(err, ErrRetired) {
+			if werr := wait(err); werr != nil {
+				return werr
+			}
+		}
 	}
+	h.mu.Lock()
+	if h.notice == nil && h.state.Unused() { // no server ever had a slot for it
+		h.mu.Unlock()
+		return h.retireDone()
+	}
+	if h.notice == nil {
+		h.notice = h.state.State.Retire()
+		if err := h.persist(); err != nil {
+			h.notice = nil // not frozen on disk: nothing sent yet, so not frozen at all
+			h.mu.Unlock()
+			return err
+		}
+	}
+	out, err := (&handoff.Message{State: h.state.View(handoff.ID{}, 0), Notices: []*handoff.HeldNotice{{Notice: h.notice}}}).MarshalBinary()
+	id := h.state.ID()
+	h.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for {
+		reply, err := h.roundTrip(ctx, out, nil)
+		if err == nil {
+			var m *handoff.Message
+			if m, _, err = handoff.DecodeMessage(reply); err == nil {
+				if slices.ContainsFunc(m.Notices, func(n *handoff.HeldNotice) bool { return n.Notice.ID == id }) {
+					break
+				}
+				err = errors.New("client: the replica's answer does not carry the retirement notice")
+			}
+		}
+		if werr := wait(err); werr != nil {
+			return werr
+		}
+	}
+	return h.retireDone()
+}
+
+// retireDone removes the file and marks the counter retired.
+func (h *HandoffCounter) retireDone() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.file != "" {
 		if err := os.Remove(h.file); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -275,6 +366,9 @@ func (h *HandoffCounter) persist() error {
 		return nil
 	}
 	b, err := h.state.MarshalBinary()
+	if h.notice != nil {
+		b, err = (&handoff.Message{State: h.state, Notices: []*handoff.HeldNotice{{Notice: h.notice}}}).MarshalBinary()
+	}
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func TestGocqlHandoffCounter(t *testing.T) {
 				errs <- err
 				return
 			}
-			if err := h.Retire(); err != nil {
+			if err := h.Retire(ctx); err != nil {
 				errs <- err
 				return
 			}
@@ -104,6 +104,23 @@ func TestGocqlHandoffCounter(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+	// The helpers retired with notices: every replica holds them, and no
+	// slot is left.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		slots, notices := 0, 0
+		for _, nd := range r.nodes {
+			st := nd.Replica().HandoffStats()
+			slots, notices = slots+st.Slots, notices+st.Notices
+		}
+		if slots == 0 && notices > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the helpers retired: %d slots, %d notices on the replicas", slots, notices)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if err := s.Query("DELETE FROM ks.h WHERE k = ?", "k0").Exec(); err == nil {
 		t.Fatal("DELETE of a handoff counter row succeeded")
