@@ -159,6 +159,7 @@ func (c *Cluster) Dismissed() uint64 {
 type ClusterHandoffStats struct {
 	SyncMessages, SyncBytes uint64 // tier-0 anti-entropy, stopped incarnations included
 	Slots                   int    // slots the running replicas hold now
+	Notices                 int    // retirement notices they hold now
 }
 
 // HandoffStats sums the nodes' handoff counts.
@@ -171,7 +172,9 @@ func (c *Cluster) HandoffStats() ClusterHandoffStats {
 			st := nd.Coordinator().Stats()
 			out.SyncMessages += st.HandoffSyncMessages
 			out.SyncBytes += st.HandoffSyncBytes
-			out.Slots += nd.Replica().HandoffStats().Slots
+			hs := nd.Replica().HandoffStats()
+			out.Slots += hs.Slots
+			out.Notices += hs.Notices
 		}
 	}
 	return out

@@ -132,7 +132,8 @@ func (r *runner) doHandoff(ctx context.Context, cli *client.Client, mr *modeRun,
 	return r.attempts(ctx, mr, op, &id, exec)
 }
 
-// flushHandoff flushes every client's counters and retires them.
+// flushHandoff flushes every client's counters and retires them (§7.4: each
+// retirement sends a notice that collects the slots the client left).
 func (r *runner) flushHandoff(ctx context.Context, mr *modeRun) error {
 	hr := mr.handoff
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -149,7 +150,7 @@ func (r *runner) flushHandoff(ctx context.Context, mr *modeRun) error {
 					return
 				}
 				hk.accounted(hr)
-				if err := hk.h.Retire(); err != nil {
+				if err := hk.h.Retire(ctx); err != nil {
 					errs <- err
 					return
 				}
@@ -181,9 +182,13 @@ type HandoffResult struct {
 	AccountP99MS float64 `json:"account_p99_ms"`
 	AccountMaxMS float64 `json:"account_max_ms"`
 	// Slots held by the servers: the most seen while the load ran (sampled
-	// every 100 ms), and after the clients flushed (embedded ring only).
-	SlotsPeak  int `json:"slots_peak"`
-	SlotsAfter int `json:"slots_after"`
+	// every 100 ms), and after the clients flushed and retired, once the
+	// replicas converged and their retirement notices had up to 10 s more
+	// to collect what clients left (embedded ring only); and the notices
+	// still held then (kept for the retention after they are processed).
+	SlotsPeak    int `json:"slots_peak"`
+	SlotsAfter   int `json:"slots_after"`
+	NoticesAfter int `json:"notices_after"`
 	// ReadExactMS: from the end of the flush until every key read at ALL
 	// (the largest of the replicas' fetches) held its expected value.
 	ReadExactMS float64 `json:"read_exact_ms"`
@@ -307,7 +312,10 @@ func (r *runner) finishHandoff(ctx context.Context, s *gocql.Session, mr *modeRu
 		st := c.HandoffStats()
 		res.SyncPerUpdate = float64(st.SyncMessages-syncBefore.SyncMessages) / float64(res.Updates)
 		res.SyncBytesPerUpdate = float64(st.SyncBytes-syncBefore.SyncBytes) / float64(res.Updates)
-		res.SlotsAfter = st.Slots
+		for deadline := time.Now().Add(10 * time.Second); st.Slots > 0 && time.Now().Before(deadline) && ctx.Err() == nil; st = c.HandoffStats() {
+			time.Sleep(20 * time.Millisecond)
+		}
+		res.SlotsAfter, res.NoticesAfter = st.Slots, st.Notices
 	}
 	return final, res, nil
 }

@@ -12,7 +12,8 @@ import (
 // TestHandoffModeExact: the handoff mode under seeded lost acks, late
 // answers and a node killed and restarted mid-run: every increment added is
 // counted exactly once after the clients flush, while vanilla over-counts
-// the same stream; the mode's costs are measured.
+// the same stream; the mode's costs are measured, and once the clients
+// retire no slot is left on the replicas.
 func TestHandoffModeExact(t *testing.T) {
 	seed := testseed.Seed(t)
 	c := startTestCluster(t, 3, seed)
@@ -45,5 +46,10 @@ func TestHandoffModeExact(t *testing.T) {
 	r := h.Handoff
 	if r.Updates != 600 || r.ExchangesPerUpdate < 1 || r.BytesPerUpdate <= 0 || r.SlotsPeak == 0 || !r.Converged {
 		t.Errorf("handoff costs %+v", *r)
+	}
+	// Every client retired with a notice (§7.4): no slot is left behind,
+	// not even those of exchanges whose answers were lost.
+	if r.SlotsAfter != 0 || r.NoticesAfter == 0 {
+		t.Errorf("after the clients retired: %d slots left, %d notices held; want none, and the notices", r.SlotsAfter, r.NoticesAfter)
 	}
 }
