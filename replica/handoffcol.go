@@ -365,18 +365,28 @@ func (r *Replica) Exchange(tableID uint64, key []byte, column string, incoming [
 	next := c.state.Clone()
 	next.Merge(in)
 	notices := r.takeNotices(c, msg.Notices)
-	if err := r.commitHandoffCell(t, hc, c, next, notices); err != nil {
+	expired, err := r.commitHandoffCell(t, hc, c, next, notices)
+	if err != nil {
 		return nil, err
 	}
 	view := c.state.View(in.ID(), in.Tier())
 	if bare {
 		return view.MarshalBinary()
 	}
-	reply := &handoff.Message{State: view}
-	for _, h := range c.message(nil, c.notices).Notices {
-		if in.Tier() == 0 || h.Notice.ID == in.ID() {
-			reply.Notices = append(reply.Notices, h)
+	// The answer carries the notices held, and those that expired just now
+	// (a sender whose copy is not complete learns that it is done, which it
+	// would not from a notice that is simply absent).
+	out := maps.Clone(c.notices)
+	maps.Copy(out, expired)
+	reply := c.message(view, out)
+	if in.Tier() > 0 {
+		var own []*handoff.HeldNotice
+		for _, h := range reply.Notices {
+			if h.Notice.ID == in.ID() {
+				own = append(own, h)
+			}
 		}
+		reply.Notices = own
 	}
 	return reply.MarshalBinary()
 }
@@ -414,9 +424,9 @@ func (r *Replica) noticeExpired(h *handoff.HeldNotice, nowMilli int64) bool {
 
 // commitHandoffCell applies the notices to next (Collect, after the merge
 // the caller made), marks this replica as having processed each, drops the
-// expired ones and, if the cell changed, writes it with a new version and
-// installs it in c. c.mu is held.
-func (r *Replica) commitHandoffCell(t *table, hc HandoffCell, c *handoffCell, next *handoff.Counter, notices map[handoff.ID]*handoff.HeldNotice) error {
+// expired ones (and returns them) and, if the cell changed, writes it with a
+// new version and installs it in c. c.mu is held.
+func (r *Replica) commitHandoffCell(t *table, hc HandoffCell, c *handoffCell, next *handoff.Counter, notices map[handoff.ID]*handoff.HeldNotice) (expired map[handoff.ID]*handoff.HeldNotice, err error) {
 	self := handoff.ID(r.hostID)
 	now := r.cfg.Now().UnixMilli()
 	var collected uint64
@@ -426,27 +436,31 @@ func (r *Replica) commitHandoffCell(t *table, hc HandoffCell, c *handoffCell, ne
 		}
 		h.Seen = handoff.UnionIDs(h.Seen, []handoff.ID{self})
 		if r.noticeExpired(h, now) {
+			if expired == nil {
+				expired = map[handoff.ID]*handoff.HeldNotice{}
+			}
+			expired[k] = h
 			delete(notices, k)
 		}
 	}
 	enc, err := c.message(next, notices).MarshalBinary()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if bytes.Equal(enc, c.enc) {
-		return nil
+		return expired, nil
 	}
 	version := c.version + 1
 	m := Mutation{Table: hc.Table, Key: hc.Key, Cell: row.Cell{Column: hc.Column, Value: encodeHandoffCell(version, enc), Timestamp: r.cfg.Now().UnixMicro()}}
 	if err := t.write(row.Key{Token: ring.Token(hc.Key), Partition: hc.Key}, m, commitlog.PayloadShard); err != nil {
-		return err
+		return nil, err
 	}
 	c.state, c.notices, c.enc, c.version = next, notices, enc, version
 	r.handoff.writes.Add(1)
 	r.handoff.collected.Add(collected)
 	r.handoff.trackNotices(hc, len(notices) > 0)
 	r.handoff.markDirty(hc)
-	return nil
+	return expired, nil
 }
 
 // SweepHandoffNotices drops the expired retirement notices of the cells in
@@ -469,7 +483,7 @@ func (r *Replica) SweepHandoffNotices() (held int, err error) {
 			continue
 		}
 		notices := r.takeNotices(c, nil)
-		if cerr := r.commitHandoffCell(t, hc, c, c.state.Clone(), notices); cerr != nil {
+		if _, cerr := r.commitHandoffCell(t, hc, c, c.state.Clone(), notices); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
 		held += len(c.notices)
