@@ -209,9 +209,11 @@ func (c *Coordinator) HandoffIncrement(ctx context.Context, table uint64, key []
 	p.Add(n)
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 	defer cancel()
-	failed := false
+	// touched: some replica may have received the participant's state;
+	// failed: one may have kept a slot for it without the answer arriving.
+	var touched, failed bool
 	defer func() {
-		if failed || !p.Handed() {
+		if touched && (failed || !p.Handed()) {
 			c.retireParticipant(context.WithoutCancel(ctx), table, key, column, p)
 		}
 	}()
@@ -221,15 +223,19 @@ func (c *Coordinator) HandoffIncrement(ctx context.Context, table uint64, key []
 			return err
 		}
 		reply, failedAttempt, err := c.handoffExchange(rctx, table, key, column, view)
-		failed = failed || failedAttempt
 		if err != nil {
 			var inv *InvalidError
 			var un *UnavailableError
-			if errors.As(err, &inv) || errors.As(err, &un) || rctx.Err() != nil {
+			if errors.As(err, &inv) || errors.As(err, &un) {
+				return err // refused or not sent
+			}
+			touched, failed = true, true
+			if rctx.Err() != nil {
 				return err
 			}
 			continue
 		}
+		touched, failed = true, failed || failedAttempt
 		r := handoff.NewCounter(handoff.ID{}, 0)
 		if err := r.UnmarshalBinary(reply); err != nil {
 			return err
