@@ -108,7 +108,7 @@ func (c *testCluster) readHandoff(via int, key string, cl coordinator.Consistenc
 // is back, every replica reports exactly the increments issued, and no slot
 // and no notice is left anywhere.
 func TestHandoffCounterExactUnderFaults(t *testing.T) {
-	c := newTestCluster(t, 3, func(i int, cfg *Config) { cfg.HandoffSyncMS = 50; cfg.HandoffNoticeMS = 200 })
+	c := newTestCluster(t, 3, func(i int, cfg *Config) { cfg.HandoffSyncMS = 50; cfg.HandoffNoticeMS = 2000 })
 	c.createTable(3)
 	c.createHandoffTable()
 	rng := testseed.Rand(t)
@@ -197,13 +197,23 @@ func TestHandoffCounterExactUnderFaults(t *testing.T) {
 	}
 	// Slots left where a client failed over while a reply was lost, and the
 	// notices themselves, are collected.
+	var why string
+	defer func() {
+		if t.Failed() {
+			t.Log(why)
+		}
+	}()
 	c.waitFor("no slot, token or notice left on any replica", func() bool {
+		why = ""
+		done := true
 		for i := 1; i <= 3; i++ {
-			if st := c.node(i).Replica().HandoffStats(); st.Slots+st.Tokens+st.Notices != 0 {
-				return false
+			st := c.node(i).Replica().HandoffStats()
+			why += fmt.Sprintf("node %d: %+v\n", i, st)
+			if st.Slots+st.Tokens+st.Notices != 0 {
+				done = false
 			}
 		}
-		return true
+		return done
 	})
 }
 
@@ -251,7 +261,7 @@ func TestHandoffPlainIncrement(t *testing.T) {
 func TestHandoffPlainIncrementRetires(t *testing.T) {
 	c := newTestCluster(t, 3, func(i int, cfg *Config) {
 		cfg.HandoffSyncMS = 50
-		cfg.HandoffNoticeMS = 200
+		cfg.HandoffNoticeMS = 2000
 		cfg.CounterWriteTimeoutMS = 300
 	})
 	c.createTable(3)
