@@ -97,11 +97,7 @@ func (s *State[V]) Collect(n *Notice[V]) bool {
 // of the vector at tier 0, else at least below plus the self entry.
 func (s *State[V]) refresh() {
 	if s.tier == 0 {
-		var v V
-		for _, n := range s.vals {
-			v = v.add(n)
-		}
-		s.val = v
+		s.val = s.sumVals()
 		return
 	}
 	s.val = s.val.join(s.below.add(s.vals[s.id]))

@@ -235,9 +235,7 @@ func (s *State[V]) aggregate(o *State[V]) {
 	var v V
 	switch {
 	case s.tier == 0:
-		for _, n := range s.vals {
-			v = v.add(n)
-		}
+		v = s.sumVals()
 	case s.tier == o.tier:
 		// Figure 5 also adds vals_j(j) here; that over-counts when o is an
 		// old state whose vals_j(j) has since been handed off and reached s
@@ -349,6 +347,15 @@ func (s *State[V]) View(peer ID, peerTier int) *State[V] {
 		if k.Dst == peer || (k.Src == s.id && peerTier < s.tier) {
 			v.tokens[k] = t
 		}
+	}
+	return v
+}
+
+// sumVals is the sum of the version vector: a tier-0 node's val.
+func (s *State[V]) sumVals() V {
+	var v V
+	for _, n := range s.vals {
+		v = v.add(n)
 	}
 	return v
 }
