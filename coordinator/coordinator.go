@@ -285,9 +285,16 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 	}
 	c.stats.led.Add(1)
 	if m.Dismissed {
-		// A retry the column recognised: acknowledged, nothing to replicate.
+		// A retry the column recognised: nothing was applied, but the first
+		// attempt may not have reached the other replicas (it timed out).
+		// The leader's copy of the cell, which holds it, is replicated like
+		// a fresh update and the retry waits for the same consistency level.
 		c.stats.dismissed.Add(1)
-		return nil
+		if m.Cell.Value == nil && !m.Cell.Tombstone {
+			// The cell is empty here (a false positive of the filter on a
+			// cell never written): there is nothing to make durable.
+			return nil
+		}
 	}
 	self := c.cfg.Cluster.Self()
 	acks := make(chan string, len(natural))

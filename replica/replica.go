@@ -170,8 +170,10 @@ type Mutation struct {
 	OpID   [16]byte
 	OpTime int64
 	// Dismissed is set by Apply when the leader recognised the operation
-	// as a retry of one it has seen (an FBF column): nothing was applied and
-	// there is nothing to replicate; the client is answered with success.
+	// as a retry of one it has seen (an FBF column): nothing was applied.
+	// Cell is then the leader's current copy of the cell (empty Value if it
+	// holds none), which the coordinator re-sends to the other replicas so
+	// that the retry is answered only when the consistency level is met.
 	Dismissed bool
 }
 
@@ -509,6 +511,20 @@ func (r *Replica) Apply(u Update) (Mutation, error) {
 	t.modeMu.RUnlock()
 	if err != nil {
 		return Mutation{}, fmt.Errorf("replica: apply to %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+	}
+	if m.Dismissed {
+		// The retry is acknowledged only once the first attempt is on as
+		// many replicas as its consistency level asks: the coordinator
+		// re-sends this replica's copy of the cell, which holds the first
+		// attempt since the op id is in this replica's filter.
+		c, found, err := r.Read(u.Table, u.Key, u.Column)
+		if err != nil {
+			return Mutation{}, fmt.Errorf("replica: dismissed retry on %s.%s: read the cell: %w", t.def.Keyspace, t.def.Name, err)
+		}
+		if found {
+			m.Cell = c
+		}
+		m.Cell.Column = u.Column
 	}
 	r.stats.leaderApplies.Add(1)
 	return m, nil
