@@ -240,7 +240,7 @@ func (c *fbfCounter) Lead(l Leader, u Update) (Mutation, error) {
 			break
 		}
 	}
-	m, err := u.mutation(counters.NewGlobal(l.HostID(), next[0], next[1]))
+	m, err := u.mutation(counters.NewGlobal(l.CounterID(), next[0], next[1]))
 	if err != nil {
 		return Mutation{}, err
 	}
@@ -290,7 +290,7 @@ func (c *fbfCounter) observe(m Mutation) {
 	if err != nil {
 		return
 	}
-	s, ok := ctx.Shard(c.r.hostID)
+	s, ok := ctx.Shard(c.r.counterIDs.current)
 	if !ok {
 		return
 	}

@@ -189,8 +189,11 @@ type Stats struct {
 type Replica struct {
 	cfg    Config
 	hostID counters.ID
-	log    *commitlog.Log
-	logger *slog.Logger
+	// counterIDs are the ids this node's leader shards are written under:
+	// a new one after every unclean start (see counterIdentity).
+	counterIDs counterIdentity
+	log        *commitlog.Log
+	logger     *slog.Logger
 
 	schemaMu sync.Mutex                        // serializes schema changes
 	tables   atomic.Pointer[map[uint64]*table] // copy-on-write
@@ -224,9 +227,19 @@ func Open(cfg Config) (*Replica, error) {
 		return nil, fmt.Errorf("replica: create %s: %w", cfg.Dir, err)
 	}
 	*r = Replica{cfg: cfg, logger: cfg.Logger, locks: make([]sync.Mutex, cfg.LockStripes), lockSeed: maphash.MakeSeed()}
+	_, statErr := os.Stat(filepath.Join(cfg.Dir, "host_id"))
+	fresh := errors.Is(statErr, os.ErrNotExist)
 	var err error
 	if r.hostID, err = loadHostID(cfg.Dir); err != nil {
 		return nil, err
+	}
+	var renewed bool
+	if r.counterIDs, renewed, err = loadCounterIdentity(nil, cfg.Dir, r.hostID, fresh); err != nil {
+		return nil, err
+	}
+	if renewed {
+		r.logger.Warn("unclean shutdown: this node's counter shards may have gone back; new increments count under a new counter id",
+			"dir", cfg.Dir, "counter_id", r.counterIDs.current.String(), "previous", r.counterIDs.past[0].String())
 	}
 	if cfg.CounterCacheEntries > 0 {
 		if r.cache, err = lru.New[string, [2]int64](cfg.CounterCacheEntries); err != nil {
@@ -335,8 +348,12 @@ func loadHostID(dir string) (counters.ID, error) {
 	return id, writeFileAtomic(dir, "host_id", []byte(hex.EncodeToString(id[:])+"\n"))
 }
 
-// HostID is this node's counter id.
+// HostID is this node's host id, its identity in the ring.
 func (r *Replica) HostID() counters.ID { return r.hostID }
+
+// CounterID is the id this node's leader shards are written under now: the
+// host id until the first unclean start, a fresh id after each.
+func (r *Replica) CounterID() counters.ID { return r.counterIDs.current }
 
 // Stats returns the replica's running counts.
 func (r *Replica) Stats() Stats {
@@ -565,7 +582,7 @@ func (r *Replica) ApplyMutation(m Mutation) error {
 		if err != nil {
 			return fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 		}
-		if _, ours := ctx.Shard(r.hostID); ours && r.cache != nil {
+		if _, ours := ctx.Shard(r.counterIDs.current); ours && r.cache != nil {
 			// Our own shard came back (repair, hint): the cached copy may be older.
 			r.cache.Remove(cacheKey(m.Table, m.Cell.Column, m.Key))
 		}
@@ -721,6 +738,9 @@ func (r *Replica) Close() error {
 	r.bg.Wait()
 	err := r.log.Close()
 	closeTables(tables)
+	if err == nil {
+		err = markCleanShutdown(nil, r.cfg.Dir)
+	}
 	return err
 }
 
@@ -773,7 +793,7 @@ type leader struct {
 	t *table
 }
 
-func (l leader) HostID() counters.ID { return l.r.hostID }
+func (l leader) CounterID() counters.ID { return l.r.counterIDs.current }
 
 func (l leader) Lock(key row.Key, column string) func() { return l.r.lock(key, l.t.def.ID, column) }
 
@@ -797,7 +817,7 @@ func (l leader) LocalShard(key row.Key, column string) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	clock, count := ctx.ClockAndCount(l.r.hostID)
+	clock, count := ctx.ClockAndCount(l.r.counterIDs.current)
 	return clock, count, nil
 }
 
