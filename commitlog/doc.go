@@ -41,7 +41,8 @@
 //	size     field
 //	1        record version = 1
 //	1        kind: 1 shard, 2 delta, 3 tombstone (see PayloadKind)
-//	1        flags: bit 0 = has op id; other bits must be 0
+//	1        flags: bit 0 = has op id; bit 1 = led (needs bit 0);
+//	         bit 2 = compensation (needs bit 1); other bits must be 0
 //	8        table id (uint64)
 //	8        timestamp (int64, microseconds)
 //	4 + k    key length (uint32), key bytes
@@ -49,6 +50,13 @@
 //	4 + p    payload length (uint32), payload bytes
 //	16       op id (only with flag bit 0): client id, sequence (uint64 each)
 //	8        op time (only with flag bit 0): int64, unix nanoseconds
+//	8        delta (only with flag bit 1): int64, the client's delta that
+//	         the leader's shard in the payload added (bit 2: takes back)
+//
+// A led record is one the node wrote as the op's leader; a restart reads
+// the led records of its recent past to find the updates it applied but may
+// not have replicated (see package replica). Records written before bits 1
+// and 2 existed decode unchanged.
 //
 // The encoding is canonical: DecodeRecord rejects unknown versions, kinds and
 // flags, lengths that run past the input, and trailing bytes, so a record

@@ -126,13 +126,23 @@ type Stats struct {
 	// updates that retired with a notice (an exchange failed, or the
 	// update timed out).
 	HandoffRetirements uint64
+	// InDoubtResolved counts the updates this node led before an unclean
+	// stop that it resolved after restarting; InDoubtDropped those it took
+	// back because another leader had counted them.
+	InDoubtResolved, InDoubtDropped uint64
 }
+
+// inDoubtPoll is how often a leader update waiting for its cell's in-doubt
+// updates to be settled tries again.
+const inDoubtPoll = 10 * time.Millisecond
 
 // Coordinator serves counter writes and reads for one node.
 type Coordinator struct {
 	cfg    Config
 	logger *slog.Logger
 	randMu sync.Mutex
+	// resolverStart is when this node began resolving its updates in doubt.
+	resolverStart atomic.Value // time.Time
 
 	stats struct {
 		writes, led, unavailable, writeTimeouts atomic.Uint64
@@ -141,6 +151,7 @@ type Coordinator struct {
 		handoffExchanges, handoffBytes          atomic.Uint64
 		handoffSyncMessages, handoffSyncBytes   atomic.Uint64
 		handoffRetirements                      atomic.Uint64
+		inDoubtResolved, inDoubtDropped         atomic.Uint64
 	}
 }
 
@@ -174,6 +185,7 @@ func (c *Coordinator) Stats() Stats {
 		HandoffExchanges: s.handoffExchanges.Load(), HandoffBytes: s.handoffBytes.Load(),
 		HandoffSyncMessages: s.handoffSyncMessages.Load(), HandoffSyncBytes: s.handoffSyncBytes.Load(),
 		HandoffRetirements: s.handoffRetirements.Load(),
+		InDoubtResolved:    s.inDoubtResolved.Load(), InDoubtDropped: s.inDoubtDropped.Load(),
 	}
 }
 
@@ -280,6 +292,16 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		return err
 	}
 	m, err := c.cfg.Store.Apply(w.u)
+	for errors.Is(err, replica.ErrInDoubt) {
+		// The cell holds an update this node led before an unclean stop:
+		// it leads again once the other replicas have settled it.
+		select {
+		case <-ctx.Done():
+			return &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
+		case <-time.After(inDoubtPoll):
+		}
+		m, err = c.cfg.Store.Apply(w.u)
+	}
 	if err != nil {
 		return err
 	}
@@ -403,6 +425,8 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		return c.handleScan(m.Body)
 	case TypeHandoffExchange:
 		return c.handleHandoffExchange(m.Body)
+	case TypeOpStatus:
+		return c.handleOpStatus(m.Body)
 	case TypeRead:
 		table, key, err := decodeRead(m.Body)
 		if err != nil {

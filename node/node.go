@@ -129,6 +129,14 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	if n.hints, err = coordinator.OpenHints(filepath.Join(cfg.DataDirectory, "hints"), logger); err != nil {
 		return fail(err)
 	}
+	// An update this node led whose replication a hint still waits to
+	// complete may have been retried and counted elsewhere: in doubt, as
+	// after an unclean stop.
+	for _, m := range n.hints.Queued() {
+		if m.HasOp && !m.Cell.Tombstone {
+			rep.MarkInDoubt(m.Table, m.Key, m.Cell.Column, m.OpID)
+		}
+	}
 	if n.tr, err = opts.Listen(transport.Addr(cfg.PeerAddr()), n.handle); err != nil {
 		return fail(fmt.Errorf("node: listen on %s: %w", cfg.PeerAddr(), err))
 	}
@@ -185,7 +193,31 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	}
 	n.ready.Store(true)
 	n.gossip.Start()
-	n.bg.Add(3)
+	if len(rep.InDoubt()) > 0 {
+		n.hints.Pause()
+	}
+	n.bg.Add(5)
+	settled := make(chan struct{})
+	go func() {
+		defer n.bg.Done()
+		n.coord.RunInDoubtResolver(ctx, ms(cfg.GossipIntervalMS))
+		close(settled)
+	}()
+	go func() {
+		defer n.bg.Done()
+		// Updates this node led before an unclean stop are settled with the
+		// other replicas first, and its hints wait for that (up to a bound:
+		// a replica may be down for long), since a hint of such an update
+		// could reach a replica that counted a retry of it and blur the
+		// evidence (see replica.Decide).
+		select {
+		case <-settled:
+		case <-time.After(max(10*time.Second, 2*ms(cfg.CounterWriteTimeoutMS))):
+			logger.Warn("hint delivery starts with updates still in doubt: a replica of their cells is unreachable")
+		case <-ctx.Done():
+		}
+		n.hints.Resume()
+	}()
 	go func() {
 		defer n.bg.Done()
 		n.hints.Run(ctx, ms(cfg.HintDeliveryMS), n.view, n.tr)

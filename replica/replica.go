@@ -175,6 +175,11 @@ type Mutation struct {
 	// holds none), which the coordinator re-sends to the other replicas so
 	// that the retry is answered only when the consistency level is met.
 	Dismissed bool
+
+	// led, delta and compensation are logged with a leader's own record
+	// (commitlog.Record's Led, Delta, Compensation); never replicated.
+	led, compensation bool
+	delta             int64
 }
 
 // Stats are a replica's running counts.
@@ -192,8 +197,12 @@ type Replica struct {
 	// counterIDs are the ids this node's leader shards are written under:
 	// a new one after every unclean start (see counterIdentity).
 	counterIDs counterIdentity
-	log        *commitlog.Log
-	logger     *slog.Logger
+	// unclean is set when this run started after an unclean stop; led
+	// holds the updates it led before (see InDoubt).
+	unclean bool
+	led     ledOps
+	log     *commitlog.Log
+	logger  *slog.Logger
 
 	schemaMu sync.Mutex                        // serializes schema changes
 	tables   atomic.Pointer[map[uint64]*table] // copy-on-write
@@ -237,6 +246,7 @@ func Open(cfg Config) (*Replica, error) {
 	if r.counterIDs, renewed, err = loadCounterIdentity(nil, cfg.Dir, r.hostID, fresh); err != nil {
 		return nil, err
 	}
+	r.unclean = renewed
 	if renewed {
 		r.logger.Warn("unclean shutdown: this node's counter shards may have gone back; new increments count under a new counter id",
 			"dir", cfg.Dir, "counter_id", r.counterIDs.current.String(), "previous", r.counterIDs.past[0].String())
@@ -275,6 +285,10 @@ func Open(cfg Config) (*Replica, error) {
 			t.activeStart = start
 		}
 	}
+	if n := r.led.pending.Load(); n > 0 {
+		r.logger.Warn("updates led before the unclean stop are in doubt until the other replicas answer; their cells are not served until then",
+			"in_doubt", n)
+	}
 	r.logger.Info("replica opened", "dir", cfg.Dir, "host_id", r.hostID.String(), "tables", len(tables),
 		"replayed", r.stats.replayed.Load(), "skipped_flushed", r.stats.skipped.Load())
 	for _, t := range tables {
@@ -297,6 +311,11 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, replayed 
 	// log, flushed or not: the log keeps their segments for this.
 	if f, ok := t.fbfCol(rec.Column); ok && rec.HasOp && r.cfg.Now().Sub(time.Unix(0, rec.OpTime)) < f.window() {
 		f.filter.TestAndAddHash(f.opHash(rec.OpID, rec.Key))
+		if rec.Led {
+			if err := r.led.remember(rec, r.unclean); err != nil {
+				return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
+			}
+		}
 	}
 	if !r.cfg.ReplayAll && pos.Less(t.flushedPos) {
 		r.stats.skipped.Add(1)
@@ -522,6 +541,9 @@ func (r *Replica) Apply(u Update) (Mutation, error) {
 	if u.Timestamp == 0 {
 		u.Timestamp = r.cfg.Now().UnixMicro()
 	}
+	if r.led.inDoubt(u.Table, u.Key) {
+		return Mutation{}, ErrInDoubt
+	}
 	t.modeMu.RLock()
 	col, _ = t.col(u.Column) // the column type in force under the mode lock
 	m, err := col.Lead(leader{r: r, t: t}, u)
@@ -647,6 +669,9 @@ func (r *Replica) Read(tableID uint64, key []byte, column string) (cell row.Cell
 	if err != nil {
 		return row.Cell{}, false, err
 	}
+	if r.led.inDoubt(tableID, key) {
+		return row.Cell{}, false, ErrInDoubt
+	}
 	rw, ok, err := t.read(row.Key{Token: ring.Token(key), Partition: key})
 	if err != nil || !ok {
 		return row.Cell{}, false, err
@@ -682,6 +707,9 @@ func (r *Replica) ReadRow(tableID uint64, key []byte) (row.Row, bool, error) {
 	t, err := r.table(tableID)
 	if err != nil {
 		return row.Row{}, false, err
+	}
+	if r.led.inDoubt(tableID, key) {
+		return row.Row{}, false, ErrInDoubt
 	}
 	return t.read(row.Key{Token: ring.Token(key), Partition: key})
 }
@@ -864,7 +892,15 @@ func (r *Replica) Scan(tableID uint64, after *row.Key, startToken, endToken int6
 	if err != nil {
 		return nil, err
 	}
-	return t.scan(after, startToken, endToken, limit)
+	rows, err := t.scan(after, startToken, endToken, limit)
+	if err == nil && r.led.pending.Load() > 0 {
+		for _, rw := range rows {
+			if r.led.inDoubt(tableID, rw.Key.Partition) {
+				return nil, ErrInDoubt
+			}
+		}
+	}
+	return rows, err
 }
 
 // needsOpIDs is the commit log's retention hook: a segment holding op ids
