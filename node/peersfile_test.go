@@ -1,0 +1,85 @@
+package node
+
+import (
+	"strings"
+	"testing"
+)
+
+const goodPeers = `{"version": 1, "peers": [
+ {"host_id": "0123456789abcdef0123456789abcdef", "addr": "127.0.0.2:7000", "cql_addr": "127.0.0.2:9042",
+  "dc": "datacenter1", "rack": "rack1", "tokens": [-5, 7], "generation": 1700000000000000000},
+ {"host_id": "fedcba9876543210fedcba9876543210", "addr": "127.0.0.3:7000",
+  "dc": "datacenter1", "rack": "rack1", "tokens": [], "generation": 1}]}`
+
+func TestDecodePeers(t *testing.T) {
+	rs, err := decodePeers([]byte(goodPeers))
+	if err != nil || len(rs) != 2 || rs[0].Addr != "127.0.0.2:7000" || len(rs[0].Tokens) != 2 {
+		t.Fatalf("good file: %+v, %v", rs, err)
+	}
+	b, err := encodePeers([]peerRecord{rs[1], rs[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := decodePeers(b)
+	if err != nil || len(again) != 2 || !again[0].equal(rs[0]) || !again[1].equal(rs[1]) {
+		t.Fatalf("round trip: %+v, %v\n%s", again, err, b)
+	}
+	if b, _ := encodePeers(nil); string(b) != "{\n  \"version\": 1,\n  \"peers\": []\n}\n" {
+		t.Fatalf("empty list encodes as %q", b)
+	}
+	for name, bad := range map[string]string{
+		"empty":           ``,
+		"not json":        `peers`,
+		"version 2":       strings.Replace(goodPeers, `"version": 1`, `"version": 2`, 1),
+		"no version":      `{"peers": []}`,
+		"unknown field":   strings.Replace(goodPeers, `"rack": "rack1", "tokens": [-5`, `"rack": "rack1", "zone": "z", "tokens": [-5`, 1),
+		"trailing data":   goodPeers + ` {}`,
+		"duplicate":       strings.Replace(goodPeers, "fedcba9876543210fedcba9876543210", "0123456789abcdef0123456789abcdef", 1),
+		"bad host id":     strings.Replace(goodPeers, "fedcba9876543210fedcba9876543210", "FEDCBA9876543210FEDCBA9876543210", 1),
+		"bad address":     strings.Replace(goodPeers, `"127.0.0.3:7000"`, `"127.0.0.3"`, 1),
+		"zero generation": strings.Replace(goodPeers, `"generation": 1}`, `"generation": 0}`, 1),
+		"wrong type":      strings.Replace(goodPeers, `[-5, 7]`, `["a"]`, 1),
+	} {
+		if rs, err := decodePeers([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted as %+v", name, rs)
+		}
+	}
+}
+
+// FuzzDecodePeers: the decoder never panics, and what it accepts encodes
+// and decodes back to the same records.
+func FuzzDecodePeers(f *testing.F) {
+	f.Add([]byte(goodPeers))
+	f.Add([]byte(`{"version": 1, "peers": []}`))
+	f.Add([]byte(`{"version": 1, "peers": null}`))
+	f.Add([]byte(`{"version": 1, "peers": [{"host_id": "0123456789abcdef0123456789abcdef", "addr": "[::1]:7000", "dc": "d", "rack": "r", "tokens": [9223372036854775807], "generation": 9223372036854775807}]}`))
+	f.Add([]byte(`{"version": 1, "peers": [{"host_id": "zz"`))
+	f.Add([]byte(`[]`))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rs, err := decodePeers(b)
+		if err != nil {
+			return
+		}
+		out, err := encodePeers(rs)
+		if err != nil {
+			t.Fatalf("accepted records do not encode: %v", err)
+		}
+		again, err := decodePeers(out)
+		if err != nil {
+			t.Fatalf("encoded records do not decode: %v\n%s", err, out)
+		}
+		if len(again) != len(rs) {
+			t.Fatalf("round trip lost records: %d, want %d", len(again), len(rs))
+		}
+		byID := map[string]peerRecord{}
+		for _, r := range rs {
+			byID[r.HostID] = r
+		}
+		for _, r := range again {
+			if !r.equal(byID[r.HostID]) {
+				t.Fatalf("round trip changed %+v into %+v", byID[r.HostID], r)
+			}
+		}
+	})
+}
