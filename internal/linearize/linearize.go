@@ -58,6 +58,7 @@ const (
 	Read
 )
 
+// String returns "add" or "read".
 func (k Kind) String() string {
 	switch k {
 	case Add:
@@ -80,6 +81,7 @@ type Op struct {
 	Process int
 }
 
+// String describes the operation, its process and its interval.
 func (o Op) String() string {
 	if o.Kind == Read {
 		return fmt.Sprintf("p%d read()=%d [%d,%d]", o.Process, o.Value, o.Call, o.Return)
@@ -365,6 +367,7 @@ type Violation struct {
 	Reason string
 }
 
+// String describes the violation.
 func (v Violation) String() string { return fmt.Sprintf("op #%d: %s", v.Read, v.Reason) }
 
 // maxSubsetSums bounds the distinct subset sums Quick tracks for one read;
