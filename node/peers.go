@@ -168,8 +168,9 @@ type peerStore struct {
 	self   string
 	logger *slog.Logger
 
-	mu    sync.Mutex
-	peers map[string]peerRecord
+	mu     sync.Mutex
+	peers  map[string]peerRecord
+	writes int // files written, for tests
 }
 
 // loadPeers reads the peers file of dir, skipping this node's own host id.
@@ -259,5 +260,6 @@ func (s *peerStore) saveLocked() error {
 	if err := vfs.WriteFileAtomic(s.fsys, s.dir, PeersFile, b); err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Join(s.dir, PeersFile), err)
 	}
+	s.writes++
 	return nil
 }

@@ -3,6 +3,9 @@ package node
 import (
 	"strings"
 	"testing"
+
+	"github.com/idemkv/idemkv/gossip"
+	"github.com/idemkv/idemkv/vfs"
 )
 
 const goodPeers = `{"version": 1, "peers": [
@@ -82,4 +85,57 @@ func FuzzDecodePeers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPeerStoreWritesOnlyOnChanges: the file is rewritten when a peer is
+// learned, restarts, moves or changes tokens, or leaves; not for schema or
+// load changes, liveness changes, or the node itself.
+func TestPeerStoreWritesOnlyOnChanges(t *testing.T) {
+	dir := t.TempDir()
+	self := "00000000000000000000000000000001"
+	s := loadPeers(vfs.Default, dir, self, quiet())
+	if len(s.known()) != 0 {
+		t.Fatalf("empty directory: %d remembered peers", len(s.known()))
+	}
+	peer := gossip.Node{NodeState: gossip.NodeState{
+		HostID: "0123456789abcdef0123456789abcdef", Addr: "127.0.0.2:7000", CQLAddr: "127.0.0.2:9042",
+		DC: "dc1", Rack: "r1", Tokens: []int64{1, 2}, Status: gossip.StatusNormal, Generation: 10, Version: 3,
+		SchemaVersion: "s1", Load: 5,
+	}, Up: true}
+	step := func(what string, k gossip.EventKind, n gossip.Node, wantWrites, wantPeers int) {
+		t.Helper()
+		s.observe(gossip.Event{Kind: k, Node: n})
+		if s.writes != wantWrites {
+			t.Fatalf("%s: %d writes, want %d", what, s.writes, wantWrites)
+		}
+		again := loadPeers(vfs.Default, dir, self, quiet())
+		if got := len(again.known()); got != wantPeers {
+			t.Fatalf("%s: the file holds %d peers, want %d", what, got, wantPeers)
+		}
+	}
+	step("joined", gossip.EventJoined, peer, 1, 1)
+	if k := loadPeers(vfs.Default, dir, self, quiet()).known(); k[0].Status != gossip.StatusShutdown ||
+		k[0].Addr != peer.Addr || len(k[0].Tokens) != 2 || k[0].Generation != 10 || k[0].DC != "dc1" {
+		t.Fatalf("remembered state %+v: want the peer's address, placement, tokens and generation, status shutdown", k[0])
+	}
+	n := peer
+	n.SchemaVersion, n.Load, n.Version = "s2", 99, 50
+	step("schema and load change", gossip.EventChanged, n, 1, 1)
+	n.Up = false
+	step("down", gossip.EventDown, n, 1, 1)
+	me := peer
+	me.HostID = self
+	step("self", gossip.EventJoined, me, 1, 1)
+	n.Generation = 20
+	step("restarted", gossip.EventRestarted, n, 2, 1)
+	n.Tokens = []int64{3}
+	step("tokens", gossip.EventChanged, n, 3, 1)
+	n.Status = gossip.StatusLeft
+	step("left", gossip.EventLeft, n, 4, 0)
+	step("left again", gossip.EventChanged, n, 4, 0)
+
+	st := loadPeers(vfs.Default, dir, self, quiet())
+	if k := st.known(); len(k) != 0 {
+		t.Fatalf("after the peer left: %+v", k)
+	}
 }
