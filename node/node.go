@@ -13,7 +13,8 @@
 // contacted by gossip rounds besides the seeds until each is heard from.
 // The file is rewritten atomically (vfs.WriteFileAtomic) when gossip learns
 // a peer, or a peer's address, CQL address, data center, rack, tokens or
-// generation changes, or a peer leaves (it is then dropped) — never on
+// generation changes, or a peer leaves (it is then dropped, as is a peer
+// whose address a newer node of another host id announces) — never on
 // heartbeats. It is JSON:
 //
 //	{

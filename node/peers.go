@@ -161,7 +161,9 @@ func encodePeers(records []peerRecord) ([]byte, error) {
 
 // peerStore keeps the peers file in step with gossip: it rewrites the file
 // when a peer's address, tokens, placement, host id or generation changes,
-// or a peer leaves — not on heartbeats, load or schema changes.
+// or a peer leaves — not on heartbeats, load or schema changes. A peer
+// announcing the address of a remembered peer of another host id and an
+// earlier generation replaces it in the file.
 type peerStore struct {
 	fsys   vfs.FS
 	dir    string
@@ -240,6 +242,14 @@ func (s *peerStore) observe(ev gossip.Event) {
 			return // nothing gossip accepted fails this; keep the file valid regardless
 		}
 		s.peers[r.HostID] = r
+		// A node that replaced another at the same address (a new host
+		// id, a later generation) makes the old record stale: keep it and
+		// its tokens would come back as a dead replica at every restart.
+		for id, o := range s.peers {
+			if id != r.HostID && o.Addr == r.Addr && o.Generation < r.Generation {
+				delete(s.peers, id)
+			}
+		}
 	default:
 		return
 	}

@@ -130,9 +130,20 @@ func TestPeerStoreWritesOnlyOnChanges(t *testing.T) {
 	step("restarted", gossip.EventRestarted, n, 2, 1)
 	n.Tokens = []int64{3}
 	step("tokens", gossip.EventChanged, n, 3, 1)
+	other := peer
+	other.HostID, other.Addr, other.Generation = "fedcba9876543210fedcba9876543210", "127.0.0.3:7000", 30
+	step("another peer", gossip.EventJoined, other, 4, 2)
 	n.Status = gossip.StatusLeft
-	step("left", gossip.EventLeft, n, 4, 0)
-	step("left again", gossip.EventChanged, n, 4, 0)
+	step("left", gossip.EventLeft, n, 5, 1)
+	step("left again", gossip.EventChanged, n, 5, 1)
+	repl := other
+	repl.HostID, repl.Generation = "abababababababababababababababab", 40
+	step("replaced at the same address", gossip.EventJoined, repl, 6, 1)
+	if k := loadPeers(vfs.Default, dir, self, quiet()).known(); k[0].HostID != repl.HostID {
+		t.Fatalf("after the replacement the file remembers %s, want %s", k[0].HostID, repl.HostID)
+	}
+	repl.Status = gossip.StatusLeft
+	step("replacement left", gossip.EventLeft, repl, 7, 0)
 
 	st := loadPeers(vfs.Default, dir, self, quiet())
 	if k := st.known(); len(k) != 0 {
