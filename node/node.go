@@ -14,8 +14,8 @@
 // The file is rewritten atomically (vfs.WriteFileAtomic) when gossip learns
 // a peer, or a peer's address, CQL address, data center, rack, tokens or
 // generation changes, or a peer leaves (it is then dropped, as is a peer
-// whose address a newer node of another host id announces) — never on
-// heartbeats. It is JSON:
+// whose address or one of whose tokens a newer node of another host id
+// announces) — never on heartbeats. It is JSON:
 //
 //	{
 //	  "version": 1,

@@ -162,8 +162,8 @@ func encodePeers(records []peerRecord) ([]byte, error) {
 // peerStore keeps the peers file in step with gossip: it rewrites the file
 // when a peer's address, tokens, placement, host id or generation changes,
 // or a peer leaves — not on heartbeats, load or schema changes. A peer
-// announcing the address of a remembered peer of another host id and an
-// earlier generation replaces it in the file.
+// announcing the address or a token of a remembered peer of another host
+// id and an earlier generation replaces it in the file.
 type peerStore struct {
 	fsys   vfs.FS
 	dir    string
@@ -242,11 +242,13 @@ func (s *peerStore) observe(ev gossip.Event) {
 			return // nothing gossip accepted fails this; keep the file valid regardless
 		}
 		s.peers[r.HostID] = r
-		// A node that replaced another at the same address (a new host
-		// id, a later generation) makes the old record stale: keep it and
-		// its tokens would come back as a dead replica at every restart.
+		// A node that replaced another at the same address or with some
+		// of its tokens (a new host id, a later generation) makes the old
+		// record stale: kept, it would come back at every restart as a
+		// dead replica, or as a second owner of a token, which the ring
+		// view refuses.
 		for id, o := range s.peers {
-			if id != r.HostID && o.Addr == r.Addr && o.Generation < r.Generation {
+			if id != r.HostID && o.Generation < r.Generation && (o.Addr == r.Addr || shareToken(o.Tokens, r.Tokens)) {
 				delete(s.peers, id)
 			}
 		}
@@ -256,6 +258,15 @@ func (s *peerStore) observe(ev gossip.Event) {
 	if err := s.saveLocked(); err != nil {
 		s.logger.Warn("node: peers file not saved", "err", err)
 	}
+}
+
+func shareToken(a, b []int64) bool {
+	for _, t := range a {
+		if slices.Contains(b, t) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *peerStore) saveLocked() error {

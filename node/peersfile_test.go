@@ -142,11 +142,20 @@ func TestPeerStoreWritesOnlyOnChanges(t *testing.T) {
 	if k := loadPeers(vfs.Default, dir, self, quiet()).known(); k[0].HostID != repl.HostID {
 		t.Fatalf("after the replacement the file remembers %s, want %s", k[0].HostID, repl.HostID)
 	}
+	owner := peer
+	owner.HostID, owner.Addr, owner.Generation, owner.Tokens = "cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd", "127.0.0.4:7000", 50, []int64{7, 8}
+	step("new owner", gossip.EventJoined, owner, 7, 2)
+	taker := owner
+	taker.HostID, taker.Addr, taker.Generation, taker.Tokens = "efefefefefefefefefefefefefefefef", "127.0.0.5:7000", 60, []int64{8, 9}
+	step("a token taken over", gossip.EventJoined, taker, 8, 2)
+	for _, k := range loadPeers(vfs.Default, dir, self, quiet()).known() {
+		if k.HostID == owner.HostID {
+			t.Fatal("the peer whose token a newer node took is still remembered")
+		}
+	}
 	repl.Status = gossip.StatusLeft
-	step("replacement left", gossip.EventLeft, repl, 7, 0)
-
-	st := loadPeers(vfs.Default, dir, self, quiet())
-	if k := st.known(); len(k) != 0 {
-		t.Fatalf("after the peer left: %+v", k)
+	step("replacement left", gossip.EventLeft, repl, 9, 1)
+	if k := loadPeers(vfs.Default, dir, self, quiet()).known(); len(k) != 1 || k[0].HostID != taker.HostID {
+		t.Fatalf("at the end the file remembers %+v, want only %s", k, taker.HostID)
 	}
 }
