@@ -44,7 +44,7 @@ func (racyCounter) Lead(l Leader, u Update) (Mutation, error) {
 	}
 	runtime.Gosched() // widen the window between the read and the write
 	clock, count = clock+1, count+u.Delta
-	m, err := u.mutation(counters.NewGlobal(l.HostID(), clock, count))
+	m, err := u.mutation(counters.NewGlobal(l.CounterID(), clock, count))
 	if err != nil {
 		return Mutation{}, err
 	}
