@@ -22,7 +22,9 @@ func ctxCell(t *testing.T, shards ...counters.Shard) row.Cell {
 func TestDecide(t *testing.T) {
 	self := InDoubtOp{CounterID: counters.ID{5}, Clock: 7, Delta: 3}
 	other, third := counters.ID{9}, counters.ID{2}
-	mine := func(clock int64) counters.Shard { return counters.Shard{ID: self.CounterID, Clock: clock, Count: 1, Kind: counters.Global} }
+	mine := func(clock int64) counters.Shard {
+		return counters.Shard{ID: self.CounterID, Clock: clock, Count: 1, Kind: counters.Global}
+	}
 	theirs := func(id counters.ID, clock int64) counters.Shard {
 		return counters.Shard{ID: id, Clock: clock, Count: 1, Kind: counters.Global}
 	}
