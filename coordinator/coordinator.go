@@ -42,11 +42,28 @@ type Tables interface {
 	Strategy(table uint64) (ring.Strategy, error)
 }
 
-// leaderRules is implemented by Tables that choose the leader rule per table
-// (FBF tables default to LeaderFirst); ok false means the node's default.
+// leaderRules is implemented by Tables that know a table's leader rule:
+// the one its options set, or its counter design's default.
 type leaderRules interface {
-	LeaderRule(table uint64) (rule LeaderRule, ok bool)
+	LeaderRule(table uint64) (LeaderRule, RuleSource)
 }
+
+// RuleSource says where a table's leader rule comes from. The rule that
+// applies is, in order: the table's own option (RuleTableOption); the
+// node's rule when the operator set one (Config.LeaderRuleSet: the
+// counter_leader key, or --counter-leader); the counter design's default
+// (RuleDesignDefault: FBF tables lead with LeaderFirst, so that a retry
+// meets the same filter); the node's default, LeaderRandom.
+type RuleSource int
+
+const (
+	// RuleNone: the table has no rule of its own.
+	RuleNone RuleSource = iota
+	// RuleDesignDefault: the rule is its counter design's default.
+	RuleDesignDefault
+	// RuleTableOption: the table's options set the rule.
+	RuleTableOption
+)
 
 // Store is the local replica.
 type Store interface {
@@ -94,9 +111,12 @@ type Config struct {
 	Transport transport.Transport
 	Hints     *Hints // nil: no hints are kept
 
-	// LeaderRule chooses counter leaders; per-table choice comes with the
-	// FBF columns. Default LeaderRandom, Cassandra's.
-	LeaderRule LeaderRule
+	// LeaderRule chooses counter leaders (default LeaderRandom,
+	// Cassandra's). LeaderRuleSet says the operator chose it: it then
+	// overrides the counter designs' defaults, but not a table's own
+	// option (see RuleSource).
+	LeaderRule    LeaderRule
+	LeaderRuleSet bool
 	// CounterWriteTimeout bounds a counter write (Cassandra's
 	// counter_write_request_timeout_in_ms, default 5 s).
 	CounterWriteTimeout time.Duration
@@ -209,7 +229,8 @@ func (c *Coordinator) placement(table uint64, key []byte, cl ConsistencyLevel) (
 func (c *Coordinator) chooseLeader(table uint64, live []ring.Endpoint) ring.Endpoint {
 	rule := c.cfg.LeaderRule
 	if lr, ok := c.cfg.Tables.(leaderRules); ok {
-		if r, ok := lr.LeaderRule(table); ok {
+		r, src := lr.LeaderRule(table)
+		if src == RuleTableOption || src == RuleDesignDefault && !c.cfg.LeaderRuleSet {
 			rule = r
 		}
 	}

@@ -108,11 +108,12 @@ func (c Config) withDefaults() (Config, error) {
 	if _, err := commitlog.ParseSyncMode(c.CommitLogSync); err != nil {
 		return c, fmt.Errorf("node: commitlog_sync: %w", err)
 	}
-	if c.CounterLeader == "" {
-		c.CounterLeader = "random"
-	}
-	if _, err := coordinator.ParseLeaderRule(c.CounterLeader); err != nil {
-		return c, fmt.Errorf("node: counter_leader: %w", err)
+	// An empty counter_leader is the default: random for vanilla tables,
+	// each counter design's own for the others (FBF: first).
+	if c.CounterLeader != "" {
+		if _, err := coordinator.ParseLeaderRule(c.CounterLeader); err != nil {
+			return c, fmt.Errorf("node: counter_leader: %w", err)
+		}
 	}
 	def := func(v *int, d int) {
 		if *v <= 0 {

@@ -197,10 +197,13 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		return fail(err)
 	}
 	n.view = newClusterView(n.gossip, ring.Endpoint{ID: hostID, DC: cfg.DC, Rack: cfg.Rack}, logger)
-	rule, _ := coordinator.ParseLeaderRule(cfg.CounterLeader)
+	rule := coordinator.LeaderRandom
+	if cfg.CounterLeader != "" {
+		rule, _ = coordinator.ParseLeaderRule(cfg.CounterLeader)
+	}
 	n.coord, err = coordinator.New(coordinator.Config{
 		Cluster: n.view, Tables: n.schema, Store: rep, Transport: n.tr, Hints: n.hints,
-		LeaderRule: rule, CounterWriteTimeout: ms(cfg.CounterWriteTimeoutMS), ReadTimeout: ms(cfg.ReadTimeoutMS),
+		LeaderRule: rule, LeaderRuleSet: cfg.CounterLeader != "", CounterWriteTimeout: ms(cfg.CounterWriteTimeoutMS), ReadTimeout: ms(cfg.ReadTimeoutMS),
 		Rand: rand.New(rand.NewPCG(opts.Seed, 0x1ead)), Logger: logger,
 	})
 	if err != nil {

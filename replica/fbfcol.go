@@ -34,9 +34,11 @@ type FBFOptions struct {
 	Filters       int           // filters: N, past filters (N+2 filters in all)
 	RefreshPeriod time.Duration // refresh_period: t
 	Adaptive      bool          // adaptive: change N and t to meet TargetFPP
-	// Leader is the counter leader rule for the table: "first" (default:
-	// a retry meets the same filter while the leader lives) or "random"
-	// (Cassandra's rule).
+	// Leader is the counter leader rule the table sets: "first" (a retry
+	// meets the same filter while the leader lives) or "random"
+	// (Cassandra's rule); "" when the option is absent: the node's
+	// counter_leader if the operator set one, else "first" (see
+	// coordinator.RuleSource).
 	Leader string
 }
 
@@ -52,7 +54,7 @@ const (
 // ParseFBFOptions reads the idempotence option map. timeout is the counter
 // write timeout the defaults derive from.
 func ParseFBFOptions(m map[string]string, timeout time.Duration) (FBFOptions, error) {
-	o := FBFOptions{Adaptive: true, TargetFPP: DefaultFBFTargetFPP, Bits: DefaultFBFBits, Hashes: DefaultFBFHashes, Filters: DefaultFBFFilters, Leader: "first"}
+	o := FBFOptions{Adaptive: true, TargetFPP: DefaultFBFTargetFPP, Bits: DefaultFBFBits, Hashes: DefaultFBFHashes, Filters: DefaultFBFFilters}
 	if c := m["class"]; !strings.EqualFold(c, "fbf") {
 		return o, fmt.Errorf("idempotence class %q: the only class is 'fbf'", c)
 	}

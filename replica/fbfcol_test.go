@@ -163,7 +163,7 @@ func TestFBFOptionsValidated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.RetryHorizon != 20*time.Second || time.Duration(o.Filters+1)*o.RefreshPeriod < o.RetryHorizon || o.Leader != "first" {
+	if o.RetryHorizon != 20*time.Second || time.Duration(o.Filters+1)*o.RefreshPeriod < o.RetryHorizon || o.Leader != "" {
 		t.Fatalf("defaults %+v: want a 20 s horizon covered by the window and the first-replica leader", o)
 	}
 	_ = fmt.Sprint()

@@ -166,8 +166,14 @@ type Schema struct {
 	// every change, since every write needs it.
 	strategies map[string]ring.Strategy
 	// leaders caches the leader rule of each FBF table, for the same reason.
-	leaders  map[uint64]coordinator.LeaderRule
+	leaders  map[uint64]tableLeader
 	onChange func(version string)
+}
+
+// tableLeader is a table's counter leader rule and where it comes from.
+type tableLeader struct {
+	rule coordinator.LeaderRule
+	src  coordinator.RuleSource
 }
 
 // Open loads the schema kept in dir and makes rep's tables match it.
@@ -278,12 +284,13 @@ func (s *Schema) applyLocked() error {
 		}
 		s.strategies[n] = st
 	}
-	s.leaders = map[uint64]coordinator.LeaderRule{}
+	s.leaders = map[uint64]tableLeader{}
 	for id, t := range s.doc.Tables {
 		if o, on, err := replica.TableFBF(t, 5*time.Second); err == nil && on {
-			s.leaders[id] = coordinator.LeaderFirst
-			if o.Leader == "random" {
-				s.leaders[id] = coordinator.LeaderRandom
+			s.leaders[id] = tableLeader{coordinator.LeaderFirst, coordinator.RuleDesignDefault}
+			if o.Leader != "" {
+				rule, _ := coordinator.ParseLeaderRule(o.Leader)
+				s.leaders[id] = tableLeader{rule, coordinator.RuleTableOption}
 			}
 		}
 	}
@@ -452,12 +459,16 @@ func (s *Schema) Strategy(table uint64) (ring.Strategy, error) {
 	return st, nil
 }
 
-// LeaderRule returns the counter leader rule of a table that turns the FBF
-// on ("first" unless its idempotence option says "random"); ok is false for
-// other tables, which use the node's rule.
-func (s *Schema) LeaderRule(table uint64) (coordinator.LeaderRule, bool) {
+// LeaderRule returns the counter leader rule of a table and where it comes
+// from: an FBF table's idempotence option may set it (leader: first or
+// random); otherwise an FBF table's default is first; other tables have
+// none (see coordinator.RuleSource for the precedence).
+func (s *Schema) LeaderRule(table uint64) (coordinator.LeaderRule, coordinator.RuleSource) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.leaders[table]
-	return r, ok
+	if !ok {
+		return 0, coordinator.RuleNone
+	}
+	return r.rule, r.src
 }

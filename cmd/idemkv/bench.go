@@ -177,7 +177,7 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	dur := fs.Duration("duration", 3*time.Second, "measured time of each run")
 	warm := fs.Duration("warmup", 500*time.Millisecond, "unmeasured time before each run")
 	syncMode := fs.String("commitlog-sync", "periodic", "commit log sync mode of the nodes")
-	leader := fs.String("counter-leader", "random", "counter leader rule: random (Cassandra) or first")
+	leader := fs.String("counter-leader", "", "counter leader rule of every table without its own: random (Cassandra's) or first (default: random, and first for FBF tables)")
 	seed := fs.Uint64("seed", 1, "seed of key, coordinator and leader choices")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {

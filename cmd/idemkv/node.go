@@ -25,7 +25,7 @@ func runNode(args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "", "listen address, e.g. 127.0.0.2 (overrides listen_address)")
 	seeds := fs.String("seeds", "", "comma-separated seed addresses (overrides seeds)")
 	syncMode := fs.String("commitlog-sync", "", "periodic, batch or group (overrides commitlog_sync)")
-	leader := fs.String("counter-leader", "", "random (Cassandra's rule) or first (overrides counter_leader)")
+	leader := fs.String("counter-leader", "", "random (Cassandra's rule) or first: every table's leader rule unless the table sets its own (overrides counter_leader; default: random, and first for FBF tables)")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -40,7 +40,7 @@ func runRing(args []string, stdout, stderr io.Writer) error {
 	n := fs.Int("n", 3, "up: number of nodes")
 	tokens := fs.Int("num-tokens", 16, "up: vnodes per node")
 	syncMode := fs.String("commitlog-sync", "periodic", "up: periodic, batch or group")
-	leader := fs.String("counter-leader", "random", "up: random (Cassandra) or first")
+	leader := fs.String("counter-leader", "", "up: counter leader rule of every table without its own, random (Cassandra's) or first (default: random, and first for FBF tables)")
 	wait := fs.Duration("wait", 60*time.Second, "up, start: how long to wait for the ring to be up")
 	rest := args[1:]
 	var index int
