@@ -195,6 +195,26 @@ func (r *Reader) readBlock(f vfs.File, comp string, size, off uint64, length uin
 	return b, nil
 }
 
+// BlockError reports a data or index block that does not match its
+// checksum or does not decode. It wraps ErrCorrupt.
+type BlockError struct {
+	Path   string // the component file
+	Kind   string // "data" or "index"
+	Offset uint64 // byte offset of the framed block in the file
+	Err    error
+}
+
+func (e *BlockError) Error() string {
+	return fmt.Sprintf("sstable: %s: %s block at offset %d: %v", e.Path, e.Kind, e.Offset, e.Err)
+}
+
+// Unwrap returns the cause, which wraps ErrCorrupt.
+func (e *BlockError) Unwrap() error { return e.Err }
+
+func (r *Reader) blockError(comp, kind string, off uint64, err error) error {
+	return &BlockError{Path: r.name(comp), Kind: kind, Offset: off, Err: err}
+}
+
 func (r *Reader) name(comp string) string {
 	return fmt.Sprintf("%s/%s", r.dir, fileName(r.gen, comp))
 }
@@ -208,7 +228,7 @@ func (r *Reader) indexBlock(i int) ([]indexEntry, error) {
 	}
 	es, err := decodeIndexBlock(b)
 	if err != nil {
-		return nil, fmt.Errorf("sstable: %s: index block at offset %d: %w", r.name(indexComponent), s.offset, err)
+		return nil, r.blockError(indexComponent, "index", s.offset, err)
 	}
 	if len(es) == 0 || row.Compare(es[0].key, s.key) != 0 {
 		return nil, fmt.Errorf("sstable: %s: index block at offset %d does not start at its summary key %s: %w", r.name(indexComponent), s.offset, s.key, ErrCorrupt)
@@ -246,7 +266,7 @@ func (r *Reader) Get(k row.Key) (row.Row, bool, error) {
 	}
 	e, ok, err := findInIndexBlock(ib, s.key, k)
 	if err != nil {
-		return row.Row{}, false, fmt.Errorf("sstable: %s: index block at offset %d: %w", r.name(indexComponent), s.offset, err)
+		return row.Row{}, false, r.blockError(indexComponent, "index", s.offset, err)
 	}
 	if !ok {
 		return row.Row{}, false, nil
@@ -257,10 +277,10 @@ func (r *Reader) Get(k row.Key) (row.Row, bool, error) {
 	}
 	got, ok, err := findInBlock(b, k)
 	if err != nil {
-		return row.Row{}, false, fmt.Errorf("sstable: %s: data block at offset %d: %w", r.name(dataComponent), e.offset, err)
+		return row.Row{}, false, r.blockError(dataComponent, "data", e.offset, err)
 	}
 	if !ok {
-		return row.Row{}, false, fmt.Errorf("sstable: %s: data block at offset %d lacks indexed key %s: %w", r.name(dataComponent), e.offset, k, ErrCorrupt)
+		return row.Row{}, false, r.blockError(dataComponent, "data", e.offset, fmt.Errorf("lacks indexed key %s: %w", k, ErrCorrupt))
 	}
 	return got, true, nil
 }
@@ -338,7 +358,7 @@ func (r *Reader) scan(off uint64, from *row.Key, yield func(row.Row, error) bool
 		}
 		rs, err := decodeBlock(b)
 		if err != nil {
-			fail(fmt.Errorf("sstable: %s: data block at offset %d: %w", r.name(dataComponent), off, err))
+			fail(r.blockError(dataComponent, "data", off, err))
 			return
 		}
 		for _, x := range rs {
