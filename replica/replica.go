@@ -22,6 +22,7 @@ import (
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/sstable"
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // Defaults, Cassandra's where it has one.
@@ -46,6 +47,9 @@ type Config struct {
 	// Dir is the data directory: schema, host id, commitlog/ and one
 	// directory of SSTables per table.
 	Dir string
+	// FS is the filesystem of the data directory: host id, schema and the
+	// SSTables (SSTable.FS is set to it); nil means vfs.Default.
+	FS vfs.FS
 	// CommitLog configures the log; its Dir defaults to Dir/commitlog and
 	// its Logger to Logger.
 	CommitLog commitlog.Options
@@ -81,6 +85,8 @@ func (c *Config) fill(r *Replica) error {
 	if c.Dir == "" {
 		return errors.New("replica: Config.Dir is required")
 	}
+	c.FS = vfs.Or(c.FS)
+	c.SSTable.FS = c.FS
 	if c.CommitLog.Dir == "" {
 		c.CommitLog.Dir = filepath.Join(c.Dir, "commitlog")
 	}
@@ -218,12 +224,12 @@ func Open(cfg Config) (*Replica, error) {
 	if err := cfg.fill(r); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := cfg.FS.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: create %s: %w", cfg.Dir, err)
 	}
 	*r = Replica{cfg: cfg, logger: cfg.Logger, locks: make([]sync.Mutex, cfg.LockStripes), lockSeed: maphash.MakeSeed()}
 	var err error
-	if r.hostID, err = loadHostID(cfg.Dir); err != nil {
+	if r.hostID, err = loadHostID(cfg.FS, cfg.Dir); err != nil {
 		return nil, err
 	}
 	if cfg.CounterCacheEntries > 0 {
@@ -231,7 +237,7 @@ func Open(cfg Config) (*Replica, error) {
 			return nil, fmt.Errorf("replica: counter cache: %w", err)
 		}
 	}
-	defs, err := loadSchema(cfg.Dir)
+	defs, err := loadSchema(cfg.FS, cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -310,10 +316,10 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, replayed 
 	return t.view.active.Apply(row.Key{Token: ring.Token(rec.Key), Partition: rec.Key}, cell, col.Merge)
 }
 
-func loadHostID(dir string) (counters.ID, error) {
+func loadHostID(fsys vfs.FS, dir string) (counters.ID, error) {
 	var id counters.ID
 	p := filepath.Join(dir, "host_id")
-	b, err := os.ReadFile(p)
+	b, err := fsys.ReadFile(p)
 	if err == nil {
 		raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
 		if err != nil || len(raw) != counters.IDLen {
@@ -330,7 +336,7 @@ func loadHostID(dir string) (counters.ID, error) {
 	}
 	id[6] = id[6]&0x0f | 0x40 // a version-4 UUID, as Cassandra's host ids are
 	id[8] = id[8]&0x3f | 0x80
-	return id, writeFileAtomic(dir, "host_id", []byte(hex.EncodeToString(id[:])+"\n"))
+	return id, writeFileAtomic(fsys, dir, "host_id", []byte(hex.EncodeToString(id[:])+"\n"))
 }
 
 // HostID is this node's counter id.
@@ -385,7 +391,7 @@ func (r *Replica) CreateTable(d TableDef) error {
 		return err
 	}
 	t.activeStart = r.log.Position()
-	if err := saveSchema(r.cfg.Dir, defs); err != nil {
+	if err := saveSchema(r.cfg.FS, r.cfg.Dir, defs); err != nil {
 		t.close()
 		return err
 	}
@@ -422,7 +428,7 @@ func (r *Replica) AlterTable(d TableDef) error {
 	for _, x := range *r.tables.Load() {
 		defs = append(defs, x.colset.Load().def)
 	}
-	return saveSchema(r.cfg.Dir, defs)
+	return saveSchema(r.cfg.FS, r.cfg.Dir, defs)
 }
 
 func sameColumns(a, b []ColumnDef) bool {
@@ -455,7 +461,7 @@ func (r *Replica) DropTable(id uint64) error {
 			defs = append(defs, x.colset.Load().def)
 		}
 	}
-	if err := saveSchema(r.cfg.Dir, defs); err != nil {
+	if err := saveSchema(r.cfg.FS, r.cfg.Dir, defs); err != nil {
 		return err
 	}
 	r.tables.Store(&next)
@@ -464,7 +470,7 @@ func (r *Replica) DropTable(id uint64) error {
 	if r.cache != nil {
 		r.cache.Purge()
 	}
-	if err := os.RemoveAll(t.dir); err != nil {
+	if err := r.cfg.FS.RemoveAll(t.dir); err != nil {
 		return fmt.Errorf("replica: remove %s: %w", t.dir, err)
 	}
 	return r.releaseLog()

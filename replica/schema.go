@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // ColumnDef is one non-key column of a table.
@@ -75,8 +77,8 @@ type schemaDoc struct {
 	Tables  []TableDef `json:"tables"`
 }
 
-func loadSchema(dir string) ([]TableDef, error) {
-	b, err := os.ReadFile(filepath.Join(dir, schemaFile))
+func loadSchema(fsys vfs.FS, dir string) ([]TableDef, error) {
+	b, err := fsys.ReadFile(filepath.Join(dir, schemaFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -98,49 +100,21 @@ func loadSchema(dir string) ([]TableDef, error) {
 	return doc.Tables, nil
 }
 
-func saveSchema(dir string, defs []TableDef) error {
+func saveSchema(fsys vfs.FS, dir string, defs []TableDef) error {
 	defs = append([]TableDef(nil), defs...)
 	sort.Slice(defs, func(i, j int) bool { return defs[i].ID < defs[j].ID })
 	b, err := json.MarshalIndent(schemaDoc{Version: 1, Tables: defs}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("replica: encode schema: %w", err)
 	}
-	return writeFileAtomic(dir, schemaFile, b)
+	return writeFileAtomic(fsys, dir, schemaFile, b)
 }
 
 // writeFileAtomic replaces dir/name with data so that a crash leaves either
 // the old or the new file, never a torn one.
-func writeFileAtomic(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("replica: write %s: %w", name, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("replica: write %s: %w", name, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("replica: sync %s: %w", name, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("replica: close %s: %w", name, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("replica: rename %s: %w", name, err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("replica: open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("replica: sync dir %s: %w", dir, err)
+func writeFileAtomic(fsys vfs.FS, dir, name string, data []byte) error {
+	if err := vfs.WriteFileAtomic(fsys, dir, name, data); err != nil {
+		return fmt.Errorf("replica: write %s: %w", filepath.Join(dir, name), err)
 	}
 	return nil
 }

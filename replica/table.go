@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"sync"
@@ -69,18 +68,18 @@ func openTable(r *Replica, d TableDef) (*table, error) {
 	}
 	t.colset.Store(cs)
 	t.view.active = memtable.New()
-	if err := os.MkdirAll(t.dir, 0o755); err != nil {
+	if err := r.cfg.FS.MkdirAll(t.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: create %s: %w", t.dir, err)
 	}
-	if err := sstable.RemoveIncomplete(t.dir); err != nil {
+	if err := sstable.RemoveIncompleteFS(r.cfg.FS, t.dir); err != nil {
 		return nil, fmt.Errorf("replica: table %s.%s: %w", d.Keyspace, d.Name, err)
 	}
-	gens, err := sstable.List(t.dir)
+	gens, err := sstable.ListFS(r.cfg.FS, t.dir)
 	if err != nil {
 		return nil, fmt.Errorf("replica: table %s.%s: %w", d.Keyspace, d.Name, err)
 	}
 	for i := len(gens) - 1; i >= 0; i-- {
-		rd, err := sstable.Open(t.dir, gens[i])
+		rd, err := sstable.OpenFS(t.r.cfg.FS, t.dir, gens[i])
 		if err != nil {
 			t.close()
 			return nil, fmt.Errorf("replica: table %s.%s: %w", d.Keyspace, d.Name, err)
@@ -355,7 +354,7 @@ func (t *table) writeSSTable(gen uint64, user []byte, fill func(*sstable.Writer)
 	if _, err := w.Finish(user); err != nil {
 		return nil, errors.Join(err, w.Abort())
 	}
-	return sstable.Open(t.dir, gen)
+	return sstable.OpenFS(t.r.cfg.FS, t.dir, gen)
 }
 
 // compact runs one size-tiered round (or merges everything, for major).
@@ -399,7 +398,7 @@ func (t *table) compact(major bool) error {
 	if _, err := sstable.Compact(t.dir, inputs, gen, t.merge, t.r.cfg.SSTable, encodePosition(maxPos)); err != nil {
 		return fmt.Errorf("replica: compact %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 	}
-	out, err := sstable.Open(t.dir, gen)
+	out, err := sstable.OpenFS(t.r.cfg.FS, t.dir, gen)
 	if err != nil {
 		return fmt.Errorf("replica: compact %s.%s: open output: %w", t.def.Keyspace, t.def.Name, err)
 	}
@@ -424,7 +423,7 @@ func (t *table) compact(major bool) error {
 	t.mu.Unlock()
 	var errs []error
 	for _, in := range inputs {
-		errs = append(errs, in.Close(), sstable.Remove(t.dir, in.Meta().Generation))
+		errs = append(errs, in.Close(), sstable.RemoveFS(t.r.cfg.FS, t.dir, in.Meta().Generation))
 	}
 	t.r.stats.compactions.Add(1)
 	t.r.logger.Debug("compacted", "table", t.def.Name, "inputs", gens, "output", gen)
