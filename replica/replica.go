@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io/fs"
 	"log/slog"
-	"os"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -197,6 +199,7 @@ type Replica struct {
 	logger *slog.Logger
 
 	schemaMu sync.Mutex                        // serializes schema changes
+	dropped  map[uint64]bool                   // ids of dropped tables, under schemaMu (Open: before any other use)
 	tables   atomic.Pointer[map[uint64]*table] // copy-on-write
 
 	locks    []sync.Mutex
@@ -228,7 +231,19 @@ func Open(cfg Config) (*Replica, error) {
 		return nil, fmt.Errorf("replica: create %s: %w", cfg.Dir, err)
 	}
 	*r = Replica{cfg: cfg, logger: cfg.Logger, locks: make([]sync.Mutex, cfg.LockStripes), lockSeed: maphash.MakeSeed()}
-	var err error
+	doc, found, err := loadSchema(cfg.FS, cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		if err := checkNoTables(cfg.FS, cfg.Dir); err != nil {
+			return nil, err
+		}
+	}
+	r.dropped = map[uint64]bool{}
+	for _, id := range doc.Dropped {
+		r.dropped[id] = true
+	}
 	if r.hostID, err = loadHostID(cfg.FS, cfg.Dir); err != nil {
 		return nil, err
 	}
@@ -237,13 +252,12 @@ func Open(cfg Config) (*Replica, error) {
 			return nil, fmt.Errorf("replica: counter cache: %w", err)
 		}
 	}
-	defs, err := loadSchema(cfg.FS, cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
+	// A schema older than manifests (or none: a new data directory) lets
+	// the tables adopt the SSTables they find.
+	legacy := !found || doc.Version == 1
 	tables := map[uint64]*table{}
-	for _, d := range defs {
-		t, err := openTable(r, d)
+	for _, d := range doc.Tables {
+		t, err := openTable(r, d, legacy)
 		if err != nil {
 			closeTables(tables)
 			return nil, err
@@ -252,14 +266,33 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	r.tables.Store(&tables)
 
-	replayed := map[uint64]bool{}
+	rs := &replayState{replayed: map[uint64]bool{}, skipped: map[uint64]uint64{}, schemaMissing: !found, legacy: legacy}
 	r.log, err = commitlog.Open(cfg.CommitLog, func(pos commitlog.Position, rec commitlog.Record) error {
-		return r.replay(pos, rec, replayed)
+		return r.replay(pos, rec, rs)
 	})
 	if err != nil {
 		closeTables(tables)
 		return nil, fmt.Errorf("replica: open commit log: %w", err)
 	}
+	for _, id := range slices.Sorted(maps.Keys(rs.skipped)) {
+		if r.dropped[id] {
+			r.logger.Info("commit log records of a dropped table skipped", "table", id, "records", rs.skipped[id])
+			continue
+		}
+		// A version 1 schema kept no dropped ids: the table was dropped
+		// before the upgrade. Remember it from now on.
+		r.logger.Warn("commit log records of a table absent from the (version 1) schema skipped as a dropped table's",
+			"table", id, "records", rs.skipped[id])
+		r.dropped[id] = true
+	}
+	if legacy {
+		if err := saveSchema(cfg.FS, cfg.Dir, doc.Tables, r.dropped); err != nil {
+			r.log.Close()
+			closeTables(tables)
+			return nil, err
+		}
+	}
+	replayed := rs.replayed
 	start := r.log.Position()
 	for id, t := range tables {
 		if !replayed[id] {
@@ -277,12 +310,30 @@ func Open(cfg Config) (*Replica, error) {
 	return r, nil
 }
 
+// replayState is what Open's replay keeps across records.
+type replayState struct {
+	replayed      map[uint64]bool   // tables that received a record
+	skipped       map[uint64]uint64 // records skipped per dropped table
+	schemaMissing bool              // the data directory had no schema file
+	legacy        bool              // the schema file is version 1: no dropped ids
+}
+
 // replay applies one commit log record during Open.
-func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, replayed map[uint64]bool) error {
+func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, rs *replayState) error {
+	replayed := rs.replayed
 	t, ok := (*r.tables.Load())[rec.Table]
 	if !ok {
-		r.logger.Warn("commit log record for an unknown (dropped) table skipped", "table", rec.Table, "segment", pos.Segment, "offset", pos.Offset)
-		return nil
+		switch {
+		case r.dropped[rec.Table] || (rs.legacy && !rs.schemaMissing):
+			rs.skipped[rec.Table]++
+			return nil
+		case rs.schemaMissing:
+			return fmt.Errorf("replica: %s is missing but the commit log holds records of table %d (segment %d offset %d); restore it or start with an empty directory",
+				filepath.Join(r.cfg.Dir, schemaFile), rec.Table, pos.Segment, pos.Offset)
+		default:
+			return fmt.Errorf("replica: commit log record at %d:%d names table %d, which %s neither holds nor lists as dropped; restore the schema file that belongs to this data directory",
+				pos.Segment, pos.Offset, rec.Table, filepath.Join(r.cfg.Dir, schemaFile))
+		}
 	}
 	// Op ids of FBF columns are restored from every record still in the
 	// log, flushed or not: the log keeps their segments for this.
@@ -316,6 +367,38 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, replayed 
 	return t.view.active.Apply(row.Key{Token: ring.Token(rec.Key), Partition: rec.Key}, cell, col.Merge)
 }
 
+// checkNoTables fails when a data directory without a schema file holds
+// tables: SSTables in a table directory (or a manifest that lists some, or
+// one that cannot be read). Their records and files would be ignored, and
+// served as zeros, by a replica that does not know their tables.
+func checkNoTables(fsys vfs.FS, dir string) error {
+	data := filepath.Join(dir, "data")
+	ents, err := fsys.ReadDir(data)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("replica: %s is missing and %s cannot be listed: %w", filepath.Join(dir, schemaFile), data, err)
+	}
+	var held []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		td := filepath.Join(data, e.Name())
+		files, err := sstable.Files(fsys, td)
+		gens, merr := sstable.ReadManifest(fsys, td)
+		if err != nil || len(files) > 0 || len(gens) > 0 || (merr != nil && !errors.Is(merr, fs.ErrNotExist)) {
+			held = append(held, e.Name())
+		}
+	}
+	if len(held) > 0 {
+		return fmt.Errorf("replica: %s is missing but the data directory holds tables (%s in %s); restore it or start with an empty directory",
+			filepath.Join(dir, schemaFile), strings.Join(held, ", "), data)
+	}
+	return nil
+}
+
 func loadHostID(fsys vfs.FS, dir string) (counters.ID, error) {
 	var id counters.ID
 	p := filepath.Join(dir, "host_id")
@@ -328,7 +411,7 @@ func loadHostID(fsys vfs.FS, dir string) (counters.ID, error) {
 		copy(id[:], raw)
 		return id, nil
 	}
-	if !errors.Is(err, os.ErrNotExist) {
+	if !errors.Is(err, fs.ErrNotExist) {
 		return id, fmt.Errorf("replica: read host id: %w", err)
 	}
 	if _, err := rand.Read(id[:]); err != nil {
@@ -386,15 +469,19 @@ func (r *Replica) CreateTable(d TableDef) error {
 		}
 		defs = append(defs, t.colset.Load().def)
 	}
-	t, err := openTable(r, d)
+	t, err := openTable(r, d, true)
 	if err != nil {
 		return err
 	}
 	t.activeStart = r.log.Position()
-	if err := saveSchema(r.cfg.FS, r.cfg.Dir, defs); err != nil {
+	// A re-created id is no longer a dropped one.
+	dropped := maps.Clone(r.dropped)
+	delete(dropped, d.ID)
+	if err := saveSchema(r.cfg.FS, r.cfg.Dir, defs, dropped); err != nil {
 		t.close()
 		return err
 	}
+	r.dropped = dropped
 	next := make(map[uint64]*table, len(old)+1)
 	for id, t := range old {
 		next[id] = t
@@ -428,7 +515,7 @@ func (r *Replica) AlterTable(d TableDef) error {
 	for _, x := range *r.tables.Load() {
 		defs = append(defs, x.colset.Load().def)
 	}
-	return saveSchema(r.cfg.FS, r.cfg.Dir, defs)
+	return saveSchema(r.cfg.FS, r.cfg.Dir, defs, r.dropped)
 }
 
 func sameColumns(a, b []ColumnDef) bool {
@@ -461,9 +548,12 @@ func (r *Replica) DropTable(id uint64) error {
 			defs = append(defs, x.colset.Load().def)
 		}
 	}
-	if err := saveSchema(r.cfg.FS, r.cfg.Dir, defs); err != nil {
+	dropped := maps.Clone(r.dropped)
+	dropped[id] = true
+	if err := saveSchema(r.cfg.FS, r.cfg.Dir, defs, dropped); err != nil {
 		return err
 	}
+	r.dropped = dropped
 	r.tables.Store(&next)
 	t.stopWorker()
 	t.close()
