@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -433,4 +434,63 @@ func TestReplayOfDroppedAndUnknownTables(t *testing.T) {
 		r = mustOpen(t, testConfig(dir))
 		r.Close()
 	})
+}
+
+// TestCorruptBlockIsLoggedAndCounted flips a byte inside the first data
+// block of a live SSTable: reads of it fail with an error naming the file,
+// are logged at Error with file and offset, and counted in Stats.
+func TestCorruptBlockIsLoggedAndCounted(t *testing.T) {
+	dir := t.TempDir()
+	var logs logRecorder
+	cfg := testConfig(dir)
+	cfg.Logger = logs.logger()
+	cfg.CounterCacheEntries = -1
+	r := mustOpen(t, cfg)
+	defer r.Close()
+	if err := r.CreateTable(counterTable); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(7); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, r, 7, "k", "a"); got != 5 {
+		t.Fatalf("value %d before damage, want 5", got)
+	}
+	if st := r.Stats(); st.CorruptBlocks != 0 {
+		t.Fatalf("CorruptBlocks = %d before damage", st.CorruptBlocks)
+	}
+	data := filepath.Join(tableDir(dir, counterTable), "ik-1-big-Data.db")
+	b, err := os.ReadFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-6] ^= 0x08 // inside the only block's payload
+	if err := os.WriteFile(data, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = r.Value(7, []byte("k"), "a")
+	if !errors.Is(err, sstable.ErrCorrupt) || !strings.Contains(err.Error(), data) {
+		t.Fatalf("read of a corrupt block: err = %v, want ErrCorrupt naming %s", err, data)
+	}
+	if _, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1}); !errors.Is(err, sstable.ErrCorrupt) {
+		t.Fatalf("leader update over a corrupt block: err = %v, want ErrCorrupt", err)
+	}
+	if _, err := r.Scan(7, nil, math.MinInt64, math.MaxInt64, 10); !errors.Is(err, sstable.ErrCorrupt) {
+		t.Fatalf("scan over a corrupt block: err = %v, want ErrCorrupt", err)
+	}
+	if st := r.Stats(); st.CorruptBlocks != 3 {
+		t.Fatalf("CorruptBlocks = %d after three failed reads, want 3", st.CorruptBlocks)
+	}
+	recs := logs.records(t, "corrupt SSTable block")
+	if len(recs) != 3 {
+		t.Fatalf("%d corrupt-block log records, want 3", len(recs))
+	}
+	for _, m := range recs {
+		if m["level"] != "ERROR" || m["file"] != data || m["offset"] != float64(0) {
+			t.Fatalf("corrupt block logged as %v, want ERROR with file %s offset 0", m, data)
+		}
+	}
 }

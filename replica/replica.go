@@ -189,6 +189,10 @@ type Stats struct {
 	CacheHits, CacheMisses              uint64
 	Flushes, Compactions                uint64
 	ReplayedRecords, SkippedFlushedRecs uint64
+	// CorruptBlocks counts reads (of a partition, a scan, a compaction's
+	// input) that met an SSTable block failing its checksum or not decoding;
+	// each is logged at Error with the file and the block's offset.
+	CorruptBlocks uint64
 }
 
 // Replica is one node's storage engine. It is safe for concurrent use.
@@ -210,6 +214,7 @@ type Replica struct {
 	stats struct {
 		leaderApplies, mutations, cacheHits, cacheMisses atomic.Uint64
 		flushes, compactions, replayed, skipped          atomic.Uint64
+		corruptBlocks                                    atomic.Uint64
 	}
 
 	closed atomic.Bool
@@ -433,6 +438,7 @@ func (r *Replica) Stats() Stats {
 		CacheHits: s.cacheHits.Load(), CacheMisses: s.cacheMisses.Load(),
 		Flushes: s.flushes.Load(), Compactions: s.compactions.Load(),
 		ReplayedRecords: s.replayed.Load(), SkippedFlushedRecs: s.skipped.Load(),
+		CorruptBlocks: s.corruptBlocks.Load(),
 	}
 }
 

@@ -366,6 +366,7 @@ func (t *table) read(key row.Key) (row.Row, bool, error) {
 	for _, s := range t.view.sstables {
 		r, ok, err := s.Get(key)
 		if err != nil {
+			t.noteCorrupt("read", err)
 			return row.Row{}, false, fmt.Errorf("table %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 		}
 		if ok {
@@ -532,6 +533,7 @@ func (t *table) compact(major bool) error {
 	}
 	gen := t.nextGen.Add(1) - 1
 	if _, err := sstable.Compact(t.dir, inputs, gen, t.merge, t.r.cfg.SSTable, encodePosition(maxPos)); err != nil {
+		t.noteCorrupt("compaction", err)
 		return fmt.Errorf("replica: compact %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 	}
 	out, err := sstable.OpenFS(t.r.cfg.FS, t.dir, gen)
@@ -571,6 +573,22 @@ func (t *table) compact(major bool) error {
 	t.r.stats.compactions.Add(1)
 	t.r.logger.Debug("compacted", "table", t.def.Name, "inputs", gens, "output", gen)
 	return errors.Join(errs...)
+}
+
+// noteCorrupt logs and counts an SSTable read error that reports corrupt
+// bytes (sstable.ErrCorrupt); other errors (I/O) are left to the caller.
+func (t *table) noteCorrupt(op string, err error) {
+	if !errors.Is(err, sstable.ErrCorrupt) {
+		return
+	}
+	t.r.stats.corruptBlocks.Add(1)
+	var be *sstable.BlockError
+	if errors.As(err, &be) {
+		t.r.logger.Error("corrupt SSTable block", "op", op, "table", t.def.Keyspace+"."+t.def.Name,
+			"file", be.Path, "block", be.Kind, "offset", be.Offset, "err", err)
+		return
+	}
+	t.r.logger.Error("corrupt SSTable", "op", op, "table", t.def.Keyspace+"."+t.def.Name, "err", err)
 }
 
 func (t *table) requestFlush() {
@@ -696,6 +714,7 @@ func (t *table) scan(after *row.Key, startToken, endToken int64, limit int) ([]r
 		var rows []row.Row
 		for r, err := range s.Range(from) {
 			if err != nil {
+				t.noteCorrupt("scan", err)
 				return nil, fmt.Errorf("table %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 			}
 			skip, stop := inRange(r.Key)
