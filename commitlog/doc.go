@@ -56,6 +56,10 @@
 //
 // # Durability
 //
+// Every file operation goes through Options.FS (the operating system's
+// filesystem by default), whose durability contract (package vfs) the rules
+// below rely on; tests run the log on vfs.NewMem and crash it.
+//
 // Writers encode their frame into an in-memory buffer under a short mutex.
 // In SyncPeriodic mode the appending goroutine then writes the buffer to the
 // file (write(2); whichever writer holds the file lock writes everything

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // SyncMode says when an append counts as durable.
@@ -86,6 +88,9 @@ type Options struct {
 	// true keeps it (e.g. its FBF op ids are still needed). A kept segment
 	// is offered again on every later Release.
 	Retain func(SegmentInfo) bool
+	// FS is the filesystem the log's files live on (default vfs.Default,
+	// the operating system's).
+	FS vfs.FS
 }
 
 // SegmentInfo describes one segment.
@@ -115,7 +120,7 @@ var (
 type segment struct {
 	id   uint64
 	path string
-	f    *os.File
+	f    vfs.File
 	size int64 // logical size, including bytes still buffered
 
 	records, opRecords int
@@ -225,7 +230,7 @@ type Log struct {
 	ioMu     sync.Mutex
 	lastSeg  *segment   // the segment written last
 	unsynced []*syncGen // generations written but not yet fsynced
-	toClose  []*os.File // sealed, fsynced files to close
+	toClose  []vfs.File // sealed, fsynced files to close
 	shut     bool       // files are closed
 
 	// syncMu serialises syncs (write + fsync + acknowledgement).
@@ -270,13 +275,14 @@ func Open(opts Options, replay func(Position, Record) error) (*Log, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	opts.FS = vfs.Or(opts.FS)
 	if replay == nil {
 		replay = func(Position, Record) error { return nil }
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("commitlog: create directory: %w", err)
 	}
-	entries, err := os.ReadDir(opts.Dir)
+	entries, err := opts.FS.ReadDir(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("commitlog: list directory: %w", err)
 	}
@@ -307,7 +313,7 @@ func Open(opts Options, replay func(Position, Record) error) (*Log, error) {
 		loopDone:    make(chan struct{}),
 	}
 	l.synced = sync.NewCond(&l.mu)
-	sc := &scanner{skipCorrupt: opts.SkipCorrupt, logger: opts.Logger, replay: replay}
+	sc := &scanner{fs: opts.FS, skipCorrupt: opts.SkipCorrupt, logger: opts.Logger, replay: replay}
 	for i, id := range ids {
 		path := filepath.Join(opts.Dir, SegmentName(id))
 		seg, err := sc.scanSegment(path, id, i == len(ids)-1)
@@ -349,11 +355,11 @@ func Open(opts Options, replay func(Position, Record) error) (*Log, error) {
 
 // createSegment creates seg's file and syncs the directory.
 func (l *Log) createSegment(seg *segment) error {
-	f, err := os.OpenFile(seg.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := l.opts.FS.OpenFile(seg.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("commitlog: create segment: %w", err)
 	}
-	if err := syncDir(l.opts.Dir); err != nil {
+	if err := syncDir(l.opts.FS, l.opts.Dir); err != nil {
 		f.Close()
 		return err
 	}
@@ -751,14 +757,14 @@ func (l *Log) Release(upTo Position) error {
 		if l.opts.Retain != nil && l.opts.Retain(infos[i]) {
 			continue
 		}
-		if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := l.opts.FS.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("commitlog: release segment: %w", err))
 			continue
 		}
 		deleted[s] = true
 	}
 	if len(deleted) > 0 {
-		if err := syncDir(l.opts.Dir); err != nil {
+		if err := syncDir(l.opts.FS, l.opts.Dir); err != nil {
 			errs = append(errs, err)
 		}
 		l.mu.Lock()

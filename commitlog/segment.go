@@ -3,7 +3,6 @@ package commitlog
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
@@ -11,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // FormatVersion is the segment format version, written in every segment
@@ -212,6 +213,7 @@ func allZero(b []byte) bool {
 
 // scanner replays segments found by Open.
 type scanner struct {
+	fs          vfs.FS
 	skipCorrupt bool
 	logger      *slog.Logger
 	replay      func(Position, Record) error
@@ -220,7 +222,7 @@ type scanner struct {
 // scanSegment validates and replays one segment file. It returns nil, nil
 // when the (newest) segment was torn at creation and has been deleted.
 func (s *scanner) scanSegment(path string, id uint64, newest bool) (*segment, error) {
-	data, err := os.ReadFile(path)
+	data, err := s.fs.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("commitlog: read segment: %w", err)
 	}
@@ -229,10 +231,10 @@ func (s *scanner) scanSegment(path string, id uint64, newest bool) (*segment, er
 		if newest && (len(data) < HeaderSize || allZero(data)) {
 			s.logger.Warn("commitlog: deleting newest segment with torn header",
 				"file", path, "bytes", len(data), "reason", herr.Error())
-			if err := os.Remove(path); err != nil {
+			if err := s.fs.Remove(path); err != nil {
 				return nil, fmt.Errorf("commitlog: delete torn segment: %w", err)
 			}
-			if err := syncDir(filepath.Dir(path)); err != nil {
+			if err := syncDir(s.fs, filepath.Dir(path)); err != nil {
 				return nil, err
 			}
 			return nil, nil
@@ -260,7 +262,7 @@ func (s *scanner) scanSegment(path string, id uint64, newest bool) (*segment, er
 			// Torn tail: the last write never completed.
 			s.logger.Warn("commitlog: truncating torn tail", "file", path, "offset", off,
 				"dropped_bytes", len(data)-off, "reason", fr.reason)
-			if err := truncateFile(path, int64(off)); err != nil {
+			if err := truncateFile(s.fs, path, int64(off)); err != nil {
 				return nil, err
 			}
 			seg.size = int64(off)
@@ -282,8 +284,8 @@ func (s *scanner) scanSegment(path string, id uint64, newest bool) (*segment, er
 	return seg, nil
 }
 
-func truncateFile(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+func truncateFile(fsys vfs.FS, path string, size int64) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("commitlog: truncate torn tail: %w", err)
 	}
@@ -300,16 +302,10 @@ func truncateFile(path string, size int64) error {
 	return nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("commitlog: open directory for sync: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil && !errors.Is(err, os.ErrInvalid) {
+// syncDir makes dir's entries durable (vfs.Default already ignores
+// filesystems that cannot sync a directory).
+func syncDir(fsys vfs.FS, dir string) error {
+	if err := fsys.SyncDir(dir); err != nil {
 		return fmt.Errorf("commitlog: sync directory %s: %w", dir, err)
 	}
 	return nil

@@ -14,6 +14,17 @@
 //     whose directory was not may vanish at a crash; a rename may revert).
 //   - Rename replaces its target atomically.
 //
+// NewMem returns a MemFS, an in-memory FS that enforces these rules: each
+// file has current and durable bytes (File.Sync copies the first to the
+// second), each directory current and durable entries (SyncDir copies them);
+// directories themselves are durable as soon as MkdirAll creates them.
+// MemFS.CrashClone returns the filesystem a crash would leave (unsynced bytes
+// and entries lost, optionally a seeded random prefix of unsynced appends
+// kept as a torn write); the old MemFS and its open files are unaffected and
+// never reach the clone. Lose, Corrupt and Cut inject disk faults that
+// survive crashes; FailSync and FailWrite inject I/O errors (or a Sync that
+// lies) so that sticky-error paths can be tested.
+//
 // Nothing here is safe for use by more than one goroutine on the same File
 // unless the File's method says so; an FS is safe for concurrent use.
 package vfs
