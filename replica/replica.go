@@ -49,8 +49,9 @@ type Config struct {
 	// Dir is the data directory: schema, host id, commitlog/ and one
 	// directory of SSTables per table.
 	Dir string
-	// FS is the filesystem of the data directory: host id, schema and the
-	// SSTables (SSTable.FS is set to it); nil means vfs.Default.
+	// FS is the filesystem of the data directory: host id, schema, the
+	// SSTables and the commit log (SSTable.FS and CommitLog.FS are set to
+	// it); nil means vfs.Default.
 	FS vfs.FS
 	// CommitLog configures the log; its Dir defaults to Dir/commitlog and
 	// its Logger to Logger.
@@ -89,6 +90,7 @@ func (c *Config) fill(r *Replica) error {
 	}
 	c.FS = vfs.Or(c.FS)
 	c.SSTable.FS = c.FS
+	c.CommitLog.FS = c.FS
 	if c.CommitLog.Dir == "" {
 		c.CommitLog.Dir = filepath.Join(c.Dir, "commitlog")
 	}
