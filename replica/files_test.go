@@ -494,3 +494,48 @@ func TestCorruptBlockIsLoggedAndCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestAllFilesOnConfigFS runs a replica on MemFS: its host id, schema, commit
+// log and SSTables are there, and DropTable removes the table's directory
+// there.
+func TestAllFilesOnConfigFS(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := testConfig("/node")
+	cfg.FS = mem
+	r := mustOpen(t, cfg)
+	if err := r.CreateTable(counterTable); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(7); err != nil {
+		t.Fatal(err)
+	}
+	td := tableDir("/node", counterTable)
+	for _, name := range []string{"/node/host_id", "/node/" + schemaFile, td + "/" + sstable.ManifestName, td + "/ik-1-big-TOC.txt"} {
+		if _, err := mem.Stat(name); err != nil {
+			t.Errorf("%s not on the configured FS: %v", name, err)
+		}
+	}
+	if ents, err := mem.ReadDir("/node/commitlog"); err != nil || len(ents) == 0 {
+		t.Errorf("no commit log segment on the configured FS: %v", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r = mustOpen(t, cfg)
+	defer r.Close()
+	if got := value(t, r, 7, "k", "a"); got != 2 {
+		t.Fatalf("value after reopen on MemFS %d, want 2", got)
+	}
+	if err := r.DropTable(7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Stat(td); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("dropped table's directory still on the FS: %v", err)
+	}
+	if fileExists("/node") {
+		t.Fatal("the replica wrote to the operating system's filesystem")
+	}
+}
