@@ -167,10 +167,17 @@ func TestLeftoversRemovedAndLogged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	orphan := filepath.Join(dir, "data", "ks-old-99")
+	if err := os.MkdirAll(orphan, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	var logs logRecorder
 	cfg := testConfig(dir)
 	cfg.Logger = logs.logger()
 	r := mustOpen(t, cfg)
+	if recs := logs.records(t, "directory of no table"); len(recs) != 1 || recs[0]["path"] != orphan || !fileExists(orphan) {
+		t.Fatalf("orphan directory logged as %v (still there: %v), want one Warn naming %s, left in place", recs, fileExists(orphan), orphan)
+	}
 	if got := value(t, r, 7, "k", "a"); got != 1 {
 		t.Fatalf("value %d, want 1", got)
 	}

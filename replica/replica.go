@@ -272,6 +272,7 @@ func Open(cfg Config) (*Replica, error) {
 		tables[d.ID] = t
 	}
 	r.tables.Store(&tables)
+	r.warnOrphanDirs(tables)
 
 	rs := &replayState{replayed: map[uint64]bool{}, skipped: map[uint64]uint64{}, schemaMissing: !found, legacy: legacy}
 	r.log, err = commitlog.Open(cfg.CommitLog, func(pos commitlog.Position, rec commitlog.Record) error {
@@ -372,6 +373,27 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, rs *repla
 	}
 	r.stats.replayed.Add(1)
 	return t.view.active.Apply(row.Key{Token: ring.Token(rec.Key), Partition: rec.Key}, cell, col.Merge)
+}
+
+// warnOrphanDirs logs the directories under data/ that belong to no table
+// of the schema (a dropped table whose removal was interrupted, or files
+// from elsewhere). They are left in place.
+func (r *Replica) warnOrphanDirs(tables map[uint64]*table) {
+	data := filepath.Join(r.cfg.Dir, "data")
+	ents, err := r.cfg.FS.ReadDir(data)
+	if err != nil {
+		return // no table yet; a table's own open reports real errors
+	}
+	known := map[string]bool{}
+	for _, t := range tables {
+		known[filepath.Base(t.dir)] = true
+	}
+	for _, e := range ents {
+		if e.IsDir() && !known[e.Name()] {
+			r.logger.Warn("directory of no table in the schema left in place (a dropped table's leftover?)",
+				"path", filepath.Join(data, e.Name()))
+		}
+	}
 }
 
 // checkNoTables fails when a data directory without a schema file holds
