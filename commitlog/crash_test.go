@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -272,5 +273,54 @@ func TestCrashCheckerDetectsLoss(t *testing.T) {
 	bad.replayed = []logged{{Position{1, 20}, forged}}
 	if probs := bad.check(); len(probs) == 0 {
 		t.Fatal("checker accepted a record that was never written")
+	}
+}
+
+// TestStickyInjectedErrors: a failed fsync or write of a segment (injected
+// on MemFS) fails the append it covers and every later one, and nothing
+// after the failure is acknowledged as durable.
+func TestStickyInjectedErrors(t *testing.T) {
+	boom := errors.New("injected")
+	isSeg := func(name string) bool { return strings.HasPrefix(filepath.Base(name), "CommitLog-1-") }
+	for _, mode := range allModes {
+		for _, fault := range []string{"sync", "write"} {
+			t.Run(mode.String()+"/"+fault, func(t *testing.T) {
+				mem := vfs.NewMem()
+				l := mustOpen(t, Options{Dir: crashDir, FS: mem, Sync: mode, SyncPeriod: time.Hour}, nil)
+				rec := Record{Kind: PayloadShard, Payload: []byte("x")}
+				if _, err := l.Append(&rec); err != nil {
+					t.Fatal(err)
+				}
+				if err := l.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				durable := l.Durable()
+				if fault == "sync" {
+					mem.FailSync(isSeg, boom)
+				} else {
+					mem.FailWrite(isSeg, boom)
+				}
+				_, err1 := l.Append(&rec)
+				err2 := l.Sync()
+				mem.FailSync(nil, nil)
+				mem.FailWrite(nil, nil)
+				_, err3 := l.Append(&rec)
+				errs := []error{err2, err3}
+				if mode != SyncPeriodic || fault == "write" {
+					errs = append(errs, err1)
+				}
+				for i, err := range errs {
+					if !errors.Is(err, boom) {
+						t.Errorf("error %d after the injected %s failure = %v, want it to wrap the injected error", i, fault, err)
+					}
+				}
+				if got := l.Durable(); got != durable {
+					t.Errorf("Durable moved from %v to %v after a failed %s", durable, got, fault)
+				}
+				if err := l.Close(); !errors.Is(err, boom) {
+					t.Errorf("Close = %v, want the injected error", err)
+				}
+			})
+		}
 	}
 }

@@ -9,10 +9,40 @@
 //	CommitLog-<version>-<id>.log
 //
 // where <version> is FormatVersion (1) and <id> the segment id, both in
-// decimal without leading zeros. Other files in the directory are ignored; a
-// segment file of another version makes Open fail. Ids grow by one; Open
-// always starts a new segment whose id is one more than the highest found.
-// All integers below are big-endian; every checksum is CRC-32C (Castagnoli).
+// decimal without leading zeros, and a manifest, CommitLog-manifest (see
+// Manifest). Other files in the directory (such as CommitLog-manifest.tmp)
+// are ignored; a segment file of another version makes Open fail. Ids grow
+// by one; Open always starts a new segment whose id is one more than the
+// highest found or listed. All integers below are big-endian; every checksum
+// is CRC-32C (Castagnoli).
+//
+// # Manifest
+//
+// The manifest lists the segments that should exist, so that Open can tell
+// a lost segment from a released one:
+//
+//	offset size field
+//	0      4    magic "IDCM"
+//	4      4    manifest version (uint32) = 1
+//	8      4    count n (uint32)
+//	12     8×n  segment ids (uint64), strictly ascending
+//	12+8n  4    CRC-32C of bytes 0..12+8n-1
+//
+// It is only ever replaced whole, with vfs.WriteFileAtomic (write and fsync
+// CommitLog-manifest.tmp, rename it over CommitLog-manifest, fsync the
+// directory), at two moments:
+//
+//   - Creating a segment: the file is created (O_EXCL), its header written
+//     and fsynced, the directory fsynced, and only then is the manifest
+//     rewritten to list it; no record is written to a segment before that.
+//     So a listed segment always had a durable header, and a segment not yet
+//     listed never held a record.
+//   - Release: the manifest is rewritten without the segments about to be
+//     deleted before any is deleted.
+//
+// A directory with segments but no manifest (a log written before the
+// manifest existed, or one whose manifest was lost) is opened with a warning
+// and checked for gaps only; the Open then writes a manifest.
 //
 // # Segment header (20 bytes)
 //
@@ -41,7 +71,8 @@
 //	size     field
 //	1        record version = 1
 //	1        kind: 1 shard, 2 delta, 3 tombstone (see PayloadKind)
-//	1        flags: bit 0 = has op id; other bits must be 0
+//	1        flags: bit 0 = has op id; bit 1 = led (needs bit 0);
+//	         bit 2 = compensation (needs bit 1); other bits must be 0
 //	8        table id (uint64)
 //	8        timestamp (int64, microseconds)
 //	4 + k    key length (uint32), key bytes
@@ -49,6 +80,13 @@
 //	4 + p    payload length (uint32), payload bytes
 //	16       op id (only with flag bit 0): client id, sequence (uint64 each)
 //	8        op time (only with flag bit 0): int64, unix nanoseconds
+//	8        delta (only with flag bit 1): int64, the client's delta that
+//	         the leader's shard in the payload added (bit 2: takes back)
+//
+// A led record is one the node wrote as the op's leader; a restart reads
+// the led records of its recent past to find the updates it applied but may
+// not have replicated (see package replica). Records written before bits 1
+// and 2 existed decode unchanged.
 //
 // The encoding is canonical: DecodeRecord rejects unknown versions, kinds and
 // flags, lengths that run past the input, and trailing bytes, so a record
@@ -87,8 +125,23 @@
 //     end of file, or are zeros or garbage) is a write the crash interrupted.
 //     The file is truncated to the end of the last good record and fsynced,
 //     and a warning names the file, offset and number of bytes dropped.
-//   - A newest segment shorter than the header, or all zero bytes, was torn
-//     at creation: it is deleted with a warning.
+//   - A newest segment shorter than the header, or all zero bytes, that the
+//     manifest does not list was torn at creation (it never held a record):
+//     it is deleted with a warning naming it. If the manifest lists it, its
+//     header was durable, so a disk fault emptied it and acknowledged records
+//     may be lost: that is corruption. (A disk that loses only the tail of
+//     the newest segment, leaving whole frames, cannot be told from a torn
+//     write and is treated as one.)
+//   - A segment the manifest lists but the directory lacks — oldest, in the
+//     middle or newest — is lost: Open fails with a *CorruptionError that
+//     wraps ErrMissingSegment and names every missing file. Without a
+//     manifest, a gap in the ids between the lowest and the highest segment
+//     found is the same error.
+//   - A segment found that the manifest does not list, with an id below the
+//     highest listed one, was released and its deletion did not survive a
+//     crash: it is deleted, unreplayed, with a warning naming it. A segment
+//     with an id above every listed one was being created: it is scanned as
+//     usual (it holds at most a header).
 //   - Anything else is corruption: a bad frame followed by a valid one, any
 //     bad frame in an older segment (older segments are fsynced in full
 //     before the next one is written), a bad segment header, or a frame whose
@@ -97,8 +150,15 @@
 //   - With Options.SkipCorrupt, corruption is logged instead: a bad record
 //     whose length word passed its checksum is skipped and scanning resumes
 //     at the next frame; otherwise the rest of the segment is abandoned (the
-//     log line gives the byte count); a segment with a bad header is skipped
-//     whole. The files are left as they are.
+//     log line gives the byte count); a segment with a bad header (or an
+//     emptied listed newest segment) is skipped whole; each missing segment
+//     is logged at Error level and dropped from the manifest; a corrupt
+//     manifest is logged and ignored (ids are then checked for gaps only) and
+//     rewritten. The files are left as they are.
+//
+// Open and Release never delete a file without a log line naming it: Warn
+// for the deletions recovery decides (torn at creation, released before a
+// crash), Info for Release's routine ones.
 //
 // # Release
 //
@@ -106,5 +166,8 @@
 // deletes the segments wholly before it, never the active one, and asks
 // Options.Retain first so that segments still holding needed op ids (for the
 // FBF filters) can be kept; kept segments are offered again on every later
-// Release.
+// Release. Retained segments leave holes in the ids of the live segments,
+// which is why the manifest lists ids rather than a range. The manifest is
+// rewritten before the files are deleted; a file it no longer lists that
+// cannot be deleted is logged and deleted by the next Open.
 package commitlog

@@ -14,6 +14,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add((&Record{Table: 1, Key: []byte("k"), Column: "c", Kind: PayloadDelta, Payload: []byte{1, 2, 3},
 		Timestamp: -1, HasOp: true, OpID: [16]byte{1}, OpTime: 99}).AppendBinary(nil))
 	f.Add((&Record{Kind: PayloadTombstone, Key: bytes.Repeat([]byte{0xff}, 40)}).AppendBinary(nil))
+	f.Add((&Record{Kind: PayloadShard, HasOp: true, Led: true, Delta: -5, Compensation: true}).AppendBinary(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRecord(b)
 		if err != nil {

@@ -58,6 +58,9 @@ func randRecord(r *rand.Rand, maxPayload int) Record {
 		rec.HasOp = true
 		copy(rec.OpID[:], randBytes(r, 16))
 		rec.OpTime = r.Int64()
+		if r.IntN(2) == 0 {
+			rec.Led, rec.Delta, rec.Compensation = true, r.Int64()-r.Int64(), r.IntN(2) == 0
+		}
 	}
 	return rec
 }
@@ -65,7 +68,8 @@ func randRecord(r *rand.Rand, maxPayload int) Record {
 func recordsEqual(a, b Record) bool {
 	return a.Table == b.Table && bytes.Equal(a.Key, b.Key) && a.Column == b.Column &&
 		a.Kind == b.Kind && bytes.Equal(a.Payload, b.Payload) && a.Timestamp == b.Timestamp &&
-		a.HasOp == b.HasOp && a.OpID == b.OpID && a.OpTime == b.OpTime
+		a.HasOp == b.HasOp && a.OpID == b.OpID && a.OpTime == b.OpTime &&
+		a.Led == b.Led && a.Delta == b.Delta && a.Compensation == b.Compensation
 }
 
 type logged struct {

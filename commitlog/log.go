@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -244,6 +245,10 @@ type Log struct {
 	closeOnce sync.Once
 	closeErr  error
 	releaseMu sync.Mutex
+
+	// manMu serialises manifest writes; live is the manifest's content.
+	manMu sync.Mutex
+	live  []uint64
 }
 
 // Open scans opts.Dir, validates every segment, calls replay (if not nil) for
@@ -313,10 +318,14 @@ func Open(opts Options, replay func(Position, Record) error) (*Log, error) {
 		loopDone:    make(chan struct{}),
 	}
 	l.synced = sync.NewCond(&l.mu)
+	ids, listed, err := l.checkSegmentSet(ids)
+	if err != nil {
+		return nil, err
+	}
 	sc := &scanner{fs: opts.FS, skipCorrupt: opts.SkipCorrupt, logger: opts.Logger, replay: replay}
 	for i, id := range ids {
 		path := filepath.Join(opts.Dir, SegmentName(id))
-		seg, err := sc.scanSegment(path, id, i == len(ids)-1)
+		seg, err := sc.scanSegment(path, id, i == len(ids)-1, listed[id])
 		if err != nil {
 			return nil, err
 		}
@@ -328,17 +337,15 @@ func Open(opts Options, replay func(Position, Record) error) (*Log, error) {
 	if len(ids) > 0 {
 		next = ids[len(ids)-1] + 1
 	}
+	for id := range listed {
+		next = max(next, id+1)
+	}
+	for _, s := range l.segs {
+		l.live = append(l.live, s.id)
+	}
 	active := &segment{id: next, path: filepath.Join(opts.Dir, SegmentName(next)), size: HeaderSize}
 	if err := l.createSegment(active); err != nil {
 		return nil, err
-	}
-	if _, err := active.f.Write(appendHeader(nil, active.id)); err != nil {
-		active.f.Close()
-		return nil, fmt.Errorf("commitlog: write header of %s: %w", active.path, err)
-	}
-	if err := active.f.Sync(); err != nil {
-		active.f.Close()
-		return nil, fmt.Errorf("commitlog: sync %s: %w", active.path, err)
 	}
 	l.segs = append(l.segs, active)
 	l.active, l.lastSeg = active, active
@@ -353,18 +360,133 @@ func Open(opts Options, replay func(Position, Record) error) (*Log, error) {
 	return l, nil
 }
 
-// createSegment creates seg's file and syncs the directory.
+// createSegment creates seg's file, writes and fsyncs its header, syncs the
+// directory and only then adds seg to the manifest: a segment the manifest
+// lists always had a durable header, and no record is written to a segment
+// before the manifest lists it.
 func (l *Log) createSegment(seg *segment) error {
 	f, err := l.opts.FS.OpenFile(seg.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("commitlog: create segment: %w", err)
 	}
+	if _, err := f.Write(appendHeader(nil, seg.id)); err != nil {
+		f.Close()
+		return fmt.Errorf("commitlog: write header of %s: %w", seg.path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("commitlog: sync %s: %w", seg.path, err)
+	}
 	if err := syncDir(l.opts.FS, l.opts.Dir); err != nil {
+		f.Close()
+		return err
+	}
+	l.manMu.Lock()
+	err = l.writeManifest(append(slices.Clone(l.live), seg.id))
+	if err == nil {
+		l.live = append(l.live, seg.id)
+	}
+	l.manMu.Unlock()
+	if err != nil {
 		f.Close()
 		return err
 	}
 	seg.f = f
 	return nil
+}
+
+// checkSegmentSet compares the segment ids found in the directory with the
+// manifest (see the package documentation). It returns the ids to scan, in
+// order, and the set the manifest lists (empty without a manifest). Missing
+// segments fail Open unless SkipCorrupt; released segments that reappeared
+// are deleted.
+func (l *Log) checkSegmentSet(found []uint64) (scan []uint64, listed map[uint64]bool, err error) {
+	dir, fsys := l.opts.Dir, l.opts.FS
+	manPath := filepath.Join(dir, ManifestName)
+	want, ok, err := readManifest(fsys, dir)
+	if err != nil {
+		var ce *CorruptionError
+		if !l.opts.SkipCorrupt || !errors.As(err, &ce) {
+			return nil, nil, err
+		}
+		l.logger.Error("commitlog: ignoring corrupt manifest; segment ids are checked for gaps only",
+			"file", manPath, "reason", ce.Reason)
+	}
+	listed = map[uint64]bool{}
+	var missing []uint64
+	if ok {
+		for _, id := range want {
+			listed[id] = true
+		}
+		have := map[uint64]bool{}
+		for _, id := range found {
+			have[id] = true
+		}
+		for _, id := range want {
+			if !have[id] {
+				missing = append(missing, id)
+			}
+		}
+		top := uint64(0)
+		if len(want) > 0 {
+			top = want[len(want)-1]
+		}
+		var stale []uint64
+		for _, id := range found {
+			if !listed[id] && id < top {
+				stale = append(stale, id)
+				continue
+			}
+			scan = append(scan, id)
+		}
+		for _, id := range stale {
+			path := filepath.Join(dir, SegmentName(id))
+			l.logger.Warn("commitlog: deleting segment that the manifest says was released (its deletion did not survive a crash)",
+				"file", path)
+			if err := fsys.Remove(path); err != nil {
+				return nil, nil, fmt.Errorf("commitlog: delete released segment %s: %w", path, err)
+			}
+		}
+		if len(stale) > 0 {
+			if err := syncDir(fsys, dir); err != nil {
+				return nil, nil, err
+			}
+		}
+	} else {
+		scan = found
+		if len(found) > 0 {
+			if err == nil {
+				l.logger.Warn("commitlog: no manifest (log written by an older build, or the manifest was lost); segment ids are checked for gaps only",
+					"file", manPath)
+			}
+			for id := found[0] + 1; id < found[len(found)-1]; id++ {
+				if _, hit := slices.BinarySearch(found, id); !hit {
+					missing = append(missing, id)
+				}
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return scan, listed, nil
+	}
+	var paths []string
+	for _, id := range missing {
+		paths = append(paths, filepath.Join(dir, SegmentName(id)))
+	}
+	why := "listed in the manifest " + manPath
+	if !ok {
+		why = "a gap in the segment ids"
+	}
+	cerr := &CorruptionError{Path: paths[0],
+		Reason: fmt.Sprintf("%d segment file(s) missing (%s): %s", len(paths), why, strings.Join(paths, ", ")),
+		Err:    ErrMissingSegment}
+	if !l.opts.SkipCorrupt {
+		return nil, nil, cerr
+	}
+	for _, p := range paths {
+		l.logger.Error("commitlog: segment missing; its records are lost", "file", p, "reason", why)
+	}
+	return scan, listed, nil
 }
 
 // enqueue encodes r into the buffer and returns its position and end. With
@@ -433,10 +555,10 @@ func (l *Log) roll() *segment {
 	old := l.active
 	old.sealed = true
 	l.sealed = append(l.sealed, chunk{seg: old, data: l.buf})
-	l.buf = l.spare
+	l.buf = l.spare[:0]
 	l.spare = nil
+	// The header is written by createSegment.
 	next := &segment{id: old.id + 1, path: filepath.Join(l.opts.Dir, SegmentName(old.id+1)), size: HeaderSize}
-	l.buf = appendHeader(l.buf[:0], next.id)
 	l.segs = append(l.segs, next)
 	l.active = next
 	return next
@@ -751,26 +873,48 @@ func (l *Log) Release(upTo Position) error {
 	}
 	l.mu.Unlock()
 
-	var errs []error
-	deleted := map[*segment]bool{}
+	var victims []*segment
 	for i, s := range cands {
 		if l.opts.Retain != nil && l.opts.Retain(infos[i]) {
 			continue
 		}
+		victims = append(victims, s)
+	}
+	if len(victims) == 0 {
+		return nil
+	}
+	// The manifest stops listing the victims before any is deleted, so
+	// that Open can tell a released segment from a lost one.
+	gone := map[uint64]bool{}
+	for _, s := range victims {
+		gone[s.id] = true
+	}
+	l.manMu.Lock()
+	live := slices.DeleteFunc(slices.Clone(l.live), func(id uint64) bool { return gone[id] })
+	err := l.writeManifest(live)
+	if err == nil {
+		l.live = live
+	}
+	l.manMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("commitlog: release: %w", err)
+	}
+	var errs []error
+	for _, s := range victims {
+		l.logger.Info("commitlog: deleting released segment", "file", s.path, "records", s.records)
 		if err := l.opts.FS.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			// The manifest no longer lists it: Open deletes it.
+			l.logger.Error("commitlog: could not delete released segment; the next Open deletes it",
+				"file", s.path, "err", err)
 			errs = append(errs, fmt.Errorf("commitlog: release segment: %w", err))
-			continue
 		}
-		deleted[s] = true
 	}
-	if len(deleted) > 0 {
-		if err := syncDir(l.opts.FS, l.opts.Dir); err != nil {
-			errs = append(errs, err)
-		}
-		l.mu.Lock()
-		l.segs = slices.DeleteFunc(l.segs, func(s *segment) bool { return deleted[s] })
-		l.mu.Unlock()
+	if err := syncDir(l.opts.FS, l.opts.Dir); err != nil {
+		errs = append(errs, err)
 	}
+	l.mu.Lock()
+	l.segs = slices.DeleteFunc(l.segs, func(s *segment) bool { return gone[s.id] })
+	l.mu.Unlock()
 	return errors.Join(errs...)
 }
 

@@ -42,14 +42,18 @@ func (k PayloadKind) Valid() bool { return k >= PayloadShard && k <= PayloadTomb
 const RecordVersion = 1
 
 const (
-	flagHasOp  = 1 << 0
-	knownFlags = flagHasOp
+	flagHasOp        = 1 << 0
+	flagLed          = 1 << 1
+	flagCompensation = 1 << 2
+	knownFlags       = flagHasOp | flagLed | flagCompensation
 
 	// recordFixedSize is version, kind, flags, table, timestamp and the
 	// three length words.
 	recordFixedSize = 1 + 1 + 1 + 8 + 8 + 4 + 4 + 4
 	// recordOpSize is the op id and op time present when HasOp is set.
 	recordOpSize = 16 + 8
+	// recordDeltaSize is the delta present when Led is set.
+	recordDeltaSize = 8
 )
 
 // Record is one logged cell write.
@@ -63,6 +67,15 @@ type Record struct {
 	HasOp     bool        // an operation id is present
 	OpID      [16]byte    // client id (uint64 BE) then sequence (uint64 BE)
 	OpTime    int64       // when the op id was first seen, unix nanoseconds
+	// Led marks a record this node wrote as the op's leader (only with
+	// HasOp): Delta is the client's delta that the payload's shard added,
+	// so that a restart can undo it if another leader counted the same op.
+	Led   bool
+	Delta int64
+	// Compensation marks a leader's record that takes back Delta of an op
+	// it had applied because another leader counted the op too (only with
+	// Led).
+	Compensation bool
 }
 
 // ErrInvalidRecord is wrapped by every DecodeRecord and Validate error.
@@ -73,6 +86,9 @@ func (r *Record) EncodedSize() int {
 	n := recordFixedSize + len(r.Key) + len(r.Column) + len(r.Payload)
 	if r.HasOp {
 		n += recordOpSize
+		if r.Led {
+			n += recordDeltaSize
+		}
 	}
 	return n
 }
@@ -82,6 +98,9 @@ func (r *Record) EncodedSize() int {
 func (r *Record) Validate() error {
 	if !r.Kind.Valid() {
 		return fmt.Errorf("%w: unknown payload kind %d", ErrInvalidRecord, uint8(r.Kind))
+	}
+	if r.Led && !r.HasOp || r.Compensation && !r.Led {
+		return fmt.Errorf("%w: Led needs HasOp and Compensation needs Led", ErrInvalidRecord)
 	}
 	for _, f := range []struct {
 		name string
@@ -97,11 +116,18 @@ func (r *Record) Validate() error {
 // AppendBinary appends r's encoding (see the package documentation) to dst
 // and returns the extended slice. It does not validate r: call Validate
 // first if r may hold an unknown Kind, or DecodeRecord will reject the bytes.
-// When HasOp is false, OpID and OpTime are not encoded.
+// When HasOp is false, OpID, OpTime, Led, Delta and Compensation are not
+// encoded; when Led is false, Delta and Compensation are not.
 func (r *Record) AppendBinary(dst []byte) []byte {
 	var flags byte
 	if r.HasOp {
 		flags |= flagHasOp
+		if r.Led {
+			flags |= flagLed
+			if r.Compensation {
+				flags |= flagCompensation
+			}
+		}
 	}
 	dst = append(dst, RecordVersion, byte(r.Kind), flags)
 	dst = binary.BigEndian.AppendUint64(dst, r.Table)
@@ -115,6 +141,9 @@ func (r *Record) AppendBinary(dst []byte) []byte {
 	if r.HasOp {
 		dst = append(dst, r.OpID[:]...)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(r.OpTime))
+		if r.Led {
+			dst = binary.BigEndian.AppendUint64(dst, uint64(r.Delta))
+		}
 	}
 	return dst
 }
@@ -159,6 +188,11 @@ func DecodeRecord(b []byte) (Record, error) {
 		return r, fmt.Errorf("%w: unknown flag bits %#02x", ErrInvalidRecord, flags&^knownFlags)
 	}
 	r.HasOp = flags&flagHasOp != 0
+	r.Led = flags&flagLed != 0
+	r.Compensation = flags&flagCompensation != 0
+	if r.Led && !r.HasOp || r.Compensation && !r.Led {
+		return r, fmt.Errorf("%w: flags %#02x: led needs an op id and compensation needs led", ErrInvalidRecord, flags)
+	}
 	r.Table = binary.BigEndian.Uint64(b[3:])
 	r.Timestamp = int64(binary.BigEndian.Uint64(b[11:]))
 	off := 19
@@ -194,6 +228,13 @@ func DecodeRecord(b []byte) (Record, error) {
 		copy(r.OpID[:], b[off:])
 		r.OpTime = int64(binary.BigEndian.Uint64(b[off+16:]))
 		off += recordOpSize
+		if r.Led {
+			if len(b)-off < recordDeltaSize {
+				return Record{}, fmt.Errorf("%w: delta at byte %d truncated", ErrInvalidRecord, off)
+			}
+			r.Delta = int64(binary.BigEndian.Uint64(b[off:]))
+			off += recordDeltaSize
+		}
 	}
 	if off != len(b) {
 		return Record{}, fmt.Errorf("%w: %d trailing bytes after byte %d", ErrInvalidRecord, len(b)-off, off)

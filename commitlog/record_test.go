@@ -50,6 +50,11 @@ func TestRecordGolden(t *testing.T) {
 	if got := hex.EncodeToString(rec.AppendBinary(nil)); got != want {
 		t.Fatalf("encoding\n got %s\nwant %s", got, want)
 	}
+	rec.Led, rec.Delta, rec.Compensation = true, -2, true
+	if got := hex.EncodeToString(rec.AppendBinary(nil)); got != "0101"+"07"+want[6:]+"fffffffffffffffe" {
+		t.Fatalf("encoding of a led compensation\n got %s", got)
+	}
+	rec.Led, rec.Compensation = false, false
 	rec.HasOp = false
 	want = "0101" + "00" + want[6:len(want)-48]
 	if got := hex.EncodeToString(rec.AppendBinary(nil)); got != want {
@@ -61,14 +66,16 @@ func TestDecodeRecordRejects(t *testing.T) {
 	good := (&Record{Kind: PayloadDelta, Key: []byte("key"), Payload: []byte("p")}).AppendBinary(nil)
 	mut := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
 	cases := map[string][]byte{
-		"empty":           nil,
-		"unknown version": mut(func(b []byte) []byte { b[0] = 2; return b }),
-		"kind zero":       mut(func(b []byte) []byte { b[1] = 0; return b }),
-		"unknown kind":    mut(func(b []byte) []byte { b[1] = 4; return b }),
-		"unknown flag":    mut(func(b []byte) []byte { b[2] = 2; return b }),
-		"absurd key len":  mut(func(b []byte) []byte { b[19], b[20] = 0xff, 0xff; return b }),
-		"trailing":        append(bytes.Clone(good), 1, 2),
-		"op truncated":    mut(func(b []byte) []byte { b[2] = 1; return b }),
+		"empty":            nil,
+		"unknown version":  mut(func(b []byte) []byte { b[0] = 2; return b }),
+		"kind zero":        mut(func(b []byte) []byte { b[1] = 0; return b }),
+		"unknown kind":     mut(func(b []byte) []byte { b[1] = 4; return b }),
+		"unknown flag":     mut(func(b []byte) []byte { b[2] = 8; return b }),
+		"absurd key len":   mut(func(b []byte) []byte { b[19], b[20] = 0xff, 0xff; return b }),
+		"trailing":         append(bytes.Clone(good), 1, 2),
+		"op truncated":     mut(func(b []byte) []byte { b[2] = 1; return b }),
+		"led without op":   mut(func(b []byte) []byte { b[2] = 2; return b }),
+		"comp without led": mut(func(b []byte) []byte { b[2] = 5; return b }),
 	}
 	for name, b := range cases {
 		if _, err := DecodeRecord(b); err == nil {

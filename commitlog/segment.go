@@ -221,14 +221,16 @@ type scanner struct {
 
 // scanSegment validates and replays one segment file. It returns nil, nil
 // when the (newest) segment was torn at creation and has been deleted.
-func (s *scanner) scanSegment(path string, id uint64, newest bool) (*segment, error) {
+// listed says the manifest lists the segment, so its header was durable.
+func (s *scanner) scanSegment(path string, id uint64, newest, listed bool) (*segment, error) {
 	data, err := s.fs.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("commitlog: read segment: %w", err)
 	}
 	seg := &segment{id: id, path: path, size: int64(len(data)), sealed: true, synced: true}
 	if herr := checkHeader(data, id); herr != nil {
-		if newest && (len(data) < HeaderSize || allZero(data)) {
+		emptied := len(data) < HeaderSize || allZero(data)
+		if newest && emptied && !listed {
 			s.logger.Warn("commitlog: deleting newest segment with torn header",
 				"file", path, "bytes", len(data), "reason", herr.Error())
 			if err := s.fs.Remove(path); err != nil {
@@ -239,7 +241,11 @@ func (s *scanner) scanSegment(path string, id uint64, newest bool) (*segment, er
 			}
 			return nil, nil
 		}
-		cerr := &CorruptionError{Path: path, Offset: 0, Reason: "bad segment header: " + herr.Error()}
+		reason := "bad segment header: " + herr.Error()
+		if newest && emptied {
+			reason = "newest segment lost its header, which was durable before the manifest listed it (a disk fault; acknowledged records may be lost): " + herr.Error()
+		}
+		cerr := &CorruptionError{Path: path, Offset: 0, Reason: reason}
 		if !s.skipCorrupt {
 			return nil, cerr
 		}

@@ -126,13 +126,23 @@ type Stats struct {
 	// updates that retired with a notice (an exchange failed, or the
 	// update timed out).
 	HandoffRetirements uint64
+	// InDoubtResolved counts the updates this node led before an unclean
+	// stop that it resolved after restarting; InDoubtDropped those it took
+	// back because another leader had counted them.
+	InDoubtResolved, InDoubtDropped uint64
 }
+
+// inDoubtPoll is how often a leader update waiting for its cell's in-doubt
+// updates to be settled tries again.
+const inDoubtPoll = 10 * time.Millisecond
 
 // Coordinator serves counter writes and reads for one node.
 type Coordinator struct {
 	cfg    Config
 	logger *slog.Logger
 	randMu sync.Mutex
+	// resolverStart is when this node began resolving its updates in doubt.
+	resolverStart atomic.Value // time.Time
 
 	stats struct {
 		writes, led, unavailable, writeTimeouts atomic.Uint64
@@ -141,6 +151,7 @@ type Coordinator struct {
 		handoffExchanges, handoffBytes          atomic.Uint64
 		handoffSyncMessages, handoffSyncBytes   atomic.Uint64
 		handoffRetirements                      atomic.Uint64
+		inDoubtResolved, inDoubtDropped         atomic.Uint64
 	}
 }
 
@@ -174,6 +185,7 @@ func (c *Coordinator) Stats() Stats {
 		HandoffExchanges: s.handoffExchanges.Load(), HandoffBytes: s.handoffBytes.Load(),
 		HandoffSyncMessages: s.handoffSyncMessages.Load(), HandoffSyncBytes: s.handoffSyncBytes.Load(),
 		HandoffRetirements: s.handoffRetirements.Load(),
+		InDoubtResolved:    s.inDoubtResolved.Load(), InDoubtDropped: s.inDoubtDropped.Load(),
 	}
 }
 
@@ -280,14 +292,31 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		return err
 	}
 	m, err := c.cfg.Store.Apply(w.u)
+	for errors.Is(err, replica.ErrInDoubt) {
+		// The cell holds an update this node led before an unclean stop:
+		// it leads again once the other replicas have settled it.
+		select {
+		case <-ctx.Done():
+			return &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
+		case <-time.After(inDoubtPoll):
+		}
+		m, err = c.cfg.Store.Apply(w.u)
+	}
 	if err != nil {
 		return err
 	}
 	c.stats.led.Add(1)
 	if m.Dismissed {
-		// A retry the column recognised: acknowledged, nothing to replicate.
+		// A retry the column recognised: nothing was applied, but the first
+		// attempt may not have reached the other replicas (it timed out).
+		// The leader's copy of the cell, which holds it, is replicated like
+		// a fresh update and the retry waits for the same consistency level.
 		c.stats.dismissed.Add(1)
-		return nil
+		if m.Cell.Value == nil && !m.Cell.Tombstone {
+			// The cell is empty here (a false positive of the filter on a
+			// cell never written): there is nothing to make durable.
+			return nil
+		}
 	}
 	self := c.cfg.Cluster.Self()
 	acks := make(chan string, len(natural))
@@ -396,6 +425,8 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		return c.handleScan(m.Body)
 	case TypeHandoffExchange:
 		return c.handleHandoffExchange(m.Body)
+	case TypeOpStatus:
+		return c.handleOpStatus(m.Body)
 	case TypeRead:
 		table, key, err := decodeRead(m.Body)
 		if err != nil {

@@ -34,7 +34,14 @@ type Hints struct {
 	deliverMu sync.Mutex
 
 	stored, delivered atomic.Uint64
+	paused            atomic.Bool
 }
+
+// Pause stops deliveries until Resume; a delivery under way finishes.
+func (h *Hints) Pause() { h.paused.Store(true) }
+
+// Resume lets deliveries go on after Pause.
+func (h *Hints) Resume() { h.paused.Store(false) }
 
 type hintQueue struct {
 	log     *commitlog.Log
@@ -129,6 +136,17 @@ func (h *Hints) Store(target string, m replica.Mutation) error {
 	return nil
 }
 
+// Queued returns a copy of every hint waiting, for every target.
+func (h *Hints) Queued() []replica.Mutation {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []replica.Mutation
+	for _, q := range h.targets {
+		out = append(out, q.pending...)
+	}
+	return out
+}
+
 // Pending returns how many hints each target has waiting.
 func (h *Hints) Pending() map[string]int {
 	h.mu.Lock()
@@ -149,6 +167,9 @@ func (h *Hints) Counts() (stored, delivered uint64) { return h.stored.Load(), h.
 // stopping a target's replay at its first failure. A target whose hints are
 // all delivered has its log removed.
 func (h *Hints) Deliver(ctx context.Context, cluster Cluster, tr transport.Transport) error {
+	if h.paused.Load() {
+		return nil
+	}
 	h.deliverMu.Lock()
 	defer h.deliverMu.Unlock()
 	h.mu.Lock()

@@ -70,6 +70,16 @@
 // of the known one is ignored as corrupt. A node never adopts a state of
 // its own host id from a peer.
 //
+// # Remembered peers
+//
+// A node may start knowing peers from an earlier run (Config.Known, which
+// a node fills from its persisted peers, as Cassandra's system.peers
+// does): they are Down until heard from, their tokens are known, and each
+// round contacts them as unreachable peers, so that a restarted node finds
+// its live peers even when every seed is down. The first fresh state of
+// such a peer replaces the remembered one however far its generation has
+// moved (the one-year rule applies only to states heard by gossip).
+//
 // # Events
 //
 // Subscribers receive Joined, Up, Down, Restarted, Changed and Left events

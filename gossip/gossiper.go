@@ -35,6 +35,16 @@ type Config struct {
 	// Seeds are the peer addresses a node contacts to learn the cluster.
 	// The node's own address may be among them.
 	Seeds []transport.Addr
+	// Known are states of peers remembered from an earlier run (a node's
+	// persisted peers, as Cassandra's system.peers). The gossiper starts
+	// knowing them, Down, so that their tokens are in the ring view and
+	// its rounds contact them as unreachable peers besides the seeds; the
+	// first fresh state heard of a peer replaces its remembered one
+	// (whatever the generation gap) and marks it Up. Give them a dead
+	// status (shutdown) so that nodes that learn them second-hand do not
+	// take them for up either. States that are invalid, of this node
+	// itself, or of a host id already given are ignored.
+	Known []NodeState
 	// Transport carries the node's gossip messages.
 	Transport transport.Transport
 	// Interval is the period of Start's rounds, and the timeout of each
@@ -85,6 +95,9 @@ type peer struct {
 	state NodeState
 	up    bool
 	fd    arrivalWindow
+	// remembered: the state came from Config.Known and nothing fresher
+	// was heard since.
+	remembered bool
 }
 
 type subscriber struct {
@@ -153,6 +166,18 @@ func New(cfg Config) (*Gossiper, error) {
 		if s != self.Addr && s != cfg.Transport.Addr() && !slices.Contains(g.seeds, s) {
 			g.seeds = append(g.seeds, s)
 		}
+	}
+	for _, k := range cfg.Known {
+		k = k.clone()
+		if k.validate() != nil || k.HostID == self.HostID || k.Addr == self.Addr {
+			continue
+		}
+		if _, dup := g.peers[k.HostID]; dup {
+			continue
+		}
+		g.peers[k.HostID] = &peer{state: k, fd: newArrivalWindow(2*cfg.Interval, 2*cfg.Interval), remembered: true}
+		i, _ := slices.BinarySearch(g.order, k.HostID)
+		g.order = slices.Insert(g.order, i, k.HostID)
 	}
 	return g, nil
 }
@@ -492,13 +517,14 @@ func (g *Gossiper) applyOneLocked(r NodeState, now time.Time) {
 	l := p.state
 	switch {
 	case r.Generation > l.Generation:
-		if r.Generation-l.Generation > maxGenerationJump {
+		if r.Generation-l.Generation > maxGenerationJump && !p.remembered {
 			g.log.Warn("gossip: ignoring implausible generation", "peer", r.HostID,
 				"known", l.Generation, "received", r.Generation)
 			return
 		}
 		wasUp := p.up
 		p.state = r
+		p.remembered = false
 		p.fd = newArrivalWindow(2*g.cfg.Interval, 2*g.cfg.Interval)
 		p.fd.report(now)
 		p.up = !r.Status.dead()
@@ -512,6 +538,7 @@ func (g *Gossiper) applyOneLocked(r NodeState, now time.Time) {
 		}
 	case r.Generation == l.Generation && r.Version > l.Version:
 		p.state = r
+		p.remembered = false
 		p.fd.report(now)
 		if !sameContent(l, r) {
 			g.emitLocked(EventChanged, p, now)

@@ -2,6 +2,36 @@
 // peer transport, gossip membership, the cluster schema and the counter
 // coordinator, configured from a cassandra.yaml-like file. It is wiring: the
 // behaviour lives in the packages it composes.
+//
+// # Persisted peers
+//
+// A node remembers its peers across restarts, as Cassandra's system.peers
+// does, in PeersFile (peers.json) in its data directory, so that a node
+// restarted while every seed is down still finds its live peers and routes
+// to them. At start-up the remembered peers are given to gossip
+// (gossip.Config.Known): Down, with their tokens in the ring view, and
+// contacted by gossip rounds besides the seeds until each is heard from.
+// The file is rewritten atomically (vfs.WriteFileAtomic) when gossip learns
+// a peer, or a peer's address, CQL address, data center, rack, tokens or
+// generation changes, or a peer leaves (it is then dropped, as is a peer
+// whose address or one of whose tokens a newer node of another host id
+// announces) — never on heartbeats. It is JSON:
+//
+//	{
+//	  "version": 1,
+//	  "peers": [
+//	    {"host_id": "<32 lowercase hex>", "addr": "127.0.0.2:7000", "cql_addr": "127.0.0.2:9042",
+//	     "dc": "datacenter1", "rack": "rack1", "tokens": [-9042..., 31...], "generation": 1795448697768768712}
+//	  ]
+//	}
+//
+// version is 1; peers are sorted by host id, each listed once, with a
+// host:port addr, a positive generation (the peer's process start, unix
+// nanoseconds), at most 4096 tokens and strings of at most 255 bytes;
+// unknown fields and trailing data are errors. A file that cannot be read
+// or decoded does not stop the node: it logs a warning, moves the file
+// aside to peers.json.bad and starts from its seeds alone (gossip writes a
+// fresh file at the next peer change).
 package node
 
 import (
@@ -29,6 +59,7 @@ import (
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/schema"
 	"github.com/idemkv/idemkv/transport"
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // ReleaseVersion is the Cassandra release idemkv presents itself as.
@@ -69,6 +100,7 @@ type Node struct {
 	coord   *coordinator.Coordinator
 	hints   *coordinator.Hints
 	view    *clusterView
+	peers   *peerStore
 	events  *events
 	cql     *cql.Server
 
@@ -129,6 +161,14 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	if n.hints, err = coordinator.OpenHints(filepath.Join(cfg.DataDirectory, "hints"), logger); err != nil {
 		return fail(err)
 	}
+	// An update this node led whose replication a hint still waits to
+	// complete may have been retried and counted elsewhere: in doubt, as
+	// after an unclean stop.
+	for _, m := range n.hints.Queued() {
+		if m.HasOp && !m.Cell.Tombstone {
+			rep.MarkInDoubt(m.Table, m.Key, m.Cell.Column, m.OpID)
+		}
+	}
 	if n.tr, err = opts.Listen(transport.Addr(cfg.PeerAddr()), n.handle); err != nil {
 		return fail(fmt.Errorf("node: listen on %s: %w", cfg.PeerAddr(), err))
 	}
@@ -140,7 +180,9 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		}
 		seeds = append(seeds, transport.Addr(s))
 	}
+	n.peers = loadPeers(vfs.Default, cfg.DataDirectory, hostID, logger)
 	n.gossip, err = gossip.New(gossip.Config{
+		Known: n.peers.known(),
 		Self: gossip.NodeState{
 			HostID: hostID, Addr: transport.Addr(cfg.PeerAddr()), CQLAddr: cfg.CQLAddr(),
 			DC: cfg.DC, Rack: cfg.Rack, Tokens: tokens, Status: gossip.StatusNormal,
@@ -171,6 +213,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		n.pushSchema(ctx)
 		n.events.schemaEvents(n.schema.Visible())
 	})
+	n.gossip.Subscribe(n.peers.observe)
 	n.gossip.Subscribe(func(ev gossip.Event) {
 		n.onGossip(ctx, ev)
 		if ev.Node.HostID != n.HostID() {
@@ -185,7 +228,31 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	}
 	n.ready.Store(true)
 	n.gossip.Start()
-	n.bg.Add(3)
+	if len(rep.InDoubt()) > 0 {
+		n.hints.Pause()
+	}
+	n.bg.Add(5)
+	settled := make(chan struct{})
+	go func() {
+		defer n.bg.Done()
+		n.coord.RunInDoubtResolver(ctx, ms(cfg.GossipIntervalMS))
+		close(settled)
+	}()
+	go func() {
+		defer n.bg.Done()
+		// Updates this node led before an unclean stop are settled with the
+		// other replicas first, and its hints wait for that (up to a bound:
+		// a replica may be down for long), since a hint of such an update
+		// could reach a replica that counted a retry of it and blur the
+		// evidence (see replica.Decide).
+		select {
+		case <-settled:
+		case <-time.After(max(10*time.Second, 2*ms(cfg.CounterWriteTimeoutMS))):
+			logger.Warn("hint delivery starts with updates still in doubt: a replica of their cells is unreachable")
+		case <-ctx.Done():
+		}
+		n.hints.Resume()
+	}()
 	go func() {
 		defer n.bg.Done()
 		n.hints.Run(ctx, ms(cfg.HintDeliveryMS), n.view, n.tr)

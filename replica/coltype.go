@@ -28,8 +28,9 @@ type ColumnType interface {
 // Leader is what a column type may do on the leader: the primitives of the
 // replica's write path.
 type Leader interface {
-	// HostID is this node's counter id.
-	HostID() counters.ID
+	// CounterID is the id this node's shards are written under now (the
+	// host id until the node's first unclean start).
+	CounterID() counters.ID
 	// Lock takes the striped lock of one cell and returns its unlock.
 	Lock(key row.Key, column string) (unlock func())
 	// LocalShard returns this node's (clock, count) in the cell: from the
@@ -74,7 +75,7 @@ func (vanillaCounter) Lead(l Leader, u Update) (Mutation, error) {
 		return Mutation{}, err
 	}
 	clock, count = clock+1, count+u.Delta
-	m, err := u.mutation(counters.NewGlobal(l.HostID(), clock, count))
+	m, err := u.mutation(counters.NewGlobal(l.CounterID(), clock, count))
 	if err != nil {
 		return Mutation{}, err
 	}
@@ -97,7 +98,7 @@ type legacyCounter struct{}
 func (legacyCounter) Name() string { return "legacy_counter" }
 
 func (legacyCounter) Lead(l Leader, u Update) (Mutation, error) {
-	m, err := u.mutation(counters.NewLegacyDelta(l.HostID(), u.Delta))
+	m, err := u.mutation(counters.NewLegacyDelta(l.CounterID(), u.Delta))
 	if err != nil {
 		return Mutation{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/fbf"
+	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 )
 
@@ -240,15 +241,43 @@ func (c *fbfCounter) Lead(l Leader, u Update) (Mutation, error) {
 			break
 		}
 	}
-	m, err := u.mutation(counters.NewGlobal(l.HostID(), next[0], next[1]))
+	m, err := u.mutation(counters.NewGlobal(l.CounterID(), next[0], next[1]))
 	if err != nil {
 		return Mutation{}, err
 	}
+	m.led, m.delta = u.HasOp, u.Delta // a restart may need to take it back
 	if err := l.Write(key, m, commitlog.PayloadShard); err != nil {
 		return Mutation{}, err
 	}
 	c.applied.Add(1)
 	return m, nil
+}
+
+// compensate takes back an update this node led that another leader
+// counted too (see Decide): its delta comes off this node's current shard,
+// and the record says so, so that a later restart does not take it back
+// again.
+func (c *fbfCounter) compensate(l Leader, op InDoubtOp) error {
+	key := row.Key{Token: ring.Token(op.Key), Partition: op.Key}
+	cell, err := c.cell(l, key)
+	if err != nil {
+		return err
+	}
+	var next [2]int64
+	for {
+		old := cell.v.Load()
+		next = [2]int64{old[0] + 1, old[1] - op.Delta}
+		if cell.v.CompareAndSwap(old, &next) {
+			break
+		}
+	}
+	u := Update{Table: op.Table, Key: op.Key, Column: op.Column, Timestamp: c.r.cfg.Now().UnixMicro(), HasOp: true, OpID: op.OpID, OpTime: op.OpTime}
+	m, err := u.mutation(counters.NewGlobal(l.CounterID(), next[0], next[1]))
+	if err != nil {
+		return err
+	}
+	m.led, m.delta, m.compensation = true, op.Delta, true
+	return l.Write(key, m, commitlog.PayloadShard)
 }
 
 func (c *fbfCounter) cell(l Leader, key row.Key) (*fbfCell, error) {
@@ -290,7 +319,7 @@ func (c *fbfCounter) observe(m Mutation) {
 	if err != nil {
 		return
 	}
-	s, ok := ctx.Shard(c.r.hostID)
+	s, ok := ctx.Shard(c.r.counterIDs.current)
 	if !ok {
 		return
 	}

@@ -180,9 +180,16 @@ type Mutation struct {
 	OpID   [16]byte
 	OpTime int64
 	// Dismissed is set by Apply when the leader recognised the operation
-	// as a retry of one it has seen (an FBF column): nothing was applied and
-	// there is nothing to replicate; the client is answered with success.
+	// as a retry of one it has seen (an FBF column): nothing was applied.
+	// Cell is then the leader's current copy of the cell (empty Value if it
+	// holds none), which the coordinator re-sends to the other replicas so
+	// that the retry is answered only when the consistency level is met.
 	Dismissed bool
+
+	// led, delta and compensation are logged with a leader's own record
+	// (commitlog.Record's Led, Delta, Compensation); never replicated.
+	led, compensation bool
+	delta             int64
 }
 
 // Stats are a replica's running counts.
@@ -201,8 +208,15 @@ type Stats struct {
 type Replica struct {
 	cfg    Config
 	hostID counters.ID
-	log    *commitlog.Log
-	logger *slog.Logger
+	// counterIDs are the ids this node's leader shards are written under:
+	// a new one after every unclean start (see counterIdentity).
+	counterIDs counterIdentity
+	// unclean is set when this run started after an unclean stop; led
+	// holds the updates it led before (see InDoubt).
+	unclean bool
+	led     ledOps
+	log     *commitlog.Log
+	logger  *slog.Logger
 
 	schemaMu sync.Mutex                        // serializes schema changes
 	dropped  map[uint64]bool                   // ids of dropped tables, under schemaMu (Open: before any other use)
@@ -251,8 +265,19 @@ func Open(cfg Config) (*Replica, error) {
 	for _, id := range doc.Dropped {
 		r.dropped[id] = true
 	}
+	_, statErr := cfg.FS.Stat(filepath.Join(cfg.Dir, "host_id"))
+	fresh := errors.Is(statErr, fs.ErrNotExist)
 	if r.hostID, err = loadHostID(cfg.FS, cfg.Dir); err != nil {
 		return nil, err
+	}
+	var renewed bool
+	if r.counterIDs, renewed, err = loadCounterIdentity(cfg.FS, cfg.Dir, r.hostID, fresh); err != nil {
+		return nil, err
+	}
+	r.unclean = renewed
+	if renewed {
+		r.logger.Warn("unclean shutdown: this node's counter shards may have gone back; new increments count under a new counter id",
+			"dir", cfg.Dir, "counter_id", r.counterIDs.current.String(), "previous", r.counterIDs.past[0].String())
 	}
 	if cfg.CounterCacheEntries > 0 {
 		if r.cache, err = lru.New[string, [2]int64](cfg.CounterCacheEntries); err != nil {
@@ -307,6 +332,10 @@ func Open(cfg Config) (*Replica, error) {
 			t.activeStart = start
 		}
 	}
+	if n := r.led.pending.Load(); n > 0 {
+		r.logger.Warn("updates led before the unclean stop are in doubt until the other replicas answer; their cells are not served until then",
+			"in_doubt", n)
+	}
 	r.logger.Info("replica opened", "dir", cfg.Dir, "host_id", r.hostID.String(), "tables", len(tables),
 		"replayed", r.stats.replayed.Load(), "skipped_flushed", r.stats.skipped.Load())
 	for _, t := range tables {
@@ -347,6 +376,11 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, rs *repla
 	// log, flushed or not: the log keeps their segments for this.
 	if f, ok := t.fbfCol(rec.Column); ok && rec.HasOp && r.cfg.Now().Sub(time.Unix(0, rec.OpTime)) < f.window() {
 		f.filter.TestAndAddHash(f.opHash(rec.OpID, rec.Key))
+		if rec.Led {
+			if err := r.led.remember(rec, r.unclean); err != nil {
+				return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
+			}
+		}
 	}
 	if !r.cfg.ReplayAll && pos.Less(t.flushedPos) {
 		r.stats.skipped.Add(1)
@@ -451,8 +485,12 @@ func loadHostID(fsys vfs.FS, dir string) (counters.ID, error) {
 	return id, writeFileAtomic(fsys, dir, "host_id", []byte(hex.EncodeToString(id[:])+"\n"))
 }
 
-// HostID is this node's counter id.
+// HostID is this node's host id, its identity in the ring.
 func (r *Replica) HostID() counters.ID { return r.hostID }
+
+// CounterID is the id this node's leader shards are written under now: the
+// host id until the first unclean start, a fresh id after each.
+func (r *Replica) CounterID() counters.ID { return r.counterIDs.current }
 
 // Stats returns the replica's running counts.
 func (r *Replica) Stats() Stats {
@@ -629,12 +667,29 @@ func (r *Replica) Apply(u Update) (Mutation, error) {
 	if u.Timestamp == 0 {
 		u.Timestamp = r.cfg.Now().UnixMicro()
 	}
+	if r.led.inDoubt(u.Table, u.Key) {
+		return Mutation{}, ErrInDoubt
+	}
 	t.modeMu.RLock()
 	col, _ = t.col(u.Column) // the column type in force under the mode lock
 	m, err := col.Lead(leader{r: r, t: t}, u)
 	t.modeMu.RUnlock()
 	if err != nil {
 		return Mutation{}, fmt.Errorf("replica: apply to %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+	}
+	if m.Dismissed {
+		// The retry is acknowledged only once the first attempt is on as
+		// many replicas as its consistency level asks: the coordinator
+		// re-sends this replica's copy of the cell, which holds the first
+		// attempt since the op id is in this replica's filter.
+		c, found, err := r.Read(u.Table, u.Key, u.Column)
+		if err != nil {
+			return Mutation{}, fmt.Errorf("replica: dismissed retry on %s.%s: read the cell: %w", t.def.Keyspace, t.def.Name, err)
+		}
+		if found {
+			m.Cell = c
+		}
+		m.Cell.Column = u.Column
 	}
 	r.stats.leaderApplies.Add(1)
 	return m, nil
@@ -675,7 +730,7 @@ func (r *Replica) ApplyMutation(m Mutation) error {
 		if err != nil {
 			return fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 		}
-		if _, ours := ctx.Shard(r.hostID); ours && r.cache != nil {
+		if _, ours := ctx.Shard(r.counterIDs.current); ours && r.cache != nil {
 			// Our own shard came back (repair, hint): the cached copy may be older.
 			r.cache.Remove(cacheKey(m.Table, m.Cell.Column, m.Key))
 		}
@@ -740,6 +795,9 @@ func (r *Replica) Read(tableID uint64, key []byte, column string) (cell row.Cell
 	if err != nil {
 		return row.Cell{}, false, err
 	}
+	if r.led.inDoubt(tableID, key) {
+		return row.Cell{}, false, ErrInDoubt
+	}
 	rw, ok, err := t.read(row.Key{Token: ring.Token(key), Partition: key})
 	if err != nil || !ok {
 		return row.Cell{}, false, err
@@ -775,6 +833,9 @@ func (r *Replica) ReadRow(tableID uint64, key []byte) (row.Row, bool, error) {
 	t, err := r.table(tableID)
 	if err != nil {
 		return row.Row{}, false, err
+	}
+	if r.led.inDoubt(tableID, key) {
+		return row.Row{}, false, ErrInDoubt
 	}
 	return t.read(row.Key{Token: ring.Token(key), Partition: key})
 }
@@ -831,6 +892,9 @@ func (r *Replica) Close() error {
 	r.bg.Wait()
 	err := r.log.Close()
 	closeTables(tables)
+	if err == nil {
+		err = markCleanShutdown(r.cfg.FS, r.cfg.Dir)
+	}
 	return err
 }
 
@@ -883,7 +947,7 @@ type leader struct {
 	t *table
 }
 
-func (l leader) HostID() counters.ID { return l.r.hostID }
+func (l leader) CounterID() counters.ID { return l.r.counterIDs.current }
 
 func (l leader) Lock(key row.Key, column string) func() { return l.r.lock(key, l.t.def.ID, column) }
 
@@ -907,7 +971,7 @@ func (l leader) LocalShard(key row.Key, column string) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	clock, count := ctx.ClockAndCount(l.r.hostID)
+	clock, count := ctx.ClockAndCount(l.r.counterIDs.current)
 	return clock, count, nil
 }
 
@@ -954,7 +1018,15 @@ func (r *Replica) Scan(tableID uint64, after *row.Key, startToken, endToken int6
 	if err != nil {
 		return nil, err
 	}
-	return t.scan(after, startToken, endToken, limit)
+	rows, err := t.scan(after, startToken, endToken, limit)
+	if err == nil && r.led.pending.Load() > 0 {
+		for _, rw := range rows {
+			if r.led.inDoubt(tableID, rw.Key.Partition) {
+				return nil, ErrInDoubt
+			}
+		}
+	}
+	return rows, err
 }
 
 // needsOpIDs is the commit log's retention hook: a segment holding op ids

@@ -320,6 +320,7 @@ func (t *table) write(key row.Key, m Mutation, kind commitlog.PayloadKind) error
 		Table: t.def.ID, Key: key.Partition, Column: m.Cell.Column, Kind: kind,
 		Payload: m.Cell.Value, Timestamp: m.Cell.Timestamp,
 		HasOp: m.HasOp, OpID: m.OpID, OpTime: m.OpTime,
+		Led: m.led && m.HasOp, Delta: m.delta, Compensation: m.compensation && m.led && m.HasOp,
 	}
 	t.mu.RLock()
 	if _, err := t.r.log.Append(&rec); err != nil {

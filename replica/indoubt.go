@@ -1,0 +1,384 @@
+package replica
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkv/idemkv/commitlog"
+	"github.com/idemkv/idemkv/counters"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/row"
+)
+
+// In-doubt updates.
+//
+// An FBF leader applies an update, logs it and replicates it. If it dies
+// before any other replica has the op id, the client's retry can reach
+// another replica as leader, whose filter has never seen the id, and be
+// counted there too; when the first leader comes back its shard holds the
+// first application and the counter has counted the update twice. The
+// paper leaves this case open. idemkv closes it at the first leader's
+// restart: every update it led within the filter window before an unclean
+// stop is *in doubt* until every natural replica of its cell has said
+// whether another leader counted the same op; a cell with an update in
+// doubt is neither read nor led here until then (ErrInDoubt), so that the
+// leader's old shard cannot reach another replica and blur the evidence.
+//
+// Each replica answers from what it holds (OpAnswer): whether its filter
+// has the op id, its copy of the cell, and whether it led the op itself and
+// in which shard at which clock. The update stays counted unless another
+// leader counted it too (Decide); if so, the restarted leader takes its
+// delta back under its current counter id with a compensation record in its
+// commit log, which a later restart reads as the decision. When two
+// restarted leaders hold the same op in doubt at once, the one with the
+// lower counter id keeps it. Every led record carries its delta (commitlog's
+// led flag) so that the compensation is exact.
+//
+// What remains: the evidence is a Bloom filter, so a false positive at
+// another replica can take back a real update (with the filter's
+// false-positive probability, as a dismissed fresh update already is); and
+// if a leader's replication reached another replica only after that replica
+// had counted a retry of the same op (a delivery delayed past the client's
+// timeout), the answers cannot tell the two apart and the update counts
+// twice, as it would without any crash.
+
+// ErrInDoubt is returned by reads and leader updates of a cell that holds
+// an update this node led before an unclean stop and has not resolved yet.
+var ErrInDoubt = errors.New("replica: the cell holds an update in doubt since this node's unclean restart")
+
+// OpStatus is what a replica knows of an op it may have led.
+type OpStatus uint8
+
+const (
+	// OpNotLed: this replica did not lead the op within its recent log.
+	OpNotLed OpStatus = iota
+	// OpPending: it led the op before an unclean stop and has not resolved it.
+	OpPending
+	// OpKept: it led the op and counts it.
+	OpKept
+	// OpDropped: it led the op and took it back, since another leader counted it.
+	OpDropped
+)
+
+func (s OpStatus) String() string {
+	switch s {
+	case OpNotLed:
+		return "not-led"
+	case OpPending:
+		return "pending"
+	case OpKept:
+		return "kept"
+	case OpDropped:
+		return "dropped"
+	}
+	return fmt.Sprintf("OpStatus(%d)", uint8(s))
+}
+
+// InDoubtOp is an update a replica led: the cell, the op id, the shard it
+// was counted in and the delta it added.
+type InDoubtOp struct {
+	Table     uint64
+	Key       []byte
+	Column    string
+	OpID      [16]byte
+	OpTime    int64 // unix nanoseconds
+	CounterID counters.ID
+	Clock     int64
+	Delta     int64
+}
+
+// OpAnswer is a replica's answer about one op on one cell.
+type OpAnswer struct {
+	// Seen: the op id is in this replica's filter (it led the op or
+	// received it with replicated state).
+	Seen bool
+	// Status, CounterID and Clock: whether this replica led the op, and if
+	// so the shard and clock it counted it at.
+	Status    OpStatus
+	CounterID counters.ID
+	Clock     int64
+	// Cell is this replica's copy of the cell (Found false: none).
+	Cell  row.Cell
+	Found bool
+}
+
+// Decide says whether a leader keeps an update it holds in doubt, given
+// the answers of every other natural replica of the cell. It drops the
+// update (keep false) when another leader counted the same op:
+//
+//  1. a replica led the op and kept it;
+//  2. a replica holds the op in doubt too and its counter id is lower;
+//  3. a replica's filter has the op id and its cell holds no shard, of
+//     this leader or of a replica that led the op, at or past the clock
+//     that counted it: the op reached it from a leader that did not answer
+//     as one (it never restarted), so that leader counts it.
+//
+// Otherwise the update is kept.
+func Decide(self InDoubtOp, answers []OpAnswer) (keep bool, reason string) {
+	type counted struct {
+		id    counters.ID
+		clock int64
+	}
+	leaders := []counted{{self.CounterID, self.Clock}}
+	for _, a := range answers {
+		switch a.Status {
+		case OpKept:
+			return false, fmt.Sprintf("leader %s counts it", a.CounterID)
+		case OpPending:
+			if a.CounterID.Compare(self.CounterID) < 0 {
+				return false, fmt.Sprintf("leader %s holds it in doubt too and has the lower id", a.CounterID)
+			}
+		}
+		if a.Status != OpNotLed {
+			leaders = append(leaders, counted{a.CounterID, a.Clock})
+		}
+	}
+	for _, a := range answers {
+		if !a.Seen || !a.Found || a.Cell.Tombstone {
+			continue
+		}
+		ctx, err := counters.Decode(a.Cell.Value)
+		if err != nil {
+			continue
+		}
+		explained := false
+		for _, l := range leaders {
+			if s, ok := ctx.Shard(l.id); ok && s.Clock >= l.clock {
+				explained = true
+				break
+			}
+		}
+		if !explained {
+			return false, "a replica holds the op id from another leader"
+		}
+	}
+	return true, "no other leader counted it"
+}
+
+type ledKey struct {
+	table  uint64
+	column string
+	key    string
+	op     [16]byte
+}
+
+type cellRef struct {
+	table uint64
+	key   string
+}
+
+type ledOp struct {
+	InDoubtOp
+	status OpStatus
+}
+
+// ledOps are the updates this replica led within the filter window before
+// its last start, as its commit log shows them, with their status.
+type ledOps struct {
+	pending atomic.Int64 // ops in OpPending; 0 makes the checks free
+	mu      sync.Mutex
+	ops     map[ledKey]*ledOp
+	cells   map[cellRef]int // pending ops per partition
+}
+
+// remember records a led record found at replay.
+func (l *ledOps) remember(rec commitlog.Record, unclean bool) error {
+	ctx, err := counters.Decode(rec.Payload)
+	if err != nil {
+		return err
+	}
+	shards := ctx.Shards()
+	if len(shards) != 1 {
+		return fmt.Errorf("led record holds %d shards, want the leader's one", len(shards))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ops == nil {
+		l.ops, l.cells = map[ledKey]*ledOp{}, map[cellRef]int{}
+	}
+	k := ledKey{rec.Table, rec.Column, string(rec.Key), rec.OpID}
+	op, ok := l.ops[k]
+	if rec.Compensation {
+		if ok && op.status == OpPending {
+			l.unpend(op)
+		}
+		if !ok {
+			op = &ledOp{InDoubtOp: InDoubtOp{Table: rec.Table, Key: rec.Key, Column: rec.Column, OpID: rec.OpID, OpTime: rec.OpTime}}
+			l.ops[k] = op
+		}
+		op.status = OpDropped
+		return nil
+	}
+	if ok {
+		return nil // a second led record of one op: the first one counted it
+	}
+	op = &ledOp{InDoubtOp: InDoubtOp{Table: rec.Table, Key: rec.Key, Column: rec.Column, OpID: rec.OpID, OpTime: rec.OpTime,
+		CounterID: shards[0].ID, Clock: shards[0].Clock, Delta: rec.Delta}, status: OpKept}
+	if unclean {
+		op.status = OpPending
+		l.cells[cellRef{rec.Table, string(rec.Key)}]++
+		l.pending.Add(1)
+	}
+	l.ops[k] = op
+	return nil
+}
+
+func (l *ledOps) unpend(op *ledOp) {
+	c := cellRef{op.Table, string(op.Key)}
+	if l.cells[c]--; l.cells[c] <= 0 {
+		delete(l.cells, c)
+	}
+	l.pending.Add(-1)
+}
+
+// inDoubt reports whether a partition holds a pending op.
+func (l *ledOps) inDoubt(table uint64, key []byte) bool {
+	if l.pending.Load() == 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cells[cellRef{table, string(key)}] > 0
+}
+
+// MarkInDoubt puts an update this node led, recorded in its recent log
+// and counted, back in doubt: the node was stopped cleanly but the
+// update's replication to some replica was never confirmed (a hint for it
+// is still queued), so a retry may have been counted elsewhere meanwhile.
+// It reports whether the op was found.
+func (r *Replica) MarkInDoubt(table uint64, key []byte, column string, opID [16]byte) bool {
+	l := &r.led
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	op, ok := l.ops[ledKey{table, column, string(key), opID}]
+	if !ok || op.status != OpKept {
+		return ok && op.status == OpPending
+	}
+	op.status = OpPending
+	l.cells[cellRef{table, string(key)}]++
+	l.pending.Add(1)
+	return true
+}
+
+// InDoubt lists the updates this node led before an unclean stop that are
+// not resolved yet, oldest first.
+func (r *Replica) InDoubt() []InDoubtOp {
+	l := &r.led
+	if l.pending.Load() == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []InDoubtOp
+	for _, op := range l.ops {
+		if op.status == OpPending {
+			out = append(out, op.InDoubtOp)
+		}
+	}
+	slices.SortFunc(out, func(a, b InDoubtOp) int { return cmp.Compare(a.OpTime, b.OpTime) })
+	return out
+}
+
+// CellInDoubt reports whether a partition of a table holds an update in
+// doubt (see ErrInDoubt).
+func (r *Replica) CellInDoubt(table uint64, key []byte) bool { return r.led.inDoubt(table, key) }
+
+// OpStatus answers another replica's question about an op on one cell: see
+// OpAnswer. It does not add the op id to the filter.
+func (r *Replica) OpStatus(table uint64, key []byte, column string, opID [16]byte) (OpAnswer, error) {
+	t, err := r.table(table)
+	if err != nil {
+		return OpAnswer{}, err
+	}
+	var a OpAnswer
+	if f, ok := t.fbfCol(column); ok {
+		r.expireLedOps(f.window())
+		h := f.opHash(opID, key)
+		a.Seen = f.filter.ContainsHash(h) || f.retired != nil && r.cfg.Now().UnixNano() < f.retiredUntil && f.retired.ContainsHash(h)
+	}
+	r.led.mu.Lock()
+	if op, ok := r.led.ops[ledKey{table, column, string(key), opID}]; ok {
+		a.Status, a.CounterID, a.Clock = op.status, op.CounterID, op.Clock
+	}
+	r.led.mu.Unlock()
+	rw, found, err := t.read(row.Key{Token: ring.Token(key), Partition: key})
+	if err != nil {
+		return OpAnswer{}, err
+	}
+	if found {
+		a.Cell, a.Found = rw.Cell(column)
+	}
+	return a, nil
+}
+
+// ResolveInDoubt settles an update in doubt. Kept, it is counted as it is;
+// dropped, its delta is taken back under the current counter id and the
+// compensation is logged. Either way the returned mutation, this replica's
+// copy of the cell with the op id, is what the other replicas must receive
+// so that their filters learn the op and their cells hold the decision.
+func (r *Replica) ResolveInDoubt(op InDoubtOp, keep bool) (Mutation, error) {
+	t, err := r.table(op.Table)
+	if err != nil {
+		return Mutation{}, err
+	}
+	l := &r.led
+	l.mu.Lock()
+	e, ok := l.ops[ledKey{op.Table, op.Column, string(op.Key), op.OpID}]
+	if !ok || e.status != OpPending {
+		l.mu.Unlock()
+		return Mutation{}, fmt.Errorf("replica: op %x on %s.%s is not in doubt", op.OpID, t.def.Keyspace, t.def.Name)
+	}
+	l.mu.Unlock()
+	if !keep {
+		f, ok := t.fbfCol(op.Column)
+		if !ok {
+			return Mutation{}, fmt.Errorf("replica: column %s.%s.%s is no longer an FBF counter", t.def.Keyspace, t.def.Name, op.Column)
+		}
+		t.modeMu.RLock()
+		err := f.compensate(leader{r: r, t: t}, op)
+		t.modeMu.RUnlock()
+		if err != nil {
+			return Mutation{}, fmt.Errorf("replica: take back op %x on %s.%s: %w", op.OpID, t.def.Keyspace, t.def.Name, err)
+		}
+	}
+	l.mu.Lock()
+	if e.status == OpPending {
+		l.unpend(e)
+	}
+	e.status = OpKept
+	if !keep {
+		e.status = OpDropped
+	}
+	l.mu.Unlock()
+	m := Mutation{Table: op.Table, Key: op.Key, HasOp: true, OpID: op.OpID, OpTime: op.OpTime}
+	rw, found, err := t.read(row.Key{Token: ring.Token(op.Key), Partition: op.Key})
+	if err != nil {
+		return Mutation{}, err
+	}
+	m.Cell.Column = op.Column
+	if found {
+		if c, ok := rw.Cell(op.Column); ok {
+			m.Cell = c
+		}
+	}
+	return m, nil
+}
+
+// expireLedOps forgets resolved ops older than the window: no retry of
+// them can arrive any more.
+func (r *Replica) expireLedOps(window time.Duration) {
+	l := &r.led
+	cutoff := r.cfg.Now().Add(-window).UnixNano()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, op := range l.ops {
+		if op.status != OpPending && op.OpTime < cutoff {
+			delete(l.ops, k)
+		}
+	}
+}
