@@ -356,6 +356,11 @@ func mapError(err error) error {
 		return &frame.Error{Code: frame.ErrReadTimeout, Message: rt.Error(), Consistency: frame.Consistency(rt.CL),
 			Received: int32(rt.Received), BlockFor: int32(rt.BlockFor), DataPresent: rt.DataPresent}
 	}
+	var rf *coordinator.ReadFailureError
+	if errors.As(err, &rf) {
+		return &frame.Error{Code: frame.ErrReadFailure, Message: rf.Error(), Consistency: frame.Consistency(rf.CL),
+			Received: int32(rf.Received), BlockFor: int32(rf.BlockFor), NumFailures: int32(rf.Failures), DataPresent: rf.DataPresent}
+	}
 	var ie *coordinator.InvalidError
 	if errors.As(err, &ie) {
 		return invalid("%s", ie.Msg)

@@ -671,6 +671,11 @@ func TestErrorMapping(t *testing.T) {
 	if fe.Code != frame.ErrReadTimeout {
 		t.Errorf("scan read timeout mapped to %+v", fe)
 	}
+	h.f.readErr = &coordinator.ReadFailureError{CL: coordinator.All, Received: 2, BlockFor: 3, Failures: 1, DataPresent: true}
+	fe = h.queryErr(`SELECT * FROM ks.t WHERE k = 'a'`)
+	if fe.Code != frame.ErrReadFailure || fe.Received != 2 || fe.BlockFor != 3 || fe.NumFailures != 1 || !fe.DataPresent {
+		t.Errorf("read failure mapped to %+v", fe)
+	}
 }
 
 func specTypes(cols []frame.ColumnSpec) map[string]frame.DataType {
