@@ -207,8 +207,9 @@ func (c *Cluster) LocalValues(ks, table, column string, keys []string) ([]map[st
 	return out, nil
 }
 
-// Kill stops node i (1-based), as a crash would from the clients' side:
-// its connections close and in-flight statements get no answer.
+// Kill crashes node i (1-based) as SIGKILL would (node.Crash): no
+// shutdown announced, the stop left unclean, so its restart renews its
+// counter id and settles the FBF updates it led before serving them.
 func (c *Cluster) Kill(i int) error {
 	c.mu.Lock()
 	n := c.nodes[i-1]
@@ -224,8 +225,8 @@ func (c *Cluster) Kill(i int) error {
 		return nil
 	}
 	c.cfg.Log.Add(FaultEvent{Kind: FaultKill, Node: i})
-	if err := n.Stop(); err != nil {
-		return fmt.Errorf("bench: stop node %d: %w", i, err)
+	if err := n.Crash(); err != nil {
+		return fmt.Errorf("bench: kill node %d: %w", i, err)
 	}
 	return nil
 }

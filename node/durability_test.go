@@ -56,15 +56,17 @@ func TestFBFDismissedRetryWaitsForConsistency(t *testing.T) {
 	}
 }
 
-// crash stops node i as a power cut would leave it, short of losing what
-// the OS had not synced: nothing is flushed (Stop flushes nothing either)
-// and the clean-shutdown marker is gone, so the next start is unclean.
+// crash stops node i as a killed process would leave it (Node.Crash): no
+// shutdown announced, nothing marked clean, so the next start is unclean.
 func (c *testCluster) crash(i int) {
 	c.t.Helper()
-	c.stop(i)
-	if err := os.Remove(filepath.Join(c.cfgs[i-1].DataDirectory, "clean_shutdown")); err != nil {
+	if err := c.nodes[i-1].Crash(); err != nil {
 		c.t.Fatalf("crash node %d: %v", i, err)
 	}
+	if _, err := os.Stat(filepath.Join(c.cfgs[i-1].DataDirectory, "clean_shutdown")); err == nil {
+		c.t.Fatalf("node %d crashed with a clean-shutdown mark", i)
+	}
+	c.nodes[i-1] = nil
 }
 
 // fbfLeaderOf returns the node that applied the one FBF update so far.

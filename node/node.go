@@ -148,7 +148,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, logger: logger, replica: rep, events: &events{}}
 	fail := func(err error) (*Node, error) {
-		n.closeAll()
+		n.closeAll(true) // a replica with updates in doubt is not marked clean (see replica.Close)
 		return nil, err
 	}
 	if n.schema, err = schema.Open(cfg.DataDirectory, rep); err != nil {
@@ -303,12 +303,29 @@ func (n *Node) Stop() error {
 		if n.gossip != nil {
 			n.gossip.Stop(ctx)
 		}
-		n.stopErr = n.closeAll()
+		n.stopErr = n.closeAll(true)
 	})
 	return n.stopErr
 }
 
-func (n *Node) closeAll() error {
+// Crash stops the node as a killed process would leave it, for tests and
+// the bench's kill faults: no shutdown is announced (the peers convict it
+// by its silence), nothing is flushed, and the data directory is left
+// unclean, so the next start renews the counter id and settles the FBF
+// updates it led before they are served again. What it wrote stays as the
+// operating system has it, as after SIGKILL.
+func (n *Node) Crash() error {
+	n.stopOnce.Do(func() {
+		n.ready.Store(false)
+		if n.gossip != nil {
+			n.gossip.Abort()
+		}
+		n.stopErr = n.closeAll(false)
+	})
+	return n.stopErr
+}
+
+func (n *Node) closeAll(clean bool) error {
 	if n.cancel != nil {
 		n.cancel()
 	}
@@ -323,7 +340,11 @@ func (n *Node) closeAll() error {
 	if n.hints != nil {
 		errs = append(errs, n.hints.Close())
 	}
-	errs = append(errs, n.replica.Close())
+	if clean {
+		errs = append(errs, n.replica.Close())
+	} else {
+		errs = append(errs, n.replica.Crash())
+	}
 	return errors.Join(errs...)
 }
 

@@ -881,7 +881,17 @@ func (r *Replica) SSTableCount(tableID uint64) (int, error) {
 
 // Close stops the background workers and closes the log and the SSTables.
 // Unflushed data stays in the commit log and is replayed by the next Open.
-func (r *Replica) Close() error {
+// The stop is marked clean unless updates are still in doubt (see InDoubt).
+func (r *Replica) Close() error { return r.close(true) }
+
+// Crash closes the replica as a crashed process leaves it: everything
+// appended is written and the files are closed, but the stop is not marked
+// clean, so the next Open renews the counter id and holds the FBF updates
+// this node led in doubt. (Losing what was not synced, as a power cut
+// does, needs an in-memory filesystem: vfs.MemFS.CrashClone.)
+func (r *Replica) Crash() error { return r.close(false) }
+
+func (r *Replica) close(clean bool) error {
 	if r.closed.Swap(true) {
 		return nil
 	}
@@ -892,7 +902,9 @@ func (r *Replica) Close() error {
 	r.bg.Wait()
 	err := r.log.Close()
 	closeTables(tables)
-	if err == nil {
+	// A stop with updates still in doubt is not clean: the next start must
+	// settle them again.
+	if err == nil && clean && r.led.pending.Load() == 0 {
 		err = markCleanShutdown(r.cfg.FS, r.cfg.Dir)
 	}
 	return err
