@@ -60,6 +60,7 @@ type loadFlags struct {
 	counterWriteTimeout        *time.Duration
 	sync                       *string
 	fbfBits, fbfFPP, fbfFilter *string
+	fbfLeader                  *string
 }
 
 // loadDefaults are a benchmark's flag defaults.
@@ -109,6 +110,7 @@ func addLoadFlags(fs *flag.FlagSet, d loadDefaults) *loadFlags {
 		fbfBits:             fs.String("fbf-bits", "", "fbf option bits (default: the column's)"),
 		fbfFPP:              fs.String("fbf-target-fpp", "", "fbf option target_fpp (default: the column's)"),
 		fbfFilter:           fs.String("fbf-filters", "", "fbf option filters (default: the column's)"),
+		fbfLeader:           fs.String("fbf-leader", "", "fbf option leader: first or random (Cassandra's rule: a retry may meet another leader's filter) (default: first)"),
 		handoffExchanges:    fs.Int("handoff-exchanges", 1, "handoff mode: exchanges per op and key (1: an op's increments are handed off by the next op on the key or the final flush; 2: within the op)"),
 	}
 }
@@ -129,7 +131,7 @@ func (f *loadFlags) config(name string, stderr io.Writer) (Config, error) {
 		return Config{}, errors.New("--batch, --keys, --clients, --delta-max and --attempts must be positive")
 	}
 	fbf := map[string]string{}
-	for k, v := range map[string]string{"bits": *f.fbfBits, "target_fpp": *f.fbfFPP, "filters": *f.fbfFilter} {
+	for k, v := range map[string]string{"bits": *f.fbfBits, "target_fpp": *f.fbfFPP, "filters": *f.fbfFilter, "leader": *f.fbfLeader} {
 		if v != "" {
 			fbf[k] = v
 		}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,6 +153,10 @@ type Stats struct {
 	InDoubtResolved, InDoubtDropped uint64
 }
 
+// errLeaderInDoubt is a leader's answer for a cell that holds an update in
+// doubt: it applied nothing.
+var errLeaderInDoubt = errors.New("coordinator: the leader's cell holds an update in doubt; nothing applied")
+
 // inDoubtPoll is how often a leader update waiting for its cell's in-doubt
 // updates to be settled tries again.
 const inDoubtPoll = 10 * time.Millisecond
@@ -270,23 +275,49 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u replica.Update, cl Con
 		c.stats.unavailable.Add(1)
 		return err
 	}
-	leader := c.chooseLeader(u.Table, live)
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 	defer cancel()
+	w := counterWrite{cl: cl, localDC: req.localDC, u: u}
+	// A leader whose cell holds an update in doubt (it restarted after an
+	// unclean stop and has not settled it yet) applies nothing and says so:
+	// the next live replica leads instead, and if every one is in that
+	// state the coordinator waits for one to settle.
+	candidates := live
+	for {
+		leader := c.chooseLeader(u.Table, candidates)
+		err := c.writeVia(ctx, leader, w, req)
+		if !errors.Is(err, errLeaderInDoubt) {
+			return c.countTimeout(err)
+		}
+		candidates = slices.DeleteFunc(slices.Clone(candidates), func(e ring.Endpoint) bool { return e.ID == leader.ID })
+		if len(candidates) == 0 {
+			select {
+			case <-ctx.Done():
+				return c.countTimeout(&WriteTimeoutError{CL: cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter})
+			case <-time.After(inDoubtPoll):
+			}
+			candidates = live
+		}
+	}
+}
+
+// writeVia sends the update to one leader (or leads it here) and returns
+// the leader's answer.
+func (c *Coordinator) writeVia(ctx context.Context, leader ring.Endpoint, w counterWrite, req requirement) error {
 	if leader.ID == c.cfg.Cluster.Self().ID {
-		return c.countTimeout(c.lead(ctx, counterWrite{cl: cl, localDC: req.localDC, u: u}))
+		return c.lead(ctx, w)
 	}
 	addr, ok := c.cfg.Cluster.Addr(leader.ID)
 	if !ok {
-		return c.countTimeout(&WriteTimeoutError{CL: cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter})
+		return &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
 	}
-	resp, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeCounterWrite, Body: encodeCounterWrite(counterWrite{cl: cl, localDC: req.localDC, u: u})})
+	resp, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeCounterWrite, Body: encodeCounterWrite(w)})
 	if err != nil {
 		// The leader may have applied the update: its outcome is unknown.
 		c.logger.Debug("counter write to leader failed", "leader", addr, "err", err)
-		return c.countTimeout(&WriteTimeoutError{CL: cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter})
+		return &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
 	}
-	return c.countTimeout(decodeResult(resp.Body))
+	return decodeResult(resp.Body)
 }
 
 func (c *Coordinator) countTimeout(err error) error {
@@ -313,15 +344,21 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		return err
 	}
 	m, err := c.cfg.Store.Apply(w.u)
-	for errors.Is(err, replica.ErrInDoubt) {
-		// The cell holds an update this node led before an unclean stop:
-		// it leads again once the other replicas have settled it.
+	for errors.Is(err, replica.ErrOpInDoubt) {
+		// A retry of the very update this node holds in doubt: it waits
+		// for the update to be settled (then the filter dismisses it), so
+		// that no other leader counts it meanwhile.
 		select {
 		case <-ctx.Done():
 			return &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
 		case <-time.After(inDoubtPoll):
 		}
 		m, err = c.cfg.Store.Apply(w.u)
+	}
+	if errors.Is(err, replica.ErrInDoubt) {
+		// The cell holds another update this node led before an unclean
+		// stop: nothing was applied; the coordinator tries another leader.
+		return errLeaderInDoubt
 	}
 	if err != nil {
 		return err

@@ -218,6 +218,7 @@ const (
 	statusWriteTimeout = 2
 	statusInvalid      = 3
 	statusError        = 4
+	statusInDoubt      = 5 // nothing applied: the cell holds an update in doubt
 )
 
 // encodeResult turns a leader's outcome into an answer body; the typed
@@ -230,6 +231,8 @@ func encodeResult(err error) []byte {
 	switch {
 	case err == nil:
 		e.u8(statusOK)
+	case errors.Is(err, errLeaderInDoubt):
+		e.u8(statusInDoubt)
 	case errors.As(err, &un):
 		e.u8(statusUnavailable)
 		e.u16(uint16(un.CL))
@@ -264,6 +267,8 @@ func decodeResult(b []byte) error {
 		out = &InvalidError{Msg: d.str()}
 	case statusError:
 		out = errors.New(d.str())
+	case statusInDoubt:
+		out = errLeaderInDoubt
 	default:
 		d.fail("status %d", s)
 	}

@@ -51,6 +51,11 @@ import (
 // an update this node led before an unclean stop and has not resolved yet.
 var ErrInDoubt = errors.New("replica: the cell holds an update in doubt since this node's unclean restart")
 
+// ErrOpInDoubt is returned by a leader update that is a retry of an
+// update this node holds in doubt: it is dismissed once the update is
+// settled, and until then no other leader should count it either.
+var ErrOpInDoubt = fmt.Errorf("%w: the update is a retry of it", ErrInDoubt)
+
 // OpStatus is what a replica knows of an op it may have led.
 type OpStatus uint8
 
@@ -282,6 +287,17 @@ func (r *Replica) InDoubt() []InDoubtOp {
 	}
 	slices.SortFunc(out, func(a, b InDoubtOp) int { return cmp.Compare(a.OpTime, b.OpTime) })
 	return out
+}
+
+// pendingOp reports whether an op on a cell is one of the pending ones.
+func (l *ledOps) pendingOp(table uint64, key []byte, column string, opID [16]byte) bool {
+	if l.pending.Load() == 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	op, ok := l.ops[ledKey{table, column, string(key), opID}]
+	return ok && op.status == OpPending
 }
 
 // CellInDoubt reports whether a partition of a table holds an update in

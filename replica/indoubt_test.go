@@ -114,8 +114,11 @@ func TestInDoubtResolution(t *testing.T) {
 	if _, _, err := r.ReadRow(fbfTable.ID, []byte("a")); !errors.Is(err, ErrInDoubt) {
 		t.Fatalf("read of a cell in doubt: %v, want ErrInDoubt", err)
 	}
-	if _, err := r.Apply(fbfUpdate("a", 1, op(1, 9))); !errors.Is(err, ErrInDoubt) {
-		t.Fatalf("leader update of a cell in doubt: %v, want ErrInDoubt", err)
+	if _, err := r.Apply(fbfUpdate("a", 1, op(1, 9))); !errors.Is(err, ErrInDoubt) || errors.Is(err, ErrOpInDoubt) {
+		t.Fatalf("fresh leader update of a cell in doubt: %v, want ErrInDoubt (another leader may take it)", err)
+	}
+	if _, err := r.Apply(fbfUpdate("a", 5, op(1, 1))); !errors.Is(err, ErrOpInDoubt) {
+		t.Fatalf("retry of the update in doubt: %v, want ErrOpInDoubt (it waits here)", err)
 	}
 	if v := value(t, r, fbfTable.ID, "c", "c"); v != 0 {
 		t.Fatalf("other cells are served: %d", v)

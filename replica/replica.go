@@ -668,6 +668,9 @@ func (r *Replica) Apply(u Update) (Mutation, error) {
 		u.Timestamp = r.cfg.Now().UnixMicro()
 	}
 	if r.led.inDoubt(u.Table, u.Key) {
+		if u.HasOp && r.led.pendingOp(u.Table, u.Key, u.Column, u.OpID) {
+			return Mutation{}, ErrOpInDoubt
+		}
 		return Mutation{}, ErrInDoubt
 	}
 	t.modeMu.RLock()
