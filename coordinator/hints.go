@@ -84,8 +84,12 @@ func (h *Hints) queue(target string) (*hintQueue, error) {
 	}
 	q := &hintQueue{}
 	log, err := commitlog.Open(commitlog.Options{
-		Dir:    filepath.Join(h.dir, target),
-		Sync:   commitlog.SyncPeriodic,
+		Dir: filepath.Join(h.dir, target),
+		// Group commit: a hint is durable before the replication that
+		// failed is counted as done, since a queued hint of an FBF update
+		// is what puts it in doubt after the leader restarts (and hints are
+		// written only while a replica is unreachable).
+		Sync:   commitlog.SyncGroup,
 		Logger: h.logger,
 	}, func(_ commitlog.Position, rec commitlog.Record) error {
 		q.pending = append(q.pending, recordMutation(rec))

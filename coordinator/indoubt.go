@@ -25,6 +25,9 @@ const TypeOpStatus transport.Type = 21
 // cell's updates in doubt with the replicas it knows.
 const InDoubtGrace = 30 * time.Second
 
+// inDoubtParallel bounds the updates in doubt settled at once.
+const inDoubtParallel = 16
+
 // inDoubtStore is implemented by stores whose column types can leave
 // updates in doubt after an unclean restart (FBF counters).
 type inDoubtStore interface {
@@ -45,13 +48,26 @@ func (c *Coordinator) ResolveInDoubt(ctx context.Context) int {
 		return 0
 	}
 	c.resolverStart.CompareAndSwap(nil, time.Now())
-	remaining := 0
+	var (
+		mu        sync.Mutex
+		remaining int
+		wg        sync.WaitGroup
+		sem       = make(chan struct{}, inDoubtParallel)
+	)
 	for _, op := range st.InDoubt() {
-		if err := c.resolveOne(ctx, st, op); err != nil {
-			c.logger.Debug("update in doubt not resolved yet", "table", op.Table, "op", fmt.Sprintf("%x", op.OpID), "err", err)
-			remaining++
-		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := c.resolveOne(ctx, st, op); err != nil {
+				c.logger.Debug("update in doubt not resolved yet", "table", op.Table, "op", fmt.Sprintf("%x", op.OpID), "err", err)
+				mu.Lock()
+				remaining++
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	return remaining
 }
 

@@ -23,8 +23,11 @@ import (
 // counted there too; when the first leader comes back its shard holds the
 // first application and the counter has counted the update twice. The
 // paper leaves this case open. idemkv closes it at the first leader's
-// restart: every update it led within the filter window before an unclean
-// stop is *in doubt* until every natural replica of its cell has said
+// restart: every update it led in the last moments before an unclean stop
+// (within twice the counter write timeout of the last one: any older
+// update's replication had ended, acknowledged or hinted), and every
+// update whose hint still waits, is *in doubt* until every natural replica
+// of its cell has said
 // whether another leader counted the same op; a cell with an update in
 // doubt is neither read nor led here until then (ErrInDoubt), so that the
 // leader's old shard cannot reach another replica and blur the evidence.
@@ -192,7 +195,7 @@ type ledOps struct {
 }
 
 // remember records a led record found at replay.
-func (l *ledOps) remember(rec commitlog.Record, unclean bool) error {
+func (l *ledOps) remember(rec commitlog.Record) error {
 	ctx, err := counters.Decode(rec.Payload)
 	if err != nil {
 		return err
@@ -224,13 +227,29 @@ func (l *ledOps) remember(rec commitlog.Record, unclean bool) error {
 	}
 	op = &ledOp{InDoubtOp: InDoubtOp{Table: rec.Table, Key: rec.Key, Column: rec.Column, OpID: rec.OpID, OpTime: rec.OpTime,
 		CounterID: shards[0].ID, Clock: shards[0].Clock, Delta: rec.Delta}, status: OpKept}
-	if unclean {
-		op.status = OpPending
-		l.cells[cellRef{rec.Table, string(rec.Key)}]++
-		l.pending.Add(1)
-	}
 	l.ops[k] = op
 	return nil
+}
+
+// afterUncleanReplay puts in doubt the led ops whose replication may have
+// been under way when the node stopped: those led within span of the last
+// one. An older op's replication had ended before the stop, acknowledged
+// by every replica or failed into a hint, and a queued hint puts its op in
+// doubt at start-up (MarkInDoubt).
+func (l *ledOps) afterUncleanReplay(span time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var last int64
+	for _, op := range l.ops {
+		last = max(last, op.OpTime)
+	}
+	for _, op := range l.ops {
+		if op.status == OpKept && op.OpTime >= last-span.Nanoseconds() {
+			op.status = OpPending
+			l.cells[cellRef{op.Table, string(op.Key)}]++
+			l.pending.Add(1)
+		}
+	}
 }
 
 func (l *ledOps) unpend(op *ledOp) {

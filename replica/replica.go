@@ -332,6 +332,9 @@ func Open(cfg Config) (*Replica, error) {
 			t.activeStart = start
 		}
 	}
+	if r.unclean {
+		r.led.afterUncleanReplay(2 * cfg.CounterWriteTimeout)
+	}
 	if n := r.led.pending.Load(); n > 0 {
 		r.logger.Warn("updates led before the unclean stop are in doubt until the other replicas answer; their cells are not served until then",
 			"in_doubt", n)
@@ -377,7 +380,7 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, rs *repla
 	if f, ok := t.fbfCol(rec.Column); ok && rec.HasOp && r.cfg.Now().Sub(time.Unix(0, rec.OpTime)) < f.window() {
 		f.filter.TestAndAddHash(f.opHash(rec.OpID, rec.Key))
 		if rec.Led {
-			if err := r.led.remember(rec, r.unclean); err != nil {
+			if err := r.led.remember(rec); err != nil {
 				return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
 			}
 		}
