@@ -153,9 +153,9 @@ type Stats struct {
 	InDoubtResolved, InDoubtDropped uint64
 }
 
-// errLeaderInDoubt is a leader's answer for a cell that holds an update in
-// doubt: it applied nothing.
-var errLeaderInDoubt = errors.New("coordinator: the leader's cell holds an update in doubt; nothing applied")
+// errLeaderInDoubt says a leader applied nothing and another may lead: its
+// cell holds an update in doubt, or the update could not be sent to it.
+var errLeaderInDoubt = errors.New("coordinator: the leader applied nothing (its cell holds an update in doubt, or it is unreachable)")
 
 // inDoubtPoll is how often a leader update waiting for its cell's in-doubt
 // updates to be settled tries again.
@@ -168,6 +168,9 @@ type Coordinator struct {
 	randMu sync.Mutex
 	// resolverStart is when this node began resolving its updates in doubt.
 	resolverStart atomic.Value // time.Time
+	// catchUp holds the peers whose hints for this node are being pulled.
+	catchUpMu sync.Mutex
+	catchUp   map[string]bool
 
 	stats struct {
 		writes, led, unavailable, writeTimeouts atomic.Uint64
@@ -279,9 +282,10 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u replica.Update, cl Con
 	defer cancel()
 	w := counterWrite{cl: cl, localDC: req.localDC, u: u}
 	// A leader whose cell holds an update in doubt (it restarted after an
-	// unclean stop and has not settled it yet) applies nothing and says so:
-	// the next live replica leads instead, and if every one is in that
-	// state the coordinator waits for one to settle.
+	// unclean stop and has not settled it yet) applies nothing and says so,
+	// and a leader the update cannot even be sent to never saw it: the next
+	// live replica leads instead, and if none can, the coordinator waits
+	// and tries them again until the write timeout.
 	candidates := live
 	for {
 		leader := c.chooseLeader(u.Table, candidates)
@@ -312,6 +316,11 @@ func (c *Coordinator) writeVia(ctx context.Context, leader ring.Endpoint, w coun
 		return &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
 	}
 	resp, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeCounterWrite, Body: encodeCounterWrite(w)})
+	if errors.Is(err, transport.ErrNotSent) {
+		// The leader is gone (killed, not yet convicted by the failure
+		// detector) and never saw the update: another live replica leads.
+		return errLeaderInDoubt
+	}
 	if err != nil {
 		// The leader may have applied the update: its outcome is unknown.
 		c.logger.Debug("counter write to leader failed", "leader", addr, "err", err)
@@ -342,6 +351,11 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 	req := newRequirementFor(w, c)
 	if err := req.sufficient(live); err != nil {
 		return err
+	}
+	if w.u.HasOp && c.catchingUp() {
+		// Hints for this node may still hold op ids its filters lack: it
+		// leads no deduplicated update until it has them (see PeerUp).
+		return errLeaderInDoubt
 	}
 	m, err := c.cfg.Store.Apply(w.u)
 	for errors.Is(err, replica.ErrOpInDoubt) {
@@ -485,12 +499,16 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		return c.handleHandoffExchange(m.Body)
 	case TypeOpStatus:
 		return c.handleOpStatus(m.Body)
+	case TypeHintPull:
+		return c.handleHintPull(ctx, m.Body)
 	case TypeRead:
 		table, key, err := decodeRead(m.Body)
 		if err != nil {
 			return transport.Message{}, err
 		}
-		r, found, err := c.cfg.Store.ReadRow(table, key)
+		ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
+		defer cancel()
+		r, found, err := c.readLocal(ctx, table, key)
 		if err != nil {
 			return transport.Message{}, err
 		}

@@ -192,6 +192,26 @@ func (h *Hints) Deliver(ctx context.Context, cluster Cluster, tr transport.Trans
 	return errors.Join(errs...)
 }
 
+// DeliverTo sends the hints held for one target now, whatever the failure
+// detector says of it, and returns how many are left. While deliveries are
+// paused it sends nothing and reports none left: the hints wait for this
+// node's own updates in doubt to be settled, and those updates are in doubt
+// precisely because their hints are queued.
+func (h *Hints) DeliverTo(ctx context.Context, target string, cluster Cluster, tr transport.Transport) (left int, err error) {
+	if h.paused.Load() {
+		return 0, nil
+	}
+	h.deliverMu.Lock()
+	defer h.deliverMu.Unlock()
+	err = h.deliverTo(ctx, target, cluster, tr)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if q, ok := h.targets[target]; ok {
+		left = len(q.pending)
+	}
+	return left, err
+}
+
 func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, tr transport.Transport) error {
 	addr, ok := cluster.Addr(target)
 	if !ok {

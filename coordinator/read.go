@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
@@ -143,7 +144,7 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 
 func (c *Coordinator) readFrom(ctx context.Context, e ring.Endpoint, table uint64, key row.Key) readAnswer {
 	if e.ID == c.cfg.Cluster.Self().ID {
-		r, found, err := c.cfg.Store.ReadRow(table, key.Partition)
+		r, found, err := c.readLocal(ctx, table, key.Partition)
 		return readAnswer{e: e, r: r, found: found, err: err}
 	}
 	addr, ok := c.cfg.Cluster.Addr(e.ID)
@@ -156,6 +157,24 @@ func (c *Coordinator) readFrom(ctx context.Context, e ring.Endpoint, table uint6
 	}
 	r, found, err := decodeRow(key, resp.Body)
 	return readAnswer{e: e, r: r, found: found, err: err}
+}
+
+// readLocal reads the local replica's row; a row that holds an update in
+// doubt (replica.ErrInDoubt) is read once that update is settled, which
+// takes one exchange with the other replicas when they are up, or fails
+// when ctx ends first.
+func (c *Coordinator) readLocal(ctx context.Context, table uint64, key []byte) (row.Row, bool, error) {
+	for {
+		r, found, err := c.cfg.Store.ReadRow(table, key)
+		if !errors.Is(err, replica.ErrInDoubt) {
+			return r, found, err
+		}
+		select {
+		case <-ctx.Done():
+			return r, found, err
+		case <-time.After(inDoubtPoll):
+		}
+	}
 }
 
 func (c *Coordinator) merge(table uint64, key row.Key, answers []readAnswer) (row.Row, bool, error) {

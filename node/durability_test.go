@@ -149,3 +149,51 @@ func TestFBFInDoubtAfterCrash(t *testing.T) {
 		t.Fatalf("%s after one more retry: %d, want 10", key, got)
 	}
 }
+
+// TestFBFRetryAtReplicaThatMissedIt: a replica that was down when an FBF
+// update was replicated gets it later as a hint. If a retry of the update
+// reached that replica as leader before the hint, its filter would miss
+// the op id and count it again. A node that comes back pulls its hints
+// before it leads any update with an op id; while it cannot (here every
+// hint delivery is blocked), another replica leads.
+func TestFBFRetryAtReplicaThatMissedIt(t *testing.T) {
+	c := newTestCluster(t, 3, func(i int, cfg *Config) { cfg.CounterWriteTimeoutMS = 500 })
+	c.createTable(3)
+	c.createFBFTable()
+	if err := c.writeOpAt(1, "m", 1, 1, coordinator.All); err != nil {
+		t.Fatal(err)
+	}
+	first := c.fbfLeaderOf() // the key's first replica: the leader under the FBF default rule
+	c.stop(first)
+	via := 1 + first%3
+	c.seenDown(via, first)
+	if err := c.writeOpAt(via, "m", 10, 2, coordinator.Quorum); err != nil {
+		t.Fatal(err)
+	}
+	// Every hint to the returning node is held back.
+	firstAddr := transport.Addr(c.cfgs[first-1].ListenAddress + ":7000")
+	var block atomic.Bool
+	block.Store(true)
+	c.net.OnDeliver(func(from, to transport.Addr, m transport.Message, isResponse bool) bool {
+		return block.Load() && !isResponse && m.Type == coordinator.TypeMutation && to == firstAddr
+	})
+	c.start(first)
+	c.waitUp(3)
+	// The client retries op 2 (its answer was lost, say): the first replica
+	// leads under the FBF rule, but has not had its hints.
+	if err := c.writeOpAt(via, "m", 10, 2, coordinator.Quorum); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	block.Store(false)
+	c.waitFor("hints delivered", func() bool {
+		for _, nd := range c.nodes {
+			if len(nd.Hints().Pending()) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if got := c.readFBF(via, "m"); got != 11 {
+		t.Fatalf("after a retry that met the replica that missed the update: %d, want 11", got)
+	}
+}

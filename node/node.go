@@ -211,6 +211,11 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
+	// The peers it remembers may hold hints for it: it pulls them before it
+	// leads an update with an op id (see coordinator.PeerUp).
+	for _, p := range n.gossip.Nodes() {
+		n.coord.PeerUp(ctx, p.HostID)
+	}
 	n.schema.OnChange(func(version string) {
 		n.gossip.UpdateSelf(func(s *gossip.NodeState) { s.SchemaVersion = version })
 		n.pushSchema(ctx)
@@ -415,6 +420,7 @@ func (n *Node) onGossip(ctx context.Context, ev gossip.Event) {
 		return
 	}
 	if ev.Kind == gossip.EventUp || ev.Kind == gossip.EventRestarted || ev.Kind == gossip.EventJoined {
+		n.coord.PeerUp(ctx, ev.Node.HostID)
 		go func() {
 			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()

@@ -503,7 +503,7 @@ func (e *memEndpoint) resolve(to Addr) (*memEndpoint, error) {
 	defer e.n.mu.RUnlock()
 	dst := e.n.eps[to]
 	if dst == nil && !e.n.cutLocked(e.addr, to) {
-		return nil, fmt.Errorf("%w: %s: nothing listens at this address", ErrUnreachable, to)
+		return nil, fmt.Errorf("%w: %w: %s: nothing listens at this address", ErrNotSent, ErrUnreachable, to)
 	}
 	return dst, nil
 }

@@ -114,6 +114,9 @@ func (t *TCP) Request(ctx context.Context, to Addr, req Message) (Message, error
 	}
 	c, err := t.peerConn(ctx, to, req.Type)
 	if err != nil {
+		if errors.Is(err, ErrUnreachable) {
+			err = fmt.Errorf("%w: %w", ErrNotSent, err)
+		}
 		return Message{}, err
 	}
 	cl, err := c.call(req)

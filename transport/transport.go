@@ -121,6 +121,11 @@ var (
 	// ErrTimeout: ctx ended before the response came. It wraps
 	// context.DeadlineExceeded or context.Canceled as well.
 	ErrTimeout = errors.New("transport: request timed out")
+	// ErrNotSent is wrapped, beside ErrUnreachable, when the message
+	// certainly never left this endpoint (no connection could be made, no
+	// one listens): the peer did not handle it, so a caller may send it
+	// elsewhere without risking that both handle it.
+	ErrNotSent = errors.New("transport: message not sent")
 )
 
 // RemoteError is an error returned by the peer's handler.

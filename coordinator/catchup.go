@@ -1,0 +1,112 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idemkv/idemkv/transport"
+)
+
+// TypeHintPull asks a peer to deliver at once the hints it holds for the
+// asker. Request: the asker's host id (length-prefixed string). Answer:
+// empty, once the peer holds no hint for the asker (or its hints wait for
+// updates in doubt of its own to be settled, see Hints.Pause).
+const TypeHintPull transport.Type = 22
+
+// Catching up.
+//
+// A replica that was down or unreachable missed replicated state, which its
+// peers keep as hints and deliver when they see it again. Until then its
+// FBF filters lack the op ids of those updates, and a retry that reaches it
+// as leader would be counted a second time. So a node pulls its hints from
+// every peer that comes up in its view (at start-up, every peer it knows)
+// and, while a pull is pending, leads no update that carries an op id: it
+// applies nothing and the coordinator lets another live replica lead. A pull
+// gives up after twice the counter write timeout (the peer may be gone), and
+// a peer that holds hints while it is down settles them itself when it
+// restarts: its own updates behind them are in doubt (replica.InDoubt).
+
+// catchUpPoll is how often a pending pull waits for its peer to be up or
+// tries again.
+const catchUpPoll = 20 * time.Millisecond
+
+// PeerUp starts pulling the hints a peer holds for this node; the node calls
+// it for every peer it knows at start-up and whenever one comes up.
+func (c *Coordinator) PeerUp(ctx context.Context, hostID string) {
+	if hostID == c.cfg.Cluster.Self().ID {
+		return
+	}
+	c.catchUpMu.Lock()
+	if c.catchUp == nil {
+		c.catchUp = map[string]bool{}
+	}
+	if c.catchUp[hostID] {
+		c.catchUpMu.Unlock()
+		return
+	}
+	c.catchUp[hostID] = true
+	c.catchUpMu.Unlock()
+	go func() {
+		defer func() {
+			c.catchUpMu.Lock()
+			delete(c.catchUp, hostID)
+			c.catchUpMu.Unlock()
+		}()
+		deadline := time.Now().Add(2 * c.cfg.CounterWriteTimeout)
+		for time.Now().Before(deadline) {
+			if c.cfg.Cluster.IsUp(hostID) {
+				err := c.pullHints(ctx, hostID)
+				if err == nil {
+					return
+				}
+				c.logger.Debug("hint pull failed", "peer", hostID, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(catchUpPoll):
+			}
+		}
+		c.logger.Warn("gave up pulling hints from a peer; its updates in doubt are settled when it restarts", "peer", hostID)
+	}()
+}
+
+// catchingUp reports whether a hint pull is pending.
+func (c *Coordinator) catchingUp() bool {
+	c.catchUpMu.Lock()
+	defer c.catchUpMu.Unlock()
+	return len(c.catchUp) > 0
+}
+
+func (c *Coordinator) pullHints(ctx context.Context, hostID string) error {
+	addr, ok := c.cfg.Cluster.Addr(hostID)
+	if !ok {
+		return fmt.Errorf("no address for %s", hostID)
+	}
+	e := newEnc()
+	e.str(c.cfg.Cluster.Self().ID)
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	defer cancel()
+	_, err := c.cfg.Transport.Request(rctx, addr, transport.Message{Type: TypeHintPull, Body: e.b})
+	return err
+}
+
+func (c *Coordinator) handleHintPull(ctx context.Context, body []byte) (transport.Message, error) {
+	d := newDec(body)
+	target := d.str()
+	if err := d.end(); err != nil {
+		return transport.Message{}, err
+	}
+	if c.cfg.Hints == nil {
+		return transport.Message{Type: TypeHintPull}, nil
+	}
+	left, err := c.cfg.Hints.DeliverTo(ctx, target, c.cfg.Cluster, c.cfg.Transport)
+	if err != nil {
+		return transport.Message{}, err
+	}
+	if left > 0 {
+		return transport.Message{}, fmt.Errorf("coordinator: %d hints for %s not delivered yet", left, target)
+	}
+	return transport.Message{Type: TypeHintPull}, nil
+}
