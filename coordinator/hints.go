@@ -34,14 +34,31 @@ type Hints struct {
 	deliverMu sync.Mutex
 
 	stored, delivered atomic.Uint64
-	paused            atomic.Bool
+	// held is, per target, how many hints at the head of its queue wait
+	// for Resume: those queued when Pause was called. Hints are replicated
+	// state, so the ones stored later may go first.
+	held map[string]int
 }
 
-// Pause stops deliveries until Resume; a delivery under way finishes.
-func (h *Hints) Pause() { h.paused.Store(true) }
+// Pause holds back the hints queued now until Resume; hints stored later
+// are delivered as usual. A node that restarts with updates in doubt holds
+// the hints it had (their updates are among those in doubt) until they
+// are settled.
+func (h *Hints) Pause() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = map[string]int{}
+	for t, q := range h.targets {
+		h.held[t] = len(q.pending)
+	}
+}
 
-// Resume lets deliveries go on after Pause.
-func (h *Hints) Resume() { h.paused.Store(false) }
+// Resume lets the hints held by Pause go.
+func (h *Hints) Resume() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = nil
+}
 
 type hintQueue struct {
 	log     *commitlog.Log
@@ -171,15 +188,12 @@ func (h *Hints) Counts() (stored, delivered uint64) { return h.stored.Load(), h.
 // stopping a target's replay at its first failure. A target whose hints are
 // all delivered has its log removed.
 func (h *Hints) Deliver(ctx context.Context, cluster Cluster, tr transport.Transport) error {
-	if h.paused.Load() {
-		return nil
-	}
 	h.deliverMu.Lock()
 	defer h.deliverMu.Unlock()
 	h.mu.Lock()
 	var targets []string
 	for t, q := range h.targets {
-		if len(q.pending) > 0 && cluster.IsUp(t) {
+		if len(q.pending) > h.held[t] && cluster.IsUp(t) {
 			targets = append(targets, t)
 		}
 	}
@@ -194,20 +208,17 @@ func (h *Hints) Deliver(ctx context.Context, cluster Cluster, tr transport.Trans
 
 // DeliverTo sends the hints held for one target now, whatever the failure
 // detector says of it, and returns how many are left. While deliveries are
-// paused it sends nothing and reports none left: the hints wait for this
-// node's own updates in doubt to be settled, and those updates are in doubt
-// precisely because their hints are queued.
+// paused, the hints held do not count: they wait for this node's own
+// updates in doubt to be settled, and those updates are in doubt precisely
+// because their hints are queued (see Pause).
 func (h *Hints) DeliverTo(ctx context.Context, target string, cluster Cluster, tr transport.Transport) (left int, err error) {
-	if h.paused.Load() {
-		return 0, nil
-	}
 	h.deliverMu.Lock()
 	defer h.deliverMu.Unlock()
 	err = h.deliverTo(ctx, target, cluster, tr)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if q, ok := h.targets[target]; ok {
-		left = len(q.pending)
+		left = len(q.pending) - h.held[target]
 	}
 	return left, err
 }
@@ -223,7 +234,8 @@ func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, t
 		h.mu.Unlock()
 		return nil
 	}
-	batch := append([]replica.Mutation(nil), q.pending...)
+	skip := min(h.held[target], len(q.pending))
+	batch := append([]replica.Mutation(nil), q.pending[skip:]...)
 	h.mu.Unlock()
 	sent := 0
 	for _, m := range batch {
@@ -236,7 +248,9 @@ func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, t
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	q.pending = q.pending[sent:]
+	// The hints held stay at the head; those stored while this delivery
+	// ran stay behind the ones it sent.
+	q.pending = append(append([]replica.Mutation(nil), q.pending[:skip]...), q.pending[skip+sent:]...)
 	if len(q.pending) > 0 {
 		return nil
 	}
