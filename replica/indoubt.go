@@ -185,6 +185,54 @@ type ledOp struct {
 	status OpStatus
 }
 
+// reservations are ops another leader is settling (it asked this replica
+// about them and the filter had not seen them): this replica leads none of
+// them until the asker's decision arrives (a mutation with the op id) or
+// the reservation expires, so that a retry cannot be counted here between
+// the question and the decision.
+type reservations struct {
+	n  atomic.Int64 // len(m); 0 makes the checks free
+	mu sync.Mutex
+	m  map[ledKey]int64 // expiry, unix nanoseconds
+}
+
+func (rs *reservations) reserve(k ledKey, until int64) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.m == nil {
+		rs.m = map[ledKey]int64{}
+	}
+	rs.m[k] = max(rs.m[k], until)
+	rs.n.Store(int64(len(rs.m)))
+}
+
+func (rs *reservations) release(k ledKey) {
+	if rs.n.Load() == 0 {
+		return
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	delete(rs.m, k)
+	rs.n.Store(int64(len(rs.m)))
+}
+
+func (rs *reservations) held(table uint64, column string, key []byte, op [16]byte, now int64) bool {
+	if rs.n.Load() == 0 {
+		return false
+	}
+	k := ledKey{table, column, string(key), op}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for o, until := range rs.m {
+		if until <= now {
+			delete(rs.m, o)
+		}
+	}
+	rs.n.Store(int64(len(rs.m)))
+	_, ok := rs.m[k]
+	return ok
+}
+
 // ledOps are the updates this replica led within the filter window before
 // its last start, as its commit log shows them, with their status.
 type ledOps struct {
@@ -324,7 +372,10 @@ func (l *ledOps) pendingOp(table uint64, key []byte, column string, opID [16]byt
 func (r *Replica) CellInDoubt(table uint64, key []byte) bool { return r.led.inDoubt(table, key) }
 
 // OpStatus answers another replica's question about an op on one cell: see
-// OpAnswer. It does not add the op id to the filter.
+// OpAnswer. It does not add the op id to the filter; when the filter has
+// not seen it, this replica reserves the op for the asker: it leads no
+// retry of it (ErrOpInDoubt) until a mutation with the op id arrives (the
+// asker's decision) or twice the counter write timeout has passed.
 func (r *Replica) OpStatus(table uint64, key []byte, column string, opID [16]byte) (OpAnswer, error) {
 	t, err := r.table(table)
 	if err != nil {
@@ -336,11 +387,15 @@ func (r *Replica) OpStatus(table uint64, key []byte, column string, opID [16]byt
 		h := f.opHash(opID, key)
 		a.Seen = f.filter.ContainsHash(h) || f.retired != nil && r.cfg.Now().UnixNano() < f.retiredUntil && f.retired.ContainsHash(h)
 	}
+	k := ledKey{table, column, string(key), opID}
 	r.led.mu.Lock()
-	if op, ok := r.led.ops[ledKey{table, column, string(key), opID}]; ok {
+	if op, ok := r.led.ops[k]; ok {
 		a.Status, a.CounterID, a.Clock = op.status, op.CounterID, op.Clock
 	}
 	r.led.mu.Unlock()
+	if !a.Seen {
+		r.reserved.reserve(k, r.cfg.Now().Add(2*r.cfg.CounterWriteTimeout).UnixNano())
+	}
 	rw, found, err := t.read(row.Key{Token: ring.Token(key), Partition: key})
 	if err != nil {
 		return OpAnswer{}, err

@@ -166,3 +166,34 @@ func TestInDoubtResolution(t *testing.T) {
 		t.Fatalf("status of the op taken back after a restart: %v", a.Status)
 	}
 }
+
+// TestOpStatusReserves: a replica asked about an op its filter has not
+// seen leads no retry of it until the asker's decision (a mutation with the
+// op id) arrives, so that a retry cannot be counted between the question
+// and the decision.
+func TestOpStatusReserves(t *testing.T) {
+	r := mustOpen(t, testConfig(t.TempDir()))
+	defer r.Close()
+	if err := r.CreateTable(fbfTable); err != nil {
+		t.Fatal(err)
+	}
+	a, err := r.OpStatus(fbfTable.ID, []byte("k"), "c", op(3, 1))
+	if err != nil || a.Seen {
+		t.Fatalf("OpStatus of an op never seen: %+v %v", a, err)
+	}
+	if _, err := r.Apply(fbfUpdate("k", 1, op(3, 1))); !errors.Is(err, ErrOpInDoubt) {
+		t.Fatalf("retry of a reserved op: %v, want ErrOpInDoubt", err)
+	}
+	if _, err := r.Apply(fbfUpdate("k", 1, op(3, 2))); err != nil {
+		t.Fatalf("another op on the cell: %v", err)
+	}
+	// The asker's decision arrives with the op id: the retry is dismissed.
+	m := Mutation{Table: fbfTable.ID, Key: []byte("k"), Cell: ctxCell(t, counters.Shard{ID: counters.ID{7}, Clock: 1, Count: 1, Kind: counters.Global}),
+		HasOp: true, OpID: op(3, 1)}
+	if err := r.ApplyMutation(m); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := r.Apply(fbfUpdate("k", 1, op(3, 1))); err != nil || !m.Dismissed {
+		t.Fatalf("retry after the decision: %+v %v, want dismissed", m, err)
+	}
+}

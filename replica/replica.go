@@ -213,10 +213,11 @@ type Replica struct {
 	counterIDs counterIdentity
 	// unclean is set when this run started after an unclean stop; led
 	// holds the updates it led before (see InDoubt).
-	unclean bool
-	led     ledOps
-	log     *commitlog.Log
-	logger  *slog.Logger
+	unclean  bool
+	led      ledOps
+	reserved reservations
+	log      *commitlog.Log
+	logger   *slog.Logger
 
 	schemaMu sync.Mutex                        // serializes schema changes
 	dropped  map[uint64]bool                   // ids of dropped tables, under schemaMu (Open: before any other use)
@@ -676,6 +677,9 @@ func (r *Replica) Apply(u Update) (Mutation, error) {
 		}
 		return Mutation{}, ErrInDoubt
 	}
+	if u.HasOp && r.reserved.held(u.Table, u.Column, u.Key, u.OpID, r.cfg.Now().UnixNano()) {
+		return Mutation{}, ErrOpInDoubt
+	}
 	t.modeMu.RLock()
 	col, _ = t.col(u.Column) // the column type in force under the mode lock
 	m, err := col.Lead(leader{r: r, t: t}, u)
@@ -724,6 +728,9 @@ func (r *Replica) ApplyMutation(m Mutation) error {
 		// The op id joins this replica's filter before the ack, so that a
 		// retry that reaches this replica as leader is recognised.
 		f.observe(m)
+		if m.HasOp && r.reserved.n.Load() > 0 {
+			r.reserved.release(ledKey{m.Table, m.Cell.Column, string(m.Key), m.OpID})
+		}
 	}
 	kind := commitlog.PayloadShard
 	if m.Cell.Tombstone {
