@@ -23,13 +23,20 @@ const TypeHintPull transport.Type = 22
 // every peer that comes up in its view (at start-up, every peer it knows)
 // and, while a pull is pending, leads no update that carries an op id: it
 // applies nothing and the coordinator lets another live replica lead. A pull
-// gives up after twice the counter write timeout (the peer may be gone), and
+// gives up after catchUpBound (the peer may be gone), and
 // a peer that holds hints while it is down settles them itself when it
 // restarts: its own updates behind them are in doubt (replica.InDoubt).
 
 // catchUpPoll is how often a pending pull waits for its peer to be up or
 // tries again.
 const catchUpPoll = 20 * time.Millisecond
+
+// catchUpBound is how long a node tries to pull its hints from one peer
+// before it gives up: long enough for a restarted node's failure detector
+// to see its peers up.
+func catchUpBound(writeTimeout time.Duration) time.Duration {
+	return max(10*time.Second, 4*writeTimeout)
+}
 
 // PeerUp starts pulling the hints a peer holds for this node; the node calls
 // it for every peer it knows at start-up and whenever one comes up.
@@ -53,7 +60,7 @@ func (c *Coordinator) PeerUp(ctx context.Context, hostID string) {
 			delete(c.catchUp, hostID)
 			c.catchUpMu.Unlock()
 		}()
-		deadline := time.Now().Add(2 * c.cfg.CounterWriteTimeout)
+		deadline := time.Now().Add(catchUpBound(c.cfg.CounterWriteTimeout))
 		for time.Now().Before(deadline) {
 			if c.cfg.Cluster.IsUp(hostID) {
 				err := c.pullHints(ctx, hostID)
@@ -72,11 +79,43 @@ func (c *Coordinator) PeerUp(ctx context.Context, hostID string) {
 	}()
 }
 
-// catchingUp reports whether a hint pull is pending.
+// dedupTables is implemented by Tables that know which tables deduplicate
+// updates by op id (FBF tables).
+type dedupTables interface {
+	Deduplicates(table uint64) bool
+}
+
+// deduplicates reports whether a table's counters dismiss retried op ids;
+// without the knowledge, every table is taken to.
+func (c *Coordinator) deduplicates(table uint64) bool {
+	d, ok := c.cfg.Tables.(dedupTables)
+	return !ok || d.Deduplicates(table)
+}
+
+// catchUpDiscovery is how long after its start a node counts every pull
+// as pending, even to a peer its failure detector does not hold up yet: a
+// restarted node hears from its peers only after a few gossip rounds.
+const catchUpDiscovery = 3 * time.Second
+
+// catchingUp reports whether a hint pull is pending from a peer that is up
+// (a peer that is down delivers nothing; the updates behind its hints are
+// in doubt when it restarts), or from any peer in the first moments after
+// this node's start.
 func (c *Coordinator) catchingUp() bool {
 	c.catchUpMu.Lock()
 	defer c.catchUpMu.Unlock()
-	return len(c.catchUp) > 0
+	if len(c.catchUp) == 0 {
+		return false
+	}
+	if time.Since(c.started) < catchUpDiscovery {
+		return true
+	}
+	for peer := range c.catchUp {
+		if c.cfg.Cluster.IsUp(peer) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Coordinator) pullHints(ctx context.Context, hostID string) error {

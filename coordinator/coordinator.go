@@ -171,6 +171,7 @@ type Coordinator struct {
 	// catchUp holds the peers whose hints for this node are being pulled.
 	catchUpMu sync.Mutex
 	catchUp   map[string]bool
+	started   time.Time
 
 	stats struct {
 		writes, led, unavailable, writeTimeouts atomic.Uint64
@@ -200,7 +201,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Coordinator{cfg: cfg, logger: cfg.Logger}, nil
+	return &Coordinator{cfg: cfg, logger: cfg.Logger, started: time.Now()}, nil
 }
 
 // Stats returns the running counts.
@@ -352,7 +353,7 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 	if err := req.sufficient(live); err != nil {
 		return err
 	}
-	if w.u.HasOp && c.catchingUp() {
+	if w.u.HasOp && c.deduplicates(w.u.Table) && c.catchingUp() {
 		// Hints for this node may still hold op ids its filters lack: it
 		// leads no deduplicated update until it has them (see PeerUp).
 		return errLeaderInDoubt

@@ -459,6 +459,15 @@ func (s *Schema) Strategy(table uint64) (ring.Strategy, error) {
 	return st, nil
 }
 
+// Deduplicates reports whether a table turns the FBF on: its counters
+// dismiss retried op ids.
+func (s *Schema) Deduplicates(table uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.leaders[table]
+	return ok
+}
+
 // LeaderRule returns the counter leader rule of a table and where it comes
 // from: an FBF table's idempotence option may set it (leader: first or
 // random); otherwise an FBF table's default is first; other tables have
