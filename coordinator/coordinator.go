@@ -10,8 +10,10 @@ package coordinator
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -102,8 +104,14 @@ type Config struct {
 	CounterWriteTimeout time.Duration
 	// ReadTimeout bounds a read (read_request_timeout_in_ms, default 5 s).
 	ReadTimeout time.Duration
-	// Rand chooses random leaders; default a time-seeded source.
-	Rand   *rand.Rand
+	// Rand chooses random leaders; default a source seeded from Now.
+	Rand *rand.Rand
+	// Now is the clock the coordinator reads (delete timestamps); default
+	// time.Now. Tests inject virtual time.
+	Now func() time.Time
+	// IDs is the source of handoff participants' random ids; default
+	// crypto/rand. It must be safe for concurrent use.
+	IDs    io.Reader
 	Logger *slog.Logger
 }
 
@@ -155,8 +163,14 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = 5 * time.Second
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Rand == nil {
-		cfg.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x5eed))
+		cfg.Rand = rand.New(rand.NewPCG(uint64(cfg.Now().UnixNano()), 0x5eed))
+	}
+	if cfg.IDs == nil {
+		cfg.IDs = crand.Reader
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

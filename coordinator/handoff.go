@@ -2,10 +2,10 @@ package coordinator
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -202,7 +202,7 @@ func (c *Coordinator) HandoffIncrement(ctx context.Context, table uint64, key []
 		return nil
 	}
 	var id handoff.ID
-	if _, err := rand.Read(id[:]); err != nil {
+	if _, err := io.ReadFull(c.cfg.IDs, id[:]); err != nil {
 		return err
 	}
 	p := handoff.NewCounter(id, 1)

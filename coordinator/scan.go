@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"sync"
-	"time"
 
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
@@ -305,7 +304,7 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 		c.stats.unavailable.Add(1)
 		return err
 	}
-	ts := time.Now().UnixMicro()
+	ts := c.cfg.Now().UnixMicro()
 	var muts []replica.Mutation
 	for _, col := range columns {
 		muts = append(muts, replica.Mutation{Table: table, Key: key, Cell: row.Cell{Column: col, Timestamp: ts, Tombstone: true}})

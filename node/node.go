@@ -6,9 +6,11 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
@@ -52,7 +54,18 @@ type ListenFunc func(addr transport.Addr, h transport.Handler) (transport.Transp
 type Options struct {
 	Listen ListenFunc // default: transport.ListenTCP
 	Logger *slog.Logger
-	Seed   uint64 // seeds token choice and leader choice; 0 = from the clock
+	// Seed seeds token choice, gossip peer choice, leader choice and, when
+	// set, handoff participant ids; 0 = from the clock (and crypto/rand ids).
+	Seed uint64
+	// Clock is the node's clock (cell timestamps, FBF filters, gossip's
+	// failure detector and generation, delete timestamps); default
+	// time.Now. Tests inject virtual time.
+	Clock func() time.Time
+	// Stepped starts none of the node's background loops (gossip rounds,
+	// hint delivery, handoff anti-entropy, load reports): the test drives
+	// them (Gossip().Round, Hints().Deliver) so that nothing happens
+	// between its steps. Timers of requests in flight still run.
+	Stepped bool
 	// WrapExecutor, when set, wraps the CQL executor: a seam for tests that
 	// inject faults between the protocol and the statements.
 	WrapExecutor func(cql.Executor) cql.Executor
@@ -89,8 +102,14 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Seed == 0 {
-		opts.Seed = uint64(time.Now().UnixNano())
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	var ids io.Reader // nil: the coordinator's default, crypto/rand
+	if opts.Seed != 0 {
+		ids = newSeededReader(opts.Seed)
+	} else {
+		opts.Seed = uint64(opts.Clock().UnixNano())
 	}
 	if opts.Listen == nil {
 		opts.Listen = func(a transport.Addr, h transport.Handler) (transport.Transport, error) {
@@ -109,6 +128,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		MemtableFlushBytes:     int64(cfg.MemtableFlushMB) << 20,
 		CounterWriteTimeout:    ms(cfg.CounterWriteTimeoutMS),
 		HandoffNoticeRetention: ms(cfg.HandoffNoticeMS),
+		Now:                    opts.Clock,
 		Logger:                 logger,
 	})
 	if err != nil {
@@ -145,11 +165,11 @@ func Start(cfg Config, opts Options) (*Node, error) {
 			HostID: hostID, Addr: transport.Addr(cfg.PeerAddr()), CQLAddr: cfg.CQLAddr(),
 			DC: cfg.DC, Rack: cfg.Rack, Tokens: tokens, Status: gossip.StatusNormal,
 			SchemaVersion: n.schema.Version(), ReleaseVersion: ReleaseVersion,
-			Generation: time.Now().UnixNano(),
+			Generation: opts.Clock().UnixNano(),
 		},
 		Seeds: seeds, Transport: n.tr,
 		Interval: ms(cfg.GossipIntervalMS), PhiConvictThreshold: cfg.PhiConvictThreshold,
-		Rand: rand.New(rand.NewPCG(opts.Seed, 0x90551)), Logger: logger,
+		Rand: rand.New(rand.NewPCG(opts.Seed, 0x90551)), Now: opts.Clock, Logger: logger,
 	})
 	if err != nil {
 		return fail(err)
@@ -159,7 +179,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	n.coord, err = coordinator.New(coordinator.Config{
 		Cluster: n.view, Tables: n.schema, Store: rep, Transport: n.tr, Hints: n.hints,
 		LeaderRule: rule, CounterWriteTimeout: ms(cfg.CounterWriteTimeoutMS), ReadTimeout: ms(cfg.ReadTimeoutMS),
-		Rand: rand.New(rand.NewPCG(opts.Seed, 0x1ead)), Logger: logger,
+		Rand: rand.New(rand.NewPCG(opts.Seed, 0x1ead)), Now: opts.Clock, IDs: ids, Logger: logger,
 	})
 	if err != nil {
 		return fail(err)
@@ -184,6 +204,10 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		}
 	}
 	n.ready.Store(true)
+	if opts.Stepped {
+		logger.Info("node started (stepped)", "host_id", hostID, "peer", cfg.PeerAddr())
+		return n, nil
+	}
 	n.gossip.Start()
 	n.bg.Add(3)
 	go func() {
@@ -200,6 +224,27 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	}()
 	logger.Info("node started", "host_id", hostID, "peer", cfg.PeerAddr(), "cql", cfg.CQLAddr(), "dc", cfg.DC, "rack", cfg.Rack, "tokens", len(tokens))
 	return n, nil
+}
+
+// seededReader is an io.Reader of pseudo-random bytes from a seed, safe for
+// concurrent use: handoff participant ids that replay with the seed.
+type seededReader struct {
+	mu sync.Mutex
+	r  *rand.ChaCha8
+}
+
+func newSeededReader(seed uint64) *seededReader {
+	var s [32]byte
+	for i := range 4 {
+		binary.LittleEndian.PutUint64(s[8*i:], seed+uint64(i)*0x9e3779b97f4a7c15)
+	}
+	return &seededReader{r: rand.NewChaCha8(s)}
+}
+
+func (r *seededReader) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.r.Read(p)
 }
 
 // Coordinator is the node's counter coordinator.
