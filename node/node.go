@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -525,6 +526,9 @@ type clusterView struct {
 	logger *slog.Logger
 	mu     sync.Mutex
 	meta   atomic.Pointer[ring.Metadata]
+	// heldDown (tests) holds nodes down whatever gossip says: the stepped
+	// scenario tests convict nodes without running the failure detector.
+	heldDown atomic.Pointer[map[string]bool]
 }
 
 func newClusterView(g *gossip.Gossiper, self ring.Endpoint, logger *slog.Logger) *clusterView {
@@ -553,7 +557,28 @@ func (v *clusterView) rebuild() {
 
 func (v *clusterView) Self() ring.Endpoint      { return v.self }
 func (v *clusterView) Metadata() *ring.Metadata { return v.meta.Load() }
-func (v *clusterView) IsUp(hostID string) bool  { return v.g.IsUp(hostID) }
+func (v *clusterView) IsUp(hostID string) bool {
+	if d := v.heldDown.Load(); d != nil && (*d)[hostID] {
+		return false
+	}
+	return v.g.IsUp(hostID)
+}
+
+// holdDown (tests) makes the view hold a node down (up false: releases it).
+func (v *clusterView) holdDown(hostID string, down bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	next := map[string]bool{}
+	if d := v.heldDown.Load(); d != nil {
+		maps.Copy(next, *d)
+	}
+	if down {
+		next[hostID] = true
+	} else {
+		delete(next, hostID)
+	}
+	v.heldDown.Store(&next)
+}
 func (v *clusterView) Addr(hostID string) (transport.Addr, bool) {
 	p, ok := v.g.Node(hostID)
 	return p.Addr, ok

@@ -1,0 +1,90 @@
+package node
+
+import (
+	"bytes"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// busyGoroutine returns the stack of a goroutine (other than the caller)
+// that is running, runnable or in a system call, or "" if there is none:
+// every other goroutine of the process waits on a channel, a lock, a
+// select or a timer. runtime.Stack stops the world, so the answer is one
+// consistent snapshot.
+func busyGoroutine() string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	gs := bytes.Split(buf, []byte("\n\n"))
+	for _, g := range gs[1:] { // the first is the caller
+		i, j := bytes.IndexByte(g, '['), bytes.IndexByte(g, ']')
+		if i < 0 || j < i {
+			continue
+		}
+		state, _, _ := bytes.Cut(g[i+1:j], []byte(","))
+		switch string(state) {
+		case "running", "runnable", "syscall":
+			return string(g)
+		}
+	}
+	return ""
+}
+
+// waitQuiescent waits until no goroutine of the process can make progress
+// without the test's next step (two snapshots in a row, with a yield
+// between, find none busy). The stepped scenario tests use it between
+// steps: with no background loops and the network stepped, a quiescent
+// process does nothing until the test acts (real-time timers excepted,
+// which the scenarios set to hours). The 30 s bound is a safety net, never
+// an assertion: it reports a goroutine that never settles.
+func waitQuiescent(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	quiet := 0
+	for quiet < 2 {
+		if g := busyGoroutine(); g != "" {
+			quiet = 0
+			if time.Now().After(deadline) {
+				t.Fatalf("the process never became quiescent; a busy goroutine:\n%s", g)
+			}
+			time.Sleep(50 * time.Microsecond)
+			continue
+		}
+		quiet++
+		runtime.Gosched()
+	}
+}
+
+func TestWaitQuiescentWaitsForWork(t *testing.T) {
+	release := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		<-release
+		x := 0
+		for i := range 20_000_000 {
+			x += i
+		}
+		_ = x
+		close(done)
+	}()
+	waitQuiescent(t) // the goroutine is blocked on release
+	select {
+	case <-done:
+		t.Fatal("the goroutine ran before its release")
+	default:
+	}
+	close(release)
+	waitQuiescent(t)
+	select {
+	case <-done:
+	default:
+		t.Fatal("waitQuiescent returned while a goroutine was still computing")
+	}
+}
