@@ -7,11 +7,20 @@ import (
 	"time"
 )
 
+// blocked are the goroutine states that wait for another goroutine (or a
+// timer, in a select): anything else (running, runnable, a system call,
+// a sleep, a GC assist, a preemption) is about to make progress.
+var blocked = map[string]bool{
+	"select": true, "select (no cases)": true,
+	"chan receive": true, "chan send": true, "chan receive (nil chan)": true, "chan send (nil chan)": true,
+	"sync.Mutex.Lock": true, "sync.RWMutex.Lock": true, "sync.RWMutex.RLock": true,
+	"sync.Cond.Wait": true, "sync.WaitGroup.Wait": true, "semacquire": true,
+	"finalizer wait": true,
+}
+
 // busyGoroutine returns the stack of a goroutine (other than the caller)
-// that is running, runnable or in a system call, or "" if there is none:
-// every other goroutine of the process waits on a channel, a lock, a
-// select or a timer. runtime.Stack stops the world, so the answer is one
-// consistent snapshot.
+// that is not blocked (see blocked), or "" if there is none. runtime.Stack
+// stops the world, so the answer is one consistent snapshot.
 func busyGoroutine() string {
 	buf := make([]byte, 1<<20)
 	for {
@@ -29,8 +38,7 @@ func busyGoroutine() string {
 			continue
 		}
 		state, _, _ := bytes.Cut(g[i+1:j], []byte(","))
-		switch string(state) {
-		case "running", "runnable", "syscall":
+		if !blocked[string(state)] {
 			return string(g)
 		}
 	}

@@ -577,7 +577,8 @@ func (s *scenario) gossipUntil(what string, cond func() bool) {
 		s.drain(false, false)
 		for _, op := range rounds {
 			if !op.finished {
-				s.t.Fatalf("a gossip round did not finish once its messages were delivered")
+				s.t.Fatalf("a gossip round did not finish once its messages were delivered; pending %v, queue %v, busy:\n%s",
+					s.net.PendingRequests(), s.net.Queue(), busyGoroutine())
 			}
 		}
 	}
