@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"os"
 	"path/filepath"
@@ -72,9 +74,40 @@ func TestScenarios(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
-			s := &scenario{t: t, seed: testseed.Seed(t), dir: t.TempDir(), gen: map[uint64]int{}, opTimes: map[uint64]int64{}}
-			t.Cleanup(s.crashAll)
-			runScript(t, f, s.do)
+			runScript(t, f, newScenario(t, testseed.Seed(t)).do)
+		})
+	}
+}
+
+func newScenario(t *testing.T, seed uint64) *scenario {
+	s := &scenario{t: t, seed: seed, dir: t.TempDir(), gen: map[uint64]int{}, opTimes: map[uint64]int64{}}
+	t.Cleanup(s.crashAll)
+	return s
+}
+
+// TestScenarioReplay runs scripts twice with one seed and compares their
+// whole traces, background traffic and message bodies included: the
+// harness is deterministic, not only the scripts' printed outcomes.
+func TestScenarioReplay(t *testing.T) {
+	seed := testseed.Seed(t)
+	for _, name := range []string{"fbf_leader_crash", "stepped_delivery", "partition_heals"} {
+		t.Run(name, func(t *testing.T) {
+			var traces [2]string
+			for i := range traces {
+				s := newScenario(t, seed)
+				runScript(t, filepath.Join("testdata", "scenarios", name+".txt"), s.do)
+				s.crashAll()
+				traces[i] = s.trace.String()
+			}
+			a, b := strings.Split(traces[0], "\n"), strings.Split(traces[1], "\n")
+			for i := range min(len(a), len(b)) {
+				if a[i] != b[i] {
+					t.Fatalf("the two runs diverge at step %d:\n%s\n%s", i+1, a[i], b[i])
+				}
+			}
+			if len(a) != len(b) {
+				t.Fatalf("one run has %d steps, the other %d", len(a), len(b))
+			}
 		})
 	}
 }
@@ -105,6 +138,10 @@ type scenario struct {
 	named   int              // the script's operations so far
 	opTimes map[uint64]int64 // op number → its OpTime, shared by retries
 	out     strings.Builder
+	// trace records every delivery, drop and expiry, background traffic
+	// included, with a hash of each message's body: two runs with the
+	// same seed must record the same trace (TestScenarioReplay).
+	trace strings.Builder
 }
 
 // scenarioOp is an operation running on its own goroutine.
@@ -319,6 +356,12 @@ func (s *scenario) ordered(q []transport.Queued) []transport.Queued {
 	return q
 }
 
+func (s *scenario) traceMsg(what string, m transport.Queued) {
+	h := fnv.New64a()
+	h.Write(m.Body)
+	fmt.Fprintf(&s.trace, "%s %s %s %s %x\n", s.clock(), what, s.describe(m), typeName(m.Type), h.Sum64())
+}
+
 // dispatch delivers a message, or drops it if a rule says so.
 func (s *scenario) dispatch(m transport.Queued, rules, print bool) {
 	s.step++
@@ -330,6 +373,7 @@ func (s *scenario) dispatch(m transport.Queued, rules, print bool) {
 					r.left--
 				}
 				s.net.Drop(m.Seq)
+				s.traceMsg("drop", m)
 				if print {
 					s.printf("%s DROPPED (%s)", s.describe(m), r.why)
 				}
@@ -338,6 +382,7 @@ func (s *scenario) dispatch(m transport.Queued, rules, print bool) {
 		}
 	}
 	s.net.Deliver(m.Seq)
+	s.traceMsg("deliver", m)
 	if print && !background(m) {
 		s.printf("%s", s.describe(m))
 	}
@@ -372,6 +417,9 @@ func (s *scenario) drain(advance, print bool) {
 
 func (s *scenario) expireNext(print bool) bool {
 	p, ok := s.net.ExpireNext()
+	if ok {
+		fmt.Fprintf(&s.trace, "%s expire %d->%d %s\n", s.clock(), s.nodeOf(p.From), s.nodeOf(p.To), typeName(p.Type))
+	}
 	if ok && print && coordinator.IsCoordinatorType(p.Type) {
 		s.printf("%d->%d %s TIMEOUT at %s", s.nodeOf(p.From), s.nodeOf(p.To), typeName(p.Type), s.clock())
 	}
@@ -458,9 +506,11 @@ func (s *scenario) stepQueued(c *scriptCmd) {
 			s.collect()
 		case "drop-queued":
 			s.net.Drop(m.Seq)
+			s.traceMsg("drop", m)
 			s.printf("%s DROPPED", s.describe(m))
 		case "dup":
 			s.net.Duplicate(m.Seq)
+			s.traceMsg("dup", m)
 			s.printf("%s DUPLICATED", s.describe(m))
 		}
 	}
@@ -493,6 +543,19 @@ func (s *scenario) cluster(c *scriptCmd) {
 		}
 		b, _ := json.Marshal([]int64{tok})
 		if err := os.WriteFile(filepath.Join(s.cfgs[i-1].DataDirectory, "tokens.json"), b, 0o644); err != nil {
+			s.t.Fatal(err)
+		}
+		// A host id from the seed (the replica keeps the one it finds):
+		// gossip orders its peers by host id.
+		var id [16]byte
+		binary.BigEndian.PutUint64(id[:], s.seed)
+		binary.BigEndian.PutUint64(id[8:], uint64(i)*0x9e3779b97f4a7c15)
+		h := fnv.New128a()
+		h.Write(id[:])
+		h.Sum(id[:0])
+		id[6] = id[6]&0x0f | 0x40
+		id[8] = id[8]&0x3f | 0x80
+		if err := os.WriteFile(filepath.Join(s.cfgs[i-1].DataDirectory, "host_id"), []byte(hex.EncodeToString(id[:])+"\n"), 0o644); err != nil {
 			s.t.Fatal(err)
 		}
 		s.nodes = append(s.nodes, nil)
