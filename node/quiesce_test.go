@@ -46,17 +46,20 @@ func busyGoroutine() string {
 }
 
 // waitQuiescent waits until no goroutine of the process can make progress
-// without the test's next step (two snapshots in a row, with a yield
-// between, find none busy). The stepped scenario tests use it between
-// steps: with no background loops and the network stepped, a quiescent
-// process does nothing until the test acts (real-time timers excepted,
-// which the scenarios set to hours). The 30 s bound is a safety net, never
-// an assertion: it reports a goroutine that never settles.
-func waitQuiescent(t testing.TB) {
+// without the test's next step: three snapshots in a row, a little apart,
+// find none busy. The stepped scenario tests use it between steps: with no
+// background loops and the network stepped, a quiescent process does
+// nothing until the test acts (real-time timers excepted, which the
+// scenarios set to hours). The 30 s bound is a safety net, never an
+// assertion: it reports a goroutine that never settles.
+func waitQuiescent(t testing.TB) { settle(t, 3, 100*time.Microsecond) }
+
+// settle waits for n quiet snapshots in a row, pause apart.
+func settle(t testing.TB, n int, pause time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	quiet := 0
-	for quiet < 2 {
+	for quiet < n {
 		if g := busyGoroutine(); g != "" {
 			quiet = 0
 			if time.Now().After(deadline) {
@@ -67,6 +70,7 @@ func waitQuiescent(t testing.TB) {
 		}
 		quiet++
 		runtime.Gosched()
+		time.Sleep(pause)
 	}
 }
 
