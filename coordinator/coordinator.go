@@ -109,6 +109,10 @@ type Config struct {
 	// Now is the clock the coordinator reads (delete timestamps); default
 	// time.Now. Tests inject virtual time.
 	Now func() time.Time
+	// WithTimeout makes the contexts of the coordinator's timeouts (counter
+	// writes, reads, handoff exchanges); default context.WithTimeout. Tests
+	// inject contexts that end on virtual time.
+	WithTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
 	// IDs is the source of handoff participants' random ids; default
 	// crypto/rand. It must be safe for concurrent use.
 	IDs    io.Reader
@@ -168,6 +172,9 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.New(rand.NewPCG(uint64(cfg.Now().UnixNano()), 0x5eed))
+	}
+	if cfg.WithTimeout == nil {
+		cfg.WithTimeout = context.WithTimeout
 	}
 	if cfg.IDs == nil {
 		cfg.IDs = crand.Reader
@@ -252,7 +259,7 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u replica.Update, cl Con
 		return err
 	}
 	leader := c.chooseLeader(u.Table, live)
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 	defer cancel()
 	if leader.ID == c.cfg.Cluster.Self().ID {
 		return c.countTimeout(c.lead(ctx, counterWrite{cl: cl, localDC: req.localDC, u: u}))
@@ -309,7 +316,7 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 	remotes := 0
 	// Replication outlives the answer: once the level is met the leader
 	// answers, and the other replicas still get the shard (or a hint).
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
+	rctx, rcancel := c.cfg.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
 	var wg sync.WaitGroup
 	for _, e := range natural {
 		if e.ID == self.ID {
@@ -393,7 +400,7 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		if err != nil {
 			return transport.Message{}, err
 		}
-		ctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+		ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 		defer cancel()
 		return transport.Message{Type: TypeCounterWrite, Body: encodeResult(c.lead(ctx, w))}, nil
 	case TypeMutation:

@@ -62,6 +62,9 @@ type Options struct {
 	// failure detector and generation, delete timestamps); default
 	// time.Now. Tests inject virtual time.
 	Clock func() time.Time
+	// WithTimeout makes the coordinator's timeout contexts; default
+	// context.WithTimeout. Tests pass a stepped network's Timeouts.
+	WithTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
 	// Stepped starts none of the node's background loops (gossip rounds,
 	// hint delivery, handoff anti-entropy, load reports): the test drives
 	// them (Gossip().Round, Hints().Deliver) so that nothing happens
@@ -180,7 +183,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	n.coord, err = coordinator.New(coordinator.Config{
 		Cluster: n.view, Tables: n.schema, Store: rep, Transport: n.tr, Hints: n.hints,
 		LeaderRule: rule, CounterWriteTimeout: ms(cfg.CounterWriteTimeoutMS), ReadTimeout: ms(cfg.ReadTimeoutMS),
-		Rand: rand.New(rand.NewPCG(opts.Seed, 0x1ead)), Now: opts.Clock, IDs: ids, Logger: logger,
+		Rand: rand.New(rand.NewPCG(opts.Seed, 0x1ead)), Now: opts.Clock, IDs: ids, WithTimeout: opts.WithTimeout, Logger: logger,
 	})
 	if err != nil {
 		return fail(err)

@@ -115,10 +115,12 @@ func TestScenarioReplay(t *testing.T) {
 var scenarioStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const (
-	// scenarioTimeout is the virtual timeout of every request.
-	scenarioTimeout = 5 * time.Second
-	// forever is the real-time bound of the nodes' own timers (request
-	// contexts, gossip exchanges): no scenario comes near it.
+	// scenarioTimeoutMS is the counter write and read timeout, on the
+	// virtual clock: the coordinators' timeout contexts come from the
+	// network's Timeouts.
+	scenarioTimeoutMS = 5000
+	// forever is the real-time bound of the nodes' other timers (gossip
+	// exchanges, hint replays): no scenario comes near it.
 	forever = time.Hour
 )
 
@@ -311,6 +313,14 @@ func kindName(k transport.Kind) string {
 // which the harness delivers without rules or trace.
 func background(m transport.Queued) bool { return !coordinator.IsCoordinatorType(m.Type) }
 
+func (s *scenario) addr(i int) transport.Addr {
+	d, err := s.cfgs[i-1].withDefaults()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return transport.Addr(d.PeerAddr())
+}
+
 func (s *scenario) nodeOf(a transport.Addr) int {
 	for i, c := range s.cfgs {
 		if d, err := c.withDefaults(); err == nil && string(a) == d.PeerAddr() {
@@ -423,13 +433,21 @@ func (s *scenario) drain(advance, print bool) {
 
 func (s *scenario) expireNext(print bool) bool {
 	p, ok := s.net.ExpireNext()
-	if ok {
-		fmt.Fprintf(&s.trace, "%s expire %d->%d %s\n", s.clock(), s.nodeOf(p.From), s.nodeOf(p.To), typeName(p.Type))
+	if !ok {
+		return false
 	}
-	if ok && print && coordinator.IsCoordinatorType(p.Type) {
-		s.printf("%d->%d %s TIMEOUT at %s", s.nodeOf(p.From), s.nodeOf(p.To), typeName(p.Type), s.clock())
+	var what string
+	switch {
+	case p.Timer > 0:
+		what = fmt.Sprintf("n%d: a %s timeout fires at %s", s.nodeOf(p.From), p.Timer, s.clock())
+	case coordinator.IsCoordinatorType(p.Type):
+		what = fmt.Sprintf("%d->%d %s TIMEOUT at %s", s.nodeOf(p.From), s.nodeOf(p.To), typeName(p.Type), s.clock())
 	}
-	return ok
+	fmt.Fprintf(&s.trace, "%s expire %d->%d %s %s\n", s.clock(), s.nodeOf(p.From), s.nodeOf(p.To), typeName(p.Type), p.Timer)
+	if print && what != "" {
+		s.printf("%s", what)
+	}
+	return true
 }
 
 // expireDue expires every request whose deadline passed, one at a time.
@@ -533,7 +551,7 @@ func (s *scenario) stepQueued(c *scriptCmd) {
 
 func (s *scenario) cluster(c *scriptCmd) {
 	n, rf := s.intArg(c, "n", 3), s.intArg(c, "rf", 3)
-	s.net = transport.NewSteppedNetwork(s.seed, scenarioStart, scenarioTimeout)
+	s.net = transport.NewSteppedNetwork(s.seed, scenarioStart, 0)
 	for i := 1; i <= n; i++ {
 		s.cfgs = append(s.cfgs, Config{
 			DataDirectory:         filepath.Join(s.dir, fmt.Sprintf("node%d", i)),
@@ -542,8 +560,8 @@ func (s *scenario) cluster(c *scriptCmd) {
 			NumTokens:             1,
 			GossipIntervalMS:      int(forever / time.Millisecond),
 			PhiConvictThreshold:   1e9, // the scenarios convict nodes themselves
-			CounterWriteTimeoutMS: int(forever / time.Millisecond),
-			ReadTimeoutMS:         int(forever / time.Millisecond),
+			CounterWriteTimeoutMS: scenarioTimeoutMS,
+			ReadTimeoutMS:         scenarioTimeoutMS,
 			CommitLogSync:         "batch",
 			CounterLeader:         c.arg("leader", "first"),
 			StartNativeTransport:  new(bool),
@@ -624,7 +642,7 @@ func countUp(nd *Node) int {
 func (s *scenario) start(i int) {
 	nd, err := Start(s.cfgs[i-1], Options{
 		Listen: s.net.Listen, Logger: quiet(), Seed: s.seed + uint64(i),
-		Clock: s.net.Now, Stepped: true,
+		Clock: s.net.Now, WithTimeout: s.net.Timeouts(s.addr(i)), Stepped: true,
 	})
 	if err != nil {
 		s.t.Fatalf("start node %d: %v", i, err)

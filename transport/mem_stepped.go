@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -60,12 +61,15 @@ type Queued struct {
 	Body []byte
 }
 
-// Pending is a request waiting for its response in a stepped network.
+// Pending is a request waiting for its response in a stepped network, or
+// a virtual timer (see Timeouts).
 type Pending struct {
-	Seq      uint64 // the request message's Seq
-	From, To Addr
+	Seq      uint64 // the request message's Seq, or the timer's number
+	From, To Addr   // a timer's From is its owner; To is empty
 	Type     Type
 	Deadline time.Time // on the virtual clock
+	// Timer is the timeout of a context made by Timeouts (0: a request).
+	Timer time.Duration
 }
 
 // steppedState is the part of a MemNetwork used in stepped mode; n.mu
@@ -75,6 +79,13 @@ type steppedState struct {
 	timeout time.Duration
 	nextSeq uint64
 	queue   []*envelope
+	timers  map[uint64]*vtimer
+}
+
+// vtimer is a context that ends on the virtual clock.
+type vtimer struct {
+	info   Pending
+	cancel context.CancelCauseFunc
 }
 
 // NewSteppedNetwork returns a network in stepped mode (see Queued): its
@@ -85,7 +96,7 @@ type steppedState struct {
 // beyond the scenario's length.
 func NewSteppedNetwork(seed uint64, start time.Time, timeout time.Duration) *MemNetwork {
 	n := NewMemNetwork(seed)
-	n.step = &steppedState{now: start, timeout: timeout}
+	n.step = &steppedState{now: start, timeout: timeout, timers: make(map[uint64]*vtimer)}
 	return n
 }
 
@@ -98,6 +109,35 @@ func (n *MemNetwork) Now() time.Time {
 		return time.Now()
 	}
 	return n.step.now
+}
+
+// Timeouts returns owner's context.WithTimeout on the network's clock: on a
+// stepped network the context ends (with cause context.DeadlineExceeded;
+// Err is context.Canceled) when ExpireNext fires it, once the virtual clock
+// has passed its deadline; otherwise it is context.WithTimeout. The
+// contexts' Deadline is the parent's: code that reads it sees no virtual
+// deadline.
+func (n *MemNetwork) Timeouts(owner Addr) func(context.Context, time.Duration) (context.Context, context.CancelFunc) {
+	if n.step == nil {
+		return context.WithTimeout
+	}
+	return func(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithCancelCause(parent)
+		n.mu.Lock()
+		n.step.nextSeq++
+		seq := n.step.nextSeq
+		n.step.timers[seq] = &vtimer{
+			info:   Pending{Seq: seq, From: owner, Deadline: n.step.now.Add(d), Timer: d},
+			cancel: cancel,
+		}
+		n.mu.Unlock()
+		return ctx, func() {
+			n.mu.Lock()
+			delete(n.step.timers, seq)
+			n.mu.Unlock()
+			cancel(context.Canceled)
+		}
+	}
 }
 
 // Advance moves the virtual clock forward by d. It expires nothing: see
@@ -209,8 +249,9 @@ func (n *MemNetwork) Duplicate(seq uint64) uint64 {
 	return dup.seq
 }
 
-// PendingRequests returns the requests waiting for a response, by virtual
-// deadline then Seq.
+// PendingRequests returns the requests waiting for a response and the
+// running virtual timers, by virtual deadline then Seq (requests without a
+// virtual deadline last).
 func (n *MemNetwork) PendingRequests() []Pending {
 	n.mu.RLock()
 	n.mustStep()
@@ -218,8 +259,11 @@ func (n *MemNetwork) PendingRequests() []Pending {
 	for _, e := range n.eps {
 		eps = append(eps, e)
 	}
-	n.mu.RUnlock()
 	var out []Pending
+	for _, t := range n.step.timers {
+		out = append(out, t.info)
+	}
+	n.mu.RUnlock()
 	for _, e := range eps {
 		e.mu.Lock()
 		for _, cl := range e.pending {
@@ -228,23 +272,40 @@ func (n *MemNetwork) PendingRequests() []Pending {
 		e.mu.Unlock()
 	}
 	slices.SortFunc(out, func(a, b Pending) int {
+		if a.Deadline.IsZero() != b.Deadline.IsZero() {
+			if a.Deadline.IsZero() {
+				return 1
+			}
+			return -1
+		}
 		if c := a.Deadline.Compare(b.Deadline); c != 0 {
 			return c
 		}
-		return int(a.Seq) - int(b.Seq)
+		return cmp.Compare(a.Seq, b.Seq)
 	})
 	return out
 }
 
-// ExpireNext fails the pending request with the earliest virtual deadline
-// not after Now (ties: the earliest sent) with ErrTimeout, and returns it;
-// false if none is due. Expiring one at a time lets the test wait for the
-// system to settle between expiries.
+// ExpireNext fires the virtual timer or fails the pending request (with
+// ErrTimeout) whose virtual deadline is the earliest not after Now (ties:
+// the earliest made), and returns it; false if none is due. Expiring one at
+// a time lets the test wait for the system to settle between expiries.
 func (n *MemNetwork) ExpireNext() (Pending, bool) {
 	now := n.Now()
 	for _, p := range n.PendingRequests() {
 		if p.Deadline.IsZero() || p.Deadline.After(now) {
 			continue
+		}
+		if p.Timer > 0 {
+			n.mu.Lock()
+			t := n.step.timers[p.Seq]
+			delete(n.step.timers, p.Seq)
+			n.mu.Unlock()
+			if t == nil {
+				continue // cancelled meanwhile
+			}
+			t.cancel(context.DeadlineExceeded)
+			return p, true
 		}
 		n.mu.RLock()
 		e := n.eps[p.From]

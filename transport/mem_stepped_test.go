@@ -111,3 +111,33 @@ func TestSteppedDuplicate(t *testing.T) {
 		}
 	}
 }
+
+func TestSteppedTimeouts(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	n := NewSteppedNetwork(testseed.Seed(t), start, 0)
+	withTimeout := n.Timeouts(tA)
+	ctx, cancel := withTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	other, cancelOther := withTimeout(context.Background(), time.Second)
+	cancelOther() // a cancelled timer leaves the list
+	if other.Err() == nil {
+		t.Fatal("cancel did not end the context")
+	}
+	if p := n.PendingRequests(); len(p) != 1 || p[0].Timer != 5*time.Second || p[0].From != tA {
+		t.Fatalf("pending %+v, want the 5 s timer", p)
+	}
+	n.Advance(4 * time.Second)
+	if _, ok := n.ExpireNext(); ok || ctx.Err() != nil {
+		t.Fatal("the timer fired before its virtual deadline")
+	}
+	n.Advance(time.Second)
+	if p, ok := n.ExpireNext(); !ok || p.Timer != 5*time.Second {
+		t.Fatalf("ExpireNext = %+v, %v; want the timer", p, ok)
+	}
+	if ctx.Err() == nil || !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		t.Fatalf("ctx %v, cause %v; want ended by DeadlineExceeded", ctx.Err(), context.Cause(ctx))
+	}
+	if len(n.PendingRequests()) != 0 {
+		t.Fatal("a fired timer is still listed")
+	}
+}
