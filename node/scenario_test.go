@@ -30,9 +30,13 @@ import (
 // TestScenarios runs the scripts in testdata/scenarios on a cluster of
 // nodes in stepped mode (Options.Stepped) on a stepped in-memory network
 // (transport.NewSteppedNetwork): nothing moves between the script's steps,
-// every coordinator message is delivered (or dropped) by the harness one at
-// a time, with the process quiescent between deliveries, and requests time
-// out on the network's virtual clock, which is also every node's clock.
+// every message is delivered (or dropped) by the harness one at a time,
+// with the process quiescent between deliveries (waitQuiescent), and the
+// coordinators' timeouts are contexts on the network's virtual clock
+// (MemNetwork.Timeouts), which is also every node's clock. Messages queued
+// together are delivered in a canonical order (see ordered); the clock
+// moves only when nothing is queued and an operation still waits, to the
+// next timeout, one timeout at a time.
 //
 // Commands (node numbers are 1-based; k=v arguments):
 //
@@ -51,8 +55,8 @@ import (
 //	drop-queued [from=] [to=] [type=] [kind=] [n=]
 //	dup [from=] [to=] [type=] [kind=]  duplicates the first match
 //	stabilize                          delivers until nothing is queued
-//	tick d=5s                          advances the virtual clock, failing
-//	                                   the requests whose timeout passed
+//	tick d=5s                          advances the virtual clock, firing
+//	                                   the timeouts that passed
 //	run                                stabilize and tick until every
 //	                                   started operation has finished
 //	crash node=2                       stops the node without shutdown
@@ -64,7 +68,8 @@ import (
 // A synchronous write, read or deliver-hints runs to completion (run). The
 // trace lists coordinator messages only: gossip and schema traffic is
 // delivered in the background of cluster and restart, never dropped, never
-// printed. The ring is fixed (one token per node, evenly spaced), and the
+// printed (a partition does not cut gossip: liveness is the script's, by
+// convict and restart). The ring is fixed (one token per node, evenly spaced), and the
 // leader rule defaults to first, so a script's output does not depend on
 // the seed, which varies (IDEMKV_SEED replays one).
 func TestScenarios(t *testing.T) {
