@@ -95,12 +95,17 @@ func newScenario(t *testing.T, seed uint64) *scenario {
 // harness is deterministic, not only the scripts' printed outcomes.
 func TestScenarioReplay(t *testing.T) {
 	seed := testseed.Seed(t)
-	for _, name := range []string{"fbf_leader_crash", "stepped_delivery", "partition_heals"} {
+	files, err := filepath.Glob(filepath.Join("testdata", "scenarios", "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenario scripts: %v", err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".txt")
 		t.Run(name, func(t *testing.T) {
 			var traces [2]string
 			for i := range traces {
 				s := newScenario(t, seed)
-				runScript(t, filepath.Join("testdata", "scenarios", name+".txt"), s.do)
+				runScript(t, f, s.do)
 				s.crashAll()
 				traces[i] = s.trace.String()
 			}
