@@ -56,7 +56,8 @@ type Options struct {
 	Listen ListenFunc // default: transport.ListenTCP
 	Logger *slog.Logger
 	// Seed seeds token choice, gossip peer choice, leader choice and, when
-	// set, handoff participant ids; 0 = from the clock (and crypto/rand ids).
+	// set, handoff participant ids (with the start time on Clock, so that a
+	// restart draws new ones); 0 = from the clock (and crypto/rand ids).
 	Seed uint64
 	// Clock is the node's clock (cell timestamps, FBF filters, gossip's
 	// failure detector and generation, delete timestamps); default
@@ -111,7 +112,9 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	}
 	var ids io.Reader // nil: the coordinator's default, crypto/rand
 	if opts.Seed != 0 {
-		ids = newSeededReader(opts.Seed)
+		// The start time too: a restart with the same seed must not
+		// reuse the ids of the previous run.
+		ids = newSeededReader(opts.Seed, uint64(opts.Clock().UnixNano()))
 	} else {
 		opts.Seed = uint64(opts.Clock().UnixNano())
 	}
@@ -237,11 +240,12 @@ type seededReader struct {
 	r  *rand.ChaCha8
 }
 
-func newSeededReader(seed uint64) *seededReader {
+func newSeededReader(seed, start uint64) *seededReader {
 	var s [32]byte
-	for i := range 4 {
-		binary.LittleEndian.PutUint64(s[8*i:], seed+uint64(i)*0x9e3779b97f4a7c15)
-	}
+	binary.LittleEndian.PutUint64(s[0:], seed)
+	binary.LittleEndian.PutUint64(s[8:], start)
+	binary.LittleEndian.PutUint64(s[16:], seed^0x9e3779b97f4a7c15)
+	binary.LittleEndian.PutUint64(s[24:], start^0xbf58476d1ce4e5b9)
 	return &seededReader{r: rand.NewChaCha8(s)}
 }
 
