@@ -60,8 +60,8 @@ func (c *Coordinator) PeerUp(ctx context.Context, hostID string) {
 			delete(c.catchUp, hostID)
 			c.catchUpMu.Unlock()
 		}()
-		deadline := time.Now().Add(catchUpBound(c.cfg.CounterWriteTimeout))
-		for time.Now().Before(deadline) {
+		deadline := c.cfg.Now().Add(catchUpBound(c.cfg.CounterWriteTimeout))
+		for c.cfg.Now().Before(deadline) {
 			if c.cfg.Cluster.IsUp(hostID) {
 				err := c.pullHints(ctx, hostID)
 				if err == nil {
@@ -107,7 +107,7 @@ func (c *Coordinator) catchingUp() bool {
 	if len(c.catchUp) == 0 {
 		return false
 	}
-	if time.Since(c.started) < catchUpDiscovery {
+	if c.cfg.Now().Sub(c.started) < catchUpDiscovery {
 		return true
 	}
 	for peer := range c.catchUp {
@@ -125,7 +125,7 @@ func (c *Coordinator) pullHints(ctx context.Context, hostID string) error {
 	}
 	e := newEnc()
 	e.str(c.cfg.Cluster.Self().ID)
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 	defer cancel()
 	_, err := c.cfg.Transport.Request(rctx, addr, transport.Message{Type: TypeHintPull, Body: e.b})
 	return err

@@ -10,8 +10,10 @@ package coordinator
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -123,8 +125,18 @@ type Config struct {
 	CounterWriteTimeout time.Duration
 	// ReadTimeout bounds a read (read_request_timeout_in_ms, default 5 s).
 	ReadTimeout time.Duration
-	// Rand chooses random leaders; default a time-seeded source.
-	Rand   *rand.Rand
+	// Rand chooses random leaders; default a source seeded from Now.
+	Rand *rand.Rand
+	// Now is the clock the coordinator reads (delete timestamps); default
+	// time.Now. Tests inject virtual time.
+	Now func() time.Time
+	// WithTimeout makes the contexts of the coordinator's timeouts (counter
+	// writes, reads, handoff exchanges); default context.WithTimeout. Tests
+	// inject contexts that end on virtual time.
+	WithTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
+	// IDs is the source of handoff participants' random ids; default
+	// crypto/rand. It must be safe for concurrent use.
+	IDs    io.Reader
 	Logger *slog.Logger
 }
 
@@ -195,13 +207,22 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = 5 * time.Second
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Rand == nil {
-		cfg.Rand = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x5eed))
+		cfg.Rand = rand.New(rand.NewPCG(uint64(cfg.Now().UnixNano()), 0x5eed))
+	}
+	if cfg.WithTimeout == nil {
+		cfg.WithTimeout = context.WithTimeout
+	}
+	if cfg.IDs == nil {
+		cfg.IDs = crand.Reader
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Coordinator{cfg: cfg, logger: cfg.Logger, started: time.Now()}, nil
+	return &Coordinator{cfg: cfg, logger: cfg.Logger, started: cfg.Now()}, nil
 }
 
 // Stats returns the running counts.
@@ -279,7 +300,7 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u replica.Update, cl Con
 		c.stats.unavailable.Add(1)
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 	defer cancel()
 	w := counterWrite{cl: cl, localDC: req.localDC, u: u}
 	// A leader whose cell holds an update in doubt (it restarted after an
@@ -397,7 +418,7 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 	remotes := 0
 	// Replication outlives the answer: once the level is met the leader
 	// answers, and the other replicas still get the shard (or a hint).
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
+	rctx, rcancel := c.cfg.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
 	var wg sync.WaitGroup
 	for _, e := range natural {
 		if e.ID == self.ID {
@@ -481,7 +502,7 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		if err != nil {
 			return transport.Message{}, err
 		}
-		ctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+		ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 		defer cancel()
 		return transport.Message{Type: TypeCounterWrite, Body: encodeResult(c.lead(ctx, w))}, nil
 	case TypeMutation:
@@ -507,7 +528,7 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		if err != nil {
 			return transport.Message{}, err
 		}
-		ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
+		ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
 		defer cancel()
 		r, found, err := c.readLocal(ctx, table, key)
 		if err != nil {

@@ -2,10 +2,10 @@ package coordinator
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -105,7 +105,7 @@ func (c *Coordinator) handoffExchange(ctx context.Context, table uint64, key []b
 		return nil, false, &UnavailableError{CL: One, Required: 1, Alive: 0}
 	}
 	live = tokenDestinationsFirst(live, in.TokenDestinations())
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 	defer cancel()
 	var last error
 	for _, e := range live {
@@ -202,12 +202,12 @@ func (c *Coordinator) HandoffIncrement(ctx context.Context, table uint64, key []
 		return nil
 	}
 	var id handoff.ID
-	if _, err := rand.Read(id[:]); err != nil {
+	if _, err := io.ReadFull(c.cfg.IDs, id[:]); err != nil {
 		return err
 	}
 	p := handoff.NewCounter(id, 1)
 	p.Add(n)
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 	defer cancel()
 	// touched: some replica may have received the participant's state;
 	// failed: one may have kept a slot for it without the answer arriving.
@@ -268,11 +268,11 @@ func (c *Coordinator) retireParticipant(ctx context.Context, table uint64, key [
 	go func() {
 		// Several attempts, each bounded by a fraction of the budget: a lost
 		// message must not use it all.
-		ctx, cancel := context.WithTimeout(ctx, retireAttempts*c.cfg.CounterWriteTimeout/2)
+		ctx, cancel := c.cfg.WithTimeout(ctx, retireAttempts*c.cfg.CounterWriteTimeout/2)
 		defer cancel()
 		pause := 20 * time.Millisecond
 		for ctx.Err() == nil {
-			actx, acancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout/2)
+			actx, acancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout/2)
 			_, err := c.HandoffExchange(actx, table, key, column, b)
 			acancel()
 			if err == nil {
@@ -409,7 +409,7 @@ func (c *Coordinator) syncWith(ctx context.Context, h HandoffStore, cell replica
 	if !ok {
 		return transport.ErrUnreachable
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 	defer cancel()
 	c.stats.handoffSyncMessages.Add(1)
 	c.stats.handoffSyncBytes.Add(uint64(len(view)))

@@ -47,7 +47,7 @@ func (c *Coordinator) ResolveInDoubt(ctx context.Context) int {
 	if !ok {
 		return 0
 	}
-	c.resolverStart.CompareAndSwap(nil, time.Now())
+	c.resolverStart.CompareAndSwap(nil, c.cfg.Now())
 	var (
 		mu        sync.Mutex
 		remaining int
@@ -86,7 +86,7 @@ func (c *Coordinator) resolveOne(ctx context.Context, st inDoubtStore, op replic
 		return err
 	}
 	want := s.ReplicationFactor()
-	if time.Since(c.resolverStart.Load().(time.Time)) > InDoubtGrace {
+	if c.cfg.Now().Sub(c.resolverStart.Load().(time.Time)) > InDoubtGrace {
 		want = min(want, len(c.cfg.Cluster.Metadata().Endpoints()))
 	}
 	if len(natural) < want {
@@ -105,7 +105,7 @@ func (c *Coordinator) resolveOne(ctx context.Context, st inDoubtStore, op replic
 		if !ok {
 			return fmt.Errorf("replica %s has no address", e.ID)
 		}
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
+		rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
 		resp, err := c.cfg.Transport.Request(rctx, addr, transport.Message{Type: TypeOpStatus, Body: encodeOpStatusRequest(op)})
 		cancel()
 		if err != nil {
@@ -131,7 +131,7 @@ func (c *Coordinator) resolveOne(ctx context.Context, st inDoubtStore, op replic
 	// Every other replica gets the decision and the op id (a hint if it
 	// cannot be reached), so that no filter can miss the op any more.
 	acks := make(chan string, len(natural))
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
+	rctx, rcancel := c.cfg.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
 	defer rcancel()
 	var wg sync.WaitGroup
 	for _, e := range natural {
@@ -155,7 +155,7 @@ func (c *Coordinator) RunInDoubtResolver(ctx context.Context, interval time.Dura
 	if !ok || len(st.InDoubt()) == 0 {
 		return
 	}
-	c.resolverStart.Store(time.Now())
+	c.resolverStart.Store(c.cfg.Now())
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {

@@ -60,7 +60,7 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 		c.stats.unavailable.Add(1)
 		return row.Row{}, false, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
+	ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
 	defer cancel()
 
 	// Candidates in preference order: this node, then ring order; only the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"sync"
-	"time"
 
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
@@ -112,7 +111,7 @@ func (c *Coordinator) Scan(ctx context.Context, table uint64, after *row.Key, li
 	if limit <= 0 {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
+	ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
 	defer cancel()
 	m := c.cfg.Cluster.Metadata()
 	start := int64(math.MinInt64)
@@ -305,16 +304,16 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 		c.stats.unavailable.Add(1)
 		return err
 	}
-	ts := time.Now().UnixMicro()
+	ts := c.cfg.Now().UnixMicro()
 	var muts []replica.Mutation
 	for _, col := range columns {
 		muts = append(muts, replica.Mutation{Table: table, Key: key, Cell: row.Cell{Column: col, Timestamp: ts, Tombstone: true}})
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
+	ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
 	defer cancel()
 	// The tombstones reach every replica (or become hints) even after the
 	// level is met and the caller has its answer.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReadTimeout)
+	rctx, rcancel := c.cfg.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReadTimeout)
 	var wg sync.WaitGroup
 	self := c.cfg.Cluster.Self()
 	acks := make(chan string, len(natural))

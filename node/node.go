@@ -36,11 +36,14 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -83,7 +86,22 @@ type ListenFunc func(addr transport.Addr, h transport.Handler) (transport.Transp
 type Options struct {
 	Listen ListenFunc // default: transport.ListenTCP
 	Logger *slog.Logger
-	Seed   uint64 // seeds token choice and leader choice; 0 = from the clock
+	// Seed seeds token choice, gossip peer choice, leader choice and, when
+	// set, handoff participant ids (with the start time on Clock, so that a
+	// restart draws new ones); 0 = from the clock (and crypto/rand ids).
+	Seed uint64
+	// Clock is the node's clock (cell timestamps, FBF filters, gossip's
+	// failure detector and generation, delete timestamps); default
+	// time.Now. Tests inject virtual time.
+	Clock func() time.Time
+	// WithTimeout makes the coordinator's timeout contexts; default
+	// context.WithTimeout. Tests pass a stepped network's Timeouts.
+	WithTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
+	// Stepped starts none of the node's background loops (gossip rounds,
+	// hint delivery, handoff anti-entropy, load reports): the test drives
+	// them (Gossip().Round, Hints().Deliver) so that nothing happens
+	// between its steps. Timers of requests in flight still run.
+	Stepped bool
 	// WrapExecutor, when set, wraps the CQL executor: a seam for tests that
 	// inject faults between the protocol and the statements.
 	WrapExecutor func(cql.Executor) cql.Executor
@@ -121,8 +139,16 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Seed == 0 {
-		opts.Seed = uint64(time.Now().UnixNano())
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	var ids io.Reader // nil: the coordinator's default, crypto/rand
+	if opts.Seed != 0 {
+		// The start time too: a restart with the same seed must not
+		// reuse the ids of the previous run.
+		ids = newSeededReader(opts.Seed, uint64(opts.Clock().UnixNano()))
+	} else {
+		opts.Seed = uint64(opts.Clock().UnixNano())
 	}
 	if opts.Listen == nil {
 		opts.Listen = func(a transport.Addr, h transport.Handler) (transport.Transport, error) {
@@ -141,6 +167,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		MemtableFlushBytes:     int64(cfg.MemtableFlushMB) << 20,
 		CounterWriteTimeout:    ms(cfg.CounterWriteTimeoutMS),
 		HandoffNoticeRetention: ms(cfg.HandoffNoticeMS),
+		Now:                    opts.Clock,
 		Logger:                 logger,
 	})
 	if err != nil {
@@ -187,11 +214,11 @@ func Start(cfg Config, opts Options) (*Node, error) {
 			HostID: hostID, Addr: transport.Addr(cfg.PeerAddr()), CQLAddr: cfg.CQLAddr(),
 			DC: cfg.DC, Rack: cfg.Rack, Tokens: tokens, Status: gossip.StatusNormal,
 			SchemaVersion: n.schema.Version(), ReleaseVersion: ReleaseVersion,
-			Generation: time.Now().UnixNano(),
+			Generation: opts.Clock().UnixNano(),
 		},
 		Seeds: seeds, Transport: n.tr,
 		Interval: ms(cfg.GossipIntervalMS), PhiConvictThreshold: cfg.PhiConvictThreshold,
-		Rand: rand.New(rand.NewPCG(opts.Seed, 0x90551)), Logger: logger,
+		Rand: rand.New(rand.NewPCG(opts.Seed, 0x90551)), Now: opts.Clock, Logger: logger,
 	})
 	if err != nil {
 		return fail(err)
@@ -204,7 +231,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	n.coord, err = coordinator.New(coordinator.Config{
 		Cluster: n.view, Tables: n.schema, Store: rep, Transport: n.tr, Hints: n.hints,
 		LeaderRule: rule, LeaderRuleSet: cfg.CounterLeader != "", CounterWriteTimeout: ms(cfg.CounterWriteTimeoutMS), ReadTimeout: ms(cfg.ReadTimeoutMS),
-		Rand: rand.New(rand.NewPCG(opts.Seed, 0x1ead)), Logger: logger,
+		Rand: rand.New(rand.NewPCG(opts.Seed, 0x1ead)), Now: opts.Clock, IDs: ids, WithTimeout: opts.WithTimeout, Logger: logger,
 	})
 	if err != nil {
 		return fail(err)
@@ -235,6 +262,10 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		}
 	}
 	n.ready.Store(true)
+	if opts.Stepped {
+		logger.Info("node started (stepped)", "host_id", hostID, "peer", cfg.PeerAddr())
+		return n, nil
+	}
 	n.gossip.Start()
 	if len(rep.InDoubt()) > 0 {
 		n.hints.Pause()
@@ -275,6 +306,28 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	}()
 	logger.Info("node started", "host_id", hostID, "peer", cfg.PeerAddr(), "cql", cfg.CQLAddr(), "dc", cfg.DC, "rack", cfg.Rack, "tokens", len(tokens))
 	return n, nil
+}
+
+// seededReader is an io.Reader of pseudo-random bytes from a seed, safe for
+// concurrent use: handoff participant ids that replay with the seed.
+type seededReader struct {
+	mu sync.Mutex
+	r  *rand.ChaCha8
+}
+
+func newSeededReader(seed, start uint64) *seededReader {
+	var s [32]byte
+	binary.LittleEndian.PutUint64(s[0:], seed)
+	binary.LittleEndian.PutUint64(s[8:], start)
+	binary.LittleEndian.PutUint64(s[16:], seed^0x9e3779b97f4a7c15)
+	binary.LittleEndian.PutUint64(s[24:], start^0xbf58476d1ce4e5b9)
+	return &seededReader{r: rand.NewChaCha8(s)}
+}
+
+func (r *seededReader) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.r.Read(p)
 }
 
 // Coordinator is the node's counter coordinator.
@@ -577,6 +630,9 @@ type clusterView struct {
 	logger *slog.Logger
 	mu     sync.Mutex
 	meta   atomic.Pointer[ring.Metadata]
+	// heldDown (tests) holds nodes down whatever gossip says: the stepped
+	// scenario tests convict nodes without running the failure detector.
+	heldDown atomic.Pointer[map[string]bool]
 }
 
 func newClusterView(g *gossip.Gossiper, self ring.Endpoint, logger *slog.Logger) *clusterView {
@@ -605,7 +661,28 @@ func (v *clusterView) rebuild() {
 
 func (v *clusterView) Self() ring.Endpoint      { return v.self }
 func (v *clusterView) Metadata() *ring.Metadata { return v.meta.Load() }
-func (v *clusterView) IsUp(hostID string) bool  { return v.g.IsUp(hostID) }
+func (v *clusterView) IsUp(hostID string) bool {
+	if d := v.heldDown.Load(); d != nil && (*d)[hostID] {
+		return false
+	}
+	return v.g.IsUp(hostID)
+}
+
+// holdDown (tests) makes the view hold a node down (up false: releases it).
+func (v *clusterView) holdDown(hostID string, down bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	next := map[string]bool{}
+	if d := v.heldDown.Load(); d != nil {
+		maps.Copy(next, *d)
+	}
+	if down {
+		next[hostID] = true
+	} else {
+		delete(next, hostID)
+	}
+	v.heldDown.Store(&next)
+}
 func (v *clusterView) Addr(hostID string) (transport.Addr, bool) {
 	p, ok := v.g.Node(hostID)
 	return p.Addr, ok

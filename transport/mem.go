@@ -76,6 +76,9 @@ func (c *Counts) add(o Counts) {
 // link meets the same decisions for a given seed, however traffic on other
 // links is scheduled and whatever faults are later set. Message delivery is
 // FIFO per link unless a Delay, Jitter or Reorder fault says otherwise.
+//
+// A network made by NewSteppedNetwork delivers nothing by itself: the test
+// steps every delivery and a virtual clock (see mem_stepped.go).
 type MemNetwork struct {
 	seed uint64
 
@@ -86,7 +89,8 @@ type MemNetwork struct {
 	blocked   map[linkKey]bool
 	isolated  map[Addr]bool
 	onDeliver func(from, to Addr, m Message, isResponse bool) bool
-	tracing   bool // tests: record each link's decisions
+	tracing   bool          // tests: record each link's decisions
+	step      *steppedState // nil unless stepped; set at creation
 
 	statsMu sync.Mutex
 	stats   map[Type]*Counts
@@ -314,6 +318,7 @@ type envelope struct {
 	dst      *memEndpoint // the instance the message is for
 	src      *memEndpoint // for a request: the requesting instance
 	reorder  bool
+	seq      uint64 // stepped mode: the message's number
 }
 
 // decision is what a link decided for one message.
@@ -382,6 +387,16 @@ func (n *MemNetwork) send(env *envelope) {
 		}
 	})
 	if cut || d.Drop || env.dst == nil {
+		return
+	}
+	if n.step != nil {
+		n.enqueueStepped(env)
+		if d.Dup {
+			dup := *env
+			dup.seq = 0
+			dup.msg.Body = bytes.Clone(env.msg.Body)
+			n.enqueueStepped(&dup)
+		}
 		return
 	}
 	env.reorder = d.Reorder
@@ -489,8 +504,9 @@ type memEndpoint struct {
 }
 
 type memCall struct {
-	to *memEndpoint // the destination instance; nil behind a partition
-	ch chan result
+	to   *memEndpoint // the destination instance; nil behind a partition
+	ch   chan result
+	info Pending // stepped mode
 }
 
 func (e *memEndpoint) Addr() Addr { return e.addr }
@@ -531,6 +547,9 @@ func (e *memEndpoint) Request(ctx context.Context, to Addr, req Message) (Messag
 		return Message{}, err
 	}
 	cl := &memCall{to: dst, ch: make(chan result, 1)}
+	if e.n.step != nil {
+		cl.info = e.n.pendingInfo(e.addr, to, req.Type)
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -549,6 +568,7 @@ func (e *memEndpoint) Request(ctx context.Context, to Addr, req Message) (Messag
 	e.n.send(&envelope{
 		from: e.addr, to: to, kind: kindRequest, id: id, class: req.Type,
 		msg: Message{Type: req.Type, Body: bytes.Clone(req.Body)}, dst: dst, src: e,
+		seq: cl.info.Seq,
 	})
 	select {
 	case r := <-cl.ch:
