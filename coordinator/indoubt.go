@@ -36,33 +36,50 @@ type inDoubtStore interface {
 	ResolveInDoubt(op replica.InDoubtOp, keep bool) (replica.Mutation, error)
 }
 
-// ResolveInDoubt tries once to resolve every update the local replica
-// holds in doubt: it asks every other natural replica of the update's cell
-// what it knows of the op, decides with replica.Decide, settles the update
-// and sends the cell (with the op id) to the other replicas. An update
-// some natural replica of which is down or does not answer stays in doubt.
-// It returns how many remain.
+// ResolveInDoubt tries once to settle every update the local replica
+// holds in doubt, one cell at a time: it asks every other natural replica
+// of the cell what it knows of each op, decides each with replica.Decide,
+// settles them all, and only then sends the cell (once per op id, so that
+// every filter learns every op) to the other replicas. A cell's updates are
+// settled together because the cell carries all of them: sending it after
+// settling one would show the others to the replicas before they are
+// asked. A cell some natural replica of which is down or does not answer
+// stays in doubt. It returns how many updates remain.
 func (c *Coordinator) ResolveInDoubt(ctx context.Context) int {
 	st, ok := c.cfg.Store.(inDoubtStore)
 	if !ok {
 		return 0
 	}
 	c.resolverStart.CompareAndSwap(nil, c.cfg.Now())
+	type cellKey struct {
+		table uint64
+		key   string
+	}
+	cells := map[cellKey][]replica.InDoubtOp{}
+	var order []cellKey
+	for _, op := range st.InDoubt() {
+		k := cellKey{op.Table, string(op.Key)}
+		if _, ok := cells[k]; !ok {
+			order = append(order, k)
+		}
+		cells[k] = append(cells[k], op)
+	}
 	var (
 		mu        sync.Mutex
 		remaining int
 		wg        sync.WaitGroup
 		sem       = make(chan struct{}, inDoubtParallel)
 	)
-	for _, op := range st.InDoubt() {
+	for _, k := range order {
+		ops := cells[k]
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := c.resolveOne(ctx, st, op); err != nil {
-				c.logger.Debug("update in doubt not resolved yet", "table", op.Table, "op", fmt.Sprintf("%x", op.OpID), "err", err)
+			if err := c.resolveCell(ctx, st, ops); err != nil {
+				c.logger.Debug("updates in doubt not settled yet", "table", ops[0].Table, "updates", len(ops), "err", err)
 				mu.Lock()
-				remaining++
+				remaining += len(ops)
 				mu.Unlock()
 			}
 		}()
@@ -71,8 +88,9 @@ func (c *Coordinator) ResolveInDoubt(ctx context.Context) int {
 	return remaining
 }
 
-func (c *Coordinator) resolveOne(ctx context.Context, st inDoubtStore, op replica.InDoubtOp) error {
-	natural, _, _, err := c.placement(op.Table, op.Key, One)
+func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, ops []replica.InDoubtOp) error {
+	first := ops[0]
+	natural, _, _, err := c.placement(first.Table, first.Key, One)
 	if err != nil {
 		return err
 	}
@@ -81,7 +99,7 @@ func (c *Coordinator) resolveOne(ctx context.Context, st inDoubtStore, op replic
 	// op could be missing. It waits until it sees the replication factor,
 	// or, past a grace period, every endpoint it knows (a ring smaller than
 	// its replication factor).
-	s, err := c.cfg.Tables.Strategy(op.Table)
+	s, err := c.cfg.Tables.Strategy(first.Table)
 	if err != nil {
 		return err
 	}
@@ -93,7 +111,7 @@ func (c *Coordinator) resolveOne(ctx context.Context, st inDoubtStore, op replic
 		return fmt.Errorf("%d natural replicas known of %d", len(natural), want)
 	}
 	self := c.cfg.Cluster.Self().ID
-	answers := make([]replica.OpAnswer, 0, len(natural))
+	answers := make([][]replica.OpAnswer, len(ops))
 	for _, e := range natural {
 		if e.ID == self {
 			continue
@@ -105,46 +123,54 @@ func (c *Coordinator) resolveOne(ctx context.Context, st inDoubtStore, op replic
 		if !ok {
 			return fmt.Errorf("replica %s has no address", e.ID)
 		}
-		rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
-		resp, err := c.cfg.Transport.Request(rctx, addr, transport.Message{Type: TypeOpStatus, Body: encodeOpStatusRequest(op)})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("ask %s: %w", e.ID, err)
+		for i, op := range ops {
+			rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
+			resp, err := c.cfg.Transport.Request(rctx, addr, transport.Message{Type: TypeOpStatus, Body: encodeOpStatusRequest(op)})
+			cancel()
+			if err != nil {
+				return fmt.Errorf("ask %s: %w", e.ID, err)
+			}
+			a, err := decodeOpAnswer(resp.Body)
+			if err != nil {
+				return fmt.Errorf("answer of %s: %w", e.ID, err)
+			}
+			answers[i] = append(answers[i], a)
 		}
-		a, err := decodeOpAnswer(resp.Body)
+	}
+	var ms []replica.Mutation
+	for i, op := range ops {
+		keep, reason := replica.Decide(op, answers[i])
+		m, err := st.ResolveInDoubt(op, keep)
 		if err != nil {
-			return fmt.Errorf("answer of %s: %w", e.ID, err)
+			return err
 		}
-		answers = append(answers, a)
+		ms = append(ms, m)
+		c.logger.Info("update in doubt settled", "table", op.Table, "column", op.Column, "op", fmt.Sprintf("%x", op.OpID),
+			"delta", op.Delta, "kept", keep, "why", reason)
+		c.stats.inDoubtResolved.Add(1)
+		if !keep {
+			c.stats.inDoubtDropped.Add(1)
+		}
 	}
-	keep, reason := replica.Decide(op, answers)
-	m, err := st.ResolveInDoubt(op, keep)
-	if err != nil {
-		return err
-	}
-	c.logger.Info("update in doubt resolved", "table", op.Table, "column", op.Column, "op", fmt.Sprintf("%x", op.OpID),
-		"delta", op.Delta, "kept", keep, "why", reason)
-	c.stats.inDoubtResolved.Add(1)
-	if !keep {
-		c.stats.inDoubtDropped.Add(1)
-	}
-	// Every other replica gets the decision and the op id (a hint if it
-	// cannot be reached), so that no filter can miss the op any more.
-	acks := make(chan string, len(natural))
+	// Every other replica gets the settled cell with each op id (a hint if
+	// it cannot be reached), so that no filter can miss the ops any more.
+	final := ms[len(ms)-1].Cell
+	acks := make(chan string, 1)
 	rctx, rcancel := c.cfg.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
 	defer rcancel()
-	var wg sync.WaitGroup
-	for _, e := range natural {
-		if e.ID == self {
-			continue
+	// One at a time: this is a rare path, and a deterministic order lets a
+	// stepped test replay it.
+	for _, m := range ms {
+		if m.Cell.Column == final.Column {
+			m.Cell = final
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.replicate(rctx, e, m, acks)
-		}()
+		for _, e := range natural {
+			if e.ID != self {
+				c.replicate(rctx, e, m, acks)
+				<-acks
+			}
+		}
 	}
-	wg.Wait()
 	return nil
 }
 

@@ -98,9 +98,11 @@ type Options struct {
 	// context.WithTimeout. Tests pass a stepped network's Timeouts.
 	WithTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
 	// Stepped starts none of the node's background loops (gossip rounds,
-	// hint delivery, handoff anti-entropy, load reports): the test drives
-	// them (Gossip().Round, Hints().Deliver) so that nothing happens
-	// between its steps. Timers of requests in flight still run.
+	// hint delivery, hint pulls, the settling of updates in doubt,
+	// handoff anti-entropy, load reports): the test drives them
+	// (Gossip().Round, Hints().Deliver, Coordinator().ResolveInDoubt) so
+	// that nothing happens between its steps. Timers of requests in flight
+	// still run.
 	Stepped bool
 	// WrapExecutor, when set, wraps the CQL executor: a seam for tests that
 	// inject faults between the protocol and the statements.
@@ -112,6 +114,7 @@ type Node struct {
 	cfg     Config
 	logger  *slog.Logger
 	replica *replica.Replica
+	stepped bool // Options.Stepped
 	schema  *schema.Schema
 	tr      transport.Transport
 	gossip  *gossip.Gossiper
@@ -168,12 +171,13 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		CounterWriteTimeout:    ms(cfg.CounterWriteTimeoutMS),
 		HandoffNoticeRetention: ms(cfg.HandoffNoticeMS),
 		Now:                    opts.Clock,
+		IDs:                    ids,
 		Logger:                 logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: logger, replica: rep, events: &events{}}
+	n := &Node{cfg: cfg, logger: logger, replica: rep, events: &events{}, stepped: opts.Stepped}
 	fail := func(err error) (*Node, error) {
 		n.closeAll(true) // a replica with updates in doubt is not marked clean (see replica.Close)
 		return nil, err
@@ -240,8 +244,10 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	n.cancel = cancel
 	// The peers it remembers may hold hints for it: it pulls them before it
 	// leads an update with an op id (see coordinator.PeerUp).
-	for _, p := range n.gossip.Nodes() {
-		n.coord.PeerUp(ctx, p.HostID)
+	if !opts.Stepped {
+		for _, p := range n.gossip.Nodes() {
+			n.coord.PeerUp(ctx, p.HostID)
+		}
 	}
 	n.schema.OnChange(func(version string) {
 		n.gossip.UpdateSelf(func(s *gossip.NodeState) { s.SchemaVersion = version })
@@ -261,15 +267,17 @@ func Start(cfg Config, opts Options) (*Node, error) {
 			return fail(err)
 		}
 	}
+	if len(rep.InDoubt()) > 0 {
+		// Its hints of updates in doubt wait until those are settled (the
+		// resolver below, or the test of a stepped node, resumes them).
+		n.hints.Pause()
+	}
 	n.ready.Store(true)
 	if opts.Stepped {
 		logger.Info("node started (stepped)", "host_id", hostID, "peer", cfg.PeerAddr())
 		return n, nil
 	}
 	n.gossip.Start()
-	if len(rep.InDoubt()) > 0 {
-		n.hints.Pause()
-	}
 	n.bg.Add(5)
 	settled := make(chan struct{})
 	go func() {
@@ -473,7 +481,9 @@ func (n *Node) onGossip(ctx context.Context, ev gossip.Event) {
 		return
 	}
 	if ev.Kind == gossip.EventUp || ev.Kind == gossip.EventRestarted || ev.Kind == gossip.EventJoined {
-		n.coord.PeerUp(ctx, ev.Node.HostID)
+		if !n.stepped {
+			n.coord.PeerUp(ctx, ev.Node.HostID)
+		}
 		go func() {
 			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()

@@ -45,6 +45,8 @@ import (
 //	write via=1 key=k delta=5 [op=7] [cl=QUORUM] [async]
 //	read via=1 key=k [cl=ALL] [async]
 //	deliver-hints node=1 [async]       the node replays its hints now
+//	resolve node=1 [async]             the node settles its updates in doubt
+//	                                   (prints how many remain)
 //	drop [from=1] [to=2] [type=mutation] [kind=req|resp] [count=n]
 //	                                   a rule: matching messages are lost
 //	partition a=1 b=2,3                rules cutting a from b, both ways
@@ -189,7 +191,7 @@ func (s *scenario) do(c *scriptCmd) string {
 		s.cluster(c)
 	case "replicas":
 		s.replicas(c)
-	case "write", "read", "deliver-hints":
+	case "write", "read", "deliver-hints", "resolve":
 		s.startOp(c)
 	case "drop":
 		r := s.rule(c)
@@ -759,6 +761,16 @@ func (s *scenario) startOp(c *scriptCmd) {
 		nd := s.node(c, "node")
 		name = fmt.Sprintf("h%d", s.named)
 		f = func(ctx context.Context) string { return outcome(nd.Hints().Deliver(ctx, nd.view, nd.tr)) }
+	case "resolve":
+		nd := s.node(c, "node")
+		name = fmt.Sprintf("s%d", s.named)
+		f = func(ctx context.Context) string {
+			left := nd.Coordinator().ResolveInDoubt(ctx)
+			if left == 0 {
+				nd.Hints().Resume() // as the node's resolver loop does
+			}
+			return fmt.Sprintf("%d in doubt", left)
+		}
 	}
 	s.goOp(name, !async, f)
 	if async {

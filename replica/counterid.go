@@ -1,10 +1,10 @@
 package replica
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"strings"
@@ -55,7 +55,7 @@ func (ci counterIdentity) owns(id counters.ID) bool {
 // clean-shutdown marker so that a crash of this run is seen as unclean by
 // the next. fresh is true for a data directory this Open created: its
 // counter id is the host id.
-func loadCounterIdentity(fsys vfs.FS, dir string, hostID counters.ID, fresh bool) (ci counterIdentity, renewed bool, err error) {
+func loadCounterIdentity(fsys vfs.FS, ids io.Reader, dir string, hostID counters.ID, fresh bool) (ci counterIdentity, renewed bool, err error) {
 	fsys = vfs.Or(fsys)
 	p := filepath.Join(dir, counterIDFile)
 	b, err := fsys.ReadFile(p)
@@ -80,7 +80,7 @@ func loadCounterIdentity(fsys vfs.FS, dir string, hostID counters.ID, fresh bool
 	}
 	if !clean && !fresh {
 		var id counters.ID
-		if _, err := rand.Read(id[:]); err != nil {
+		if _, err := io.ReadFull(ids, id[:]); err != nil {
 			return ci, false, fmt.Errorf("replica: generate counter id: %w", err)
 		}
 		ci = counterIdentity{current: id, past: append([]counters.ID{ci.current}, ci.past...)}

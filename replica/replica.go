@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -70,6 +71,9 @@ type Config struct {
 	// already flushed to SSTables: Cassandra's behaviour before
 	// CASSANDRA-2419, kept to demonstrate why legacy counters over-count.
 	ReplayAll bool
+	// IDs is the source of new host and counter ids; default crypto/rand.
+	// Tests seed it so that a run replays.
+	IDs io.Reader
 	// Now is the clock for cell timestamps and FBF filters; default time.Now.
 	Now func() time.Time
 	// CounterWriteTimeout is the cluster's counter write timeout, from which
@@ -127,6 +131,9 @@ func (c *Config) fill(r *Replica) error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.IDs == nil {
+		c.IDs = rand.Reader
 	}
 	if c.CounterWriteTimeout <= 0 {
 		c.CounterWriteTimeout = 5 * time.Second
@@ -266,13 +273,19 @@ func Open(cfg Config) (*Replica, error) {
 	for _, id := range doc.Dropped {
 		r.dropped[id] = true
 	}
-	_, statErr := cfg.FS.Stat(filepath.Join(cfg.Dir, "host_id"))
-	fresh := errors.Is(statErr, fs.ErrNotExist)
-	if r.hostID, err = loadHostID(cfg.FS, cfg.Dir); err != nil {
+	// A directory holding neither a schema nor counter ids is new (a test
+	// harness may have written its host id): its counter id is its host id.
+	fresh := true
+	for _, name := range []string{counterIDFile, schemaFile} {
+		if _, err := cfg.FS.Stat(filepath.Join(cfg.Dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			fresh = false
+		}
+	}
+	if r.hostID, err = loadHostID(cfg.FS, cfg.IDs, cfg.Dir); err != nil {
 		return nil, err
 	}
 	var renewed bool
-	if r.counterIDs, renewed, err = loadCounterIdentity(cfg.FS, cfg.Dir, r.hostID, fresh); err != nil {
+	if r.counterIDs, renewed, err = loadCounterIdentity(cfg.FS, cfg.IDs, cfg.Dir, r.hostID, fresh); err != nil {
 		return nil, err
 	}
 	r.unclean = renewed
@@ -466,7 +479,7 @@ func checkNoTables(fsys vfs.FS, dir string) error {
 	return nil
 }
 
-func loadHostID(fsys vfs.FS, dir string) (counters.ID, error) {
+func loadHostID(fsys vfs.FS, ids io.Reader, dir string) (counters.ID, error) {
 	var id counters.ID
 	p := filepath.Join(dir, "host_id")
 	b, err := fsys.ReadFile(p)
@@ -481,7 +494,7 @@ func loadHostID(fsys vfs.FS, dir string) (counters.ID, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return id, fmt.Errorf("replica: read host id: %w", err)
 	}
-	if _, err := rand.Read(id[:]); err != nil {
+	if _, err := io.ReadFull(ids, id[:]); err != nil {
 		return id, fmt.Errorf("replica: generate host id: %w", err)
 	}
 	id[6] = id[6]&0x0f | 0x40 // a version-4 UUID, as Cassandra's host ids are
