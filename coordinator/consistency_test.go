@@ -113,6 +113,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(EncodeMutation(replica.Mutation{Table: 1, Key: []byte("k"), Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
 	f.Add(EncodeResult(&WriteTimeoutError{CL: One, WriteType: WriteTypeCounter}))
 	f.Add(EncodeReadResult(row.Row{Cells: []row.Cell{{Column: "c"}}}, true, nil))
+	f.Add(encodeOpAnswer(replica.OpAnswer{Seen: true, Status: replica.OpPending, Clock: 3, Found: true, Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if cl, u, err := DecodeWriteRequest(b); err == nil {
 			if again := EncodeWriteRequest(cl, u); string(again) != string(b) {
@@ -127,5 +128,10 @@ func FuzzDecode(f *testing.F) {
 		_ = DecodeResult(b)
 		_, _, _ = DecodeReadResult(row.Key{}, b)
 		_, _ = decodeCounterWrite(b)
+		if a, err := decodeOpAnswer(b); err == nil {
+			if again := encodeOpAnswer(a); string(again) != string(b) {
+				t.Fatalf("op answer %x re-encodes as %x", b, again)
+			}
+		}
 	})
 }

@@ -152,3 +152,24 @@ func TestCounterIDsFileRejectsBadBytes(t *testing.T) {
 		t.Fatalf("round trip: %v %v", ids, err)
 	}
 }
+
+func FuzzParseCounterIDs(f *testing.F) {
+	f.Add([]byte("00112233445566778899aabbccddeeff\n"))
+	f.Add([]byte("00112233445566778899aabbccddeeff\nffeeddccbbaa99887766554433221100\n"))
+	f.Add([]byte("zz"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ids, err := parseCounterIDs(b)
+		if err != nil {
+			return
+		}
+		again, err := parseCounterIDs(formatCounterIDs(counterIdentity{current: ids[0], past: ids[1:]}))
+		if err != nil || len(again) != len(ids) {
+			t.Fatalf("ids %v do not round-trip: %v %v", ids, again, err)
+		}
+		for i := range ids {
+			if again[i] != ids[i] {
+				t.Fatalf("id %d: %s became %s", i, ids[i], again[i])
+			}
+		}
+	})
+}
