@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gocql/gocql"
 
 	"github.com/idemkv/idemkv/client"
 	"github.com/idemkv/idemkv/cql"
@@ -361,13 +360,4 @@ func (e *faultExec) Execute(ctx context.Context, s *cql.Session, id []byte, p fr
 
 func (e *faultExec) Batch(ctx context.Context, s *cql.Session, b frame.Batch, payload map[string][]byte) (cql.Outcome, error) {
 	return e.intercept(ctx, true, len(b.Statements), b.Consistency, payload, func() (cql.Outcome, error) { return e.inner.Batch(ctx, s, b, payload) })
-}
-
-// gocqlConsistency names a gocql consistency level for flags and reports.
-func gocqlConsistency(s string) (gocql.Consistency, error) {
-	c, err := gocql.ParseConsistencyWrapper(strings.ToUpper(strings.TrimSpace(s)))
-	if err != nil {
-		return 0, fmt.Errorf("bench: consistency level %q: %w", s, err)
-	}
-	return c, nil
 }

@@ -18,11 +18,9 @@ import (
 // applied, then answered with a COUNTER write timeout, as if the answer had
 // been lost; every attempt's op id is recorded.
 type lostAck struct {
-	mu     sync.Mutex
-	armed  bool
-	opIDs  [][]byte
-	inner  map[int]cql.Executor
-	lostOn string
+	mu    sync.Mutex
+	armed bool
+	opIDs [][]byte
 }
 
 type lostAckExec struct {

@@ -126,7 +126,6 @@ type fakeEvents struct {
 	mu   sync.Mutex
 	subs map[int]func(frame.Event)
 	next int
-	subd chan struct{}
 }
 
 func (f *fakeEvents) Subscribe(fn func(frame.Event)) func() {

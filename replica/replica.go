@@ -677,7 +677,7 @@ func (r *Replica) column(u *Update) (*table, ColumnType, error) {
 // Apply applies a client's update as the leader replica, by the column's
 // type, and returns the mutation to replicate to the other replicas.
 func (r *Replica) Apply(u Update) (Mutation, error) {
-	t, col, err := r.column(&u)
+	t, _, err := r.column(&u)
 	if err != nil {
 		return Mutation{}, err
 	}
@@ -694,7 +694,7 @@ func (r *Replica) Apply(u Update) (Mutation, error) {
 		return Mutation{}, ErrOpInDoubt
 	}
 	t.modeMu.RLock()
-	col, _ = t.col(u.Column) // the column type in force under the mode lock
+	col, _ := t.col(u.Column) // the column type in force under the mode lock
 	m, err := col.Lead(leader{r: r, t: t}, u)
 	t.modeMu.RUnlock()
 	if err != nil {

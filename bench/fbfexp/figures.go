@@ -261,20 +261,6 @@ func rateRun(m, k uint, past int, period time.Duration, elements int, rate float
 
 var sweepRates = []float64{10, 20, 50, 100, 200, 500, 1000}
 
-// interpAt returns y at x = at by log-log interpolation of (xs, ys).
-func interpAt(xs, ys []float64, at float64) float64 {
-	for i := 1; i < len(xs); i++ {
-		if xs[i] >= at && xs[i-1] <= at {
-			if ys[i-1] <= 0 || ys[i] <= 0 {
-				return ys[i-1] + (ys[i]-ys[i-1])*(at-xs[i-1])/(xs[i]-xs[i-1])
-			}
-			f := math.Log(at/xs[i-1]) / math.Log(xs[i]/xs[i-1])
-			return math.Exp(math.Log(ys[i-1]) + f*math.Log(ys[i]/ys[i-1]))
-		}
-	}
-	return math.NaN()
-}
-
 func fig11(o Options, s Settings) (Result, error) {
 	res := Result{Name: "fig11", Title: "FPP vs rate for t = 5, 3, 2, 1 s (m=25000, k=5, N=1, 5000 elements at a constant rate)", Command: cmdline("fig11", o, s)}
 	periods := []time.Duration{5 * time.Second, 3 * time.Second, 2 * time.Second, time.Second}

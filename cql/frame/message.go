@@ -221,12 +221,14 @@ func DecodeFrame(h Header, body []byte) (*Frame, error) {
 	f := &Frame{Version: v, Stream: h.Stream}
 	if h.IsResponse() && !h.Op.IsResponse() || !h.IsResponse() && !h.Op.IsRequest() {
 		if !h.Op.IsRequest() && !h.Op.IsResponse() {
+			//lint:ignore ST1005 Cassandra's own message, which drivers show
 			return f, fmt.Errorf("Unknown opcode %d", byte(h.Op))
 		}
 		want, got := "REQUEST", "RESPONSE"
 		if !h.IsResponse() {
 			want, got = got, want
 		}
+		//lint:ignore ST1005 Cassandra's own message, which drivers show
 		return f, fmt.Errorf("Wrong protocol direction (expected %s, got %s) for opcode %d (%s)", want, got, byte(h.Op), h.Op)
 	}
 	if h.Flags&FlagCompression != 0 {
@@ -304,6 +306,7 @@ func decodeMessage(d *decoder, v byte, op Opcode) (Message, error) {
 	case OpAuthSuccess:
 		m = &AuthSuccess{Token: d.bytes_("auth token")}
 	default:
+		//lint:ignore ST1005 Cassandra's own message, which drivers show
 		return nil, fmt.Errorf("Unknown opcode %d", byte(op))
 	}
 	// Trailing bytes are ignored, as Cassandra does.
