@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/idemkv/idemkv/client"
 	"github.com/idemkv/idemkv/cql"
 	"github.com/idemkv/idemkv/cql/frame"
