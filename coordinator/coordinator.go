@@ -163,6 +163,9 @@ type Stats struct {
 	// stop that it resolved after restarting; InDoubtDropped those it took
 	// back because another leader had counted them.
 	InDoubtResolved, InDoubtDropped uint64
+	// OpsLearned counts the op ids this node, its filters incomplete after
+	// an unclean start, learned from another replica before leading them.
+	OpsLearned uint64
 }
 
 // errLeaderInDoubt says a leader applied nothing and another may lead: its
@@ -193,6 +196,7 @@ type Coordinator struct {
 		handoffSyncMessages, handoffSyncBytes   atomic.Uint64
 		handoffRetirements                      atomic.Uint64
 		inDoubtResolved, inDoubtDropped         atomic.Uint64
+		opsLearned                              atomic.Uint64
 	}
 }
 
@@ -236,6 +240,7 @@ func (c *Coordinator) Stats() Stats {
 		HandoffSyncMessages: s.handoffSyncMessages.Load(), HandoffSyncBytes: s.handoffSyncBytes.Load(),
 		HandoffRetirements: s.handoffRetirements.Load(),
 		InDoubtResolved:    s.inDoubtResolved.Load(), InDoubtDropped: s.inDoubtDropped.Load(),
+		OpsLearned: s.opsLearned.Load(),
 	}
 }
 
@@ -378,6 +383,9 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		// Hints for this node may still hold op ids its filters lack: it
 		// leads no deduplicated update until it has them (see PeerUp).
 		return errLeaderInDoubt
+	}
+	if w.u.HasOp && c.deduplicates(w.u.Table) {
+		c.learnOp(ctx, w.u)
 	}
 	m, err := c.cfg.Store.Apply(w.u)
 	for errors.Is(err, replica.ErrOpInDoubt) {

@@ -253,3 +253,56 @@ func decodeOpAnswer(b []byte) (replica.OpAnswer, error) {
 	}
 	return a, d.end()
 }
+
+// filterRecovery is implemented by stores whose FBF filters may lack op
+// ids after an unclean start (replica.FilterIncomplete).
+type filterRecovery interface {
+	FilterIncomplete(table uint64, column string) bool
+	OpSeen(table uint64, key []byte, column string, opID [16]byte) bool
+	ApplyMutation(m replica.Mutation) error
+}
+
+// learnOp asks the other live natural replicas about an op before this
+// node, whose filter may have lost it, leads it: a replica that has seen
+// it sends its cell, which this node merges with the op id, so that its
+// filter dismisses the op as the retry it is. Replicas that do not answer
+// cannot help; the asked ones reserve the op until this node's mutation
+// arrives (replica.OpStatus).
+func (c *Coordinator) learnOp(ctx context.Context, u replica.Update) {
+	fr, ok := c.cfg.Store.(filterRecovery)
+	if !ok || !fr.FilterIncomplete(u.Table, u.Column) || fr.OpSeen(u.Table, u.Key, u.Column, u.OpID) {
+		return
+	}
+	natural, _, _, err := c.placement(u.Table, u.Key, One)
+	if err != nil {
+		return
+	}
+	op := replica.InDoubtOp{Table: u.Table, Key: u.Key, Column: u.Column, OpID: u.OpID}
+	self := c.cfg.Cluster.Self().ID
+	for _, e := range natural {
+		if e.ID == self || !c.cfg.Cluster.IsUp(e.ID) {
+			continue
+		}
+		addr, ok := c.cfg.Cluster.Addr(e.ID)
+		if !ok {
+			continue
+		}
+		rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
+		resp, err := c.cfg.Transport.Request(rctx, addr, transport.Message{Type: TypeOpStatus, Body: encodeOpStatusRequest(op)})
+		cancel()
+		if err != nil {
+			continue
+		}
+		a, err := decodeOpAnswer(resp.Body)
+		if err != nil || !a.Seen || !a.Found {
+			continue
+		}
+		m := replica.Mutation{Table: u.Table, Key: u.Key, Cell: a.Cell, HasOp: true, OpID: u.OpID, OpTime: u.OpTime}
+		if err := fr.ApplyMutation(m); err != nil {
+			c.logger.Warn("merging a replica's copy of a cell failed", "table", u.Table, "err", err)
+			continue
+		}
+		c.stats.opsLearned.Add(1)
+		return
+	}
+}

@@ -367,6 +367,39 @@ func (l *ledOps) pendingOp(table uint64, key []byte, column string, opID [16]byt
 	return ok && op.status == OpPending
 }
 
+// FilterIncomplete reports whether an FBF column's filter may lack op ids
+// this node had acknowledged: for one filter window after an unclean start
+// with a periodic-mode commit log, whose last period a power cut loses
+// while the other replicas hold what it replicated. A leader then asks the
+// other replicas about an op its filter misses before it counts it (see
+// package coordinator).
+func (r *Replica) FilterIncomplete(table uint64, column string) bool {
+	if !r.unclean || r.cfg.CommitLog.Sync != commitlog.SyncPeriodic {
+		return false
+	}
+	t, err := r.table(table)
+	if err != nil {
+		return false
+	}
+	f, ok := t.fbfCol(column)
+	return ok && r.cfg.Now().Sub(r.openedAt) < f.window()
+}
+
+// OpSeen reports whether an FBF column's filter holds an op id, without
+// adding it.
+func (r *Replica) OpSeen(table uint64, key []byte, column string, opID [16]byte) bool {
+	t, err := r.table(table)
+	if err != nil {
+		return false
+	}
+	f, ok := t.fbfCol(column)
+	if !ok {
+		return false
+	}
+	h := f.opHash(opID, key)
+	return f.filter.ContainsHash(h) || f.retired != nil && r.cfg.Now().UnixNano() < f.retiredUntil && f.retired.ContainsHash(h)
+}
+
 // CellInDoubt reports whether a partition of a table holds an update in
 // doubt (see ErrInDoubt).
 func (r *Replica) CellInDoubt(table uint64, key []byte) bool { return r.led.inDoubt(table, key) }
@@ -384,8 +417,7 @@ func (r *Replica) OpStatus(table uint64, key []byte, column string, opID [16]byt
 	var a OpAnswer
 	if f, ok := t.fbfCol(column); ok {
 		r.expireLedOps(f.window())
-		h := f.opHash(opID, key)
-		a.Seen = f.filter.ContainsHash(h) || f.retired != nil && r.cfg.Now().UnixNano() < f.retiredUntil && f.retired.ContainsHash(h)
+		a.Seen = r.OpSeen(table, key, column, opID)
 	}
 	k := ledKey{table, column, string(key), opID}
 	r.led.mu.Lock()

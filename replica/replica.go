@@ -221,6 +221,7 @@ type Replica struct {
 	// unclean is set when this run started after an unclean stop; led
 	// holds the updates it led before (see InDoubt).
 	unclean  bool
+	openedAt time.Time
 	led      ledOps
 	reserved reservations
 	log      *commitlog.Log
@@ -289,6 +290,7 @@ func Open(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	r.unclean = renewed
+	r.openedAt = cfg.Now()
 	if renewed {
 		r.logger.Warn("unclean shutdown: this node's counter shards may have gone back; new increments count under a new counter id",
 			"dir", cfg.Dir, "counter_id", r.counterIDs.current.String(), "previous", r.counterIDs.past[0].String())
