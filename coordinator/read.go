@@ -4,12 +4,34 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
 )
+
+// ReadFailureError: replicas answered the read with an error (a corrupt
+// SSTable block, say) and too few replicas are left to meet the consistency
+// level. Cassandra's read failure (protocol error 0x1300): unlike a timeout,
+// the coordinator knows the read failed.
+type ReadFailureError struct {
+	CL          ConsistencyLevel
+	Received    int // answers received
+	BlockFor    int
+	Failures    int   // replicas that answered with an error
+	DataPresent bool  // whether some replica answered with data
+	Err         error // the first replica's error
+}
+
+func (e *ReadFailureError) Error() string {
+	return fmt.Sprintf("Operation failed - received %d responses and %d failures (%s read, %d required): %v",
+		e.Received, e.Failures, e.CL, e.BlockFor, e.Err)
+}
+
+// Unwrap returns the first replica's error.
+func (e *ReadFailureError) Unwrap() error { return e.Err }
 
 type readAnswer struct {
 	e     ring.Endpoint
@@ -22,7 +44,8 @@ type readAnswer struct {
 // replicas as the level needs (this node first when it is one), merges their
 // cells, and before answering repairs every contacted replica whose cells
 // differ from the merge. A replica that fails is replaced by another live
-// one while any is left.
+// one while any is left; once too few are left for the level, the read fails
+// at once with a ReadFailureError rather than waiting for its timeout.
 func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl ConsistencyLevel) (row.Row, bool, error) {
 	c.stats.reads.Add(1)
 	if err := validateRead(cl); err != nil {
@@ -62,6 +85,15 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 		ask()
 	}
 	var got []readAnswer
+	var failures []error
+	failed := func() error {
+		if ctx.Err() != nil {
+			c.stats.readTimeouts.Add(1)
+			return &ReadTimeoutError{CL: cl, Received: len(got), BlockFor: req.blockFor, DataPresent: len(got) > 0}
+		}
+		return &ReadFailureError{CL: cl, Received: len(got), BlockFor: req.blockFor, Failures: len(failures),
+			DataPresent: len(got) > 0, Err: failures[0]}
+	}
 	inflight := next
 	for len(got) < req.blockFor {
 		if inflight == 0 {
@@ -72,9 +104,15 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 			inflight--
 			if a.err != nil {
 				c.logger.Debug("read from replica failed", "replica", a.e.ID, "err", a.err)
+				failures = append(failures, a.err)
 				if next < len(cands) {
 					ask()
 					inflight++
+				}
+				if len(got)+inflight < req.blockFor {
+					// Every candidate left is asked already: the level
+					// cannot be met.
+					return row.Row{}, false, failed()
 				}
 				continue
 			}
@@ -83,6 +121,9 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 			c.stats.readTimeouts.Add(1)
 			return row.Row{}, false, &ReadTimeoutError{CL: cl, Received: len(got), BlockFor: req.blockFor, DataPresent: len(got) > 0}
 		}
+	}
+	if len(got) < req.blockFor && len(failures) > 0 {
+		return row.Row{}, false, failed()
 	}
 	if len(got) < req.blockFor {
 		c.stats.readTimeouts.Add(1)

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io/fs"
 	"log/slog"
-	"os"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,7 @@ import (
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/sstable"
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // Defaults, Cassandra's where it has one.
@@ -46,6 +49,10 @@ type Config struct {
 	// Dir is the data directory: schema, host id, commitlog/ and one
 	// directory of SSTables per table.
 	Dir string
+	// FS is the filesystem of the data directory: host id, schema, the
+	// SSTables and the commit log (SSTable.FS and CommitLog.FS are set to
+	// it); nil means vfs.Default.
+	FS vfs.FS
 	// CommitLog configures the log; its Dir defaults to Dir/commitlog and
 	// its Logger to Logger.
 	CommitLog commitlog.Options
@@ -81,6 +88,9 @@ func (c *Config) fill(r *Replica) error {
 	if c.Dir == "" {
 		return errors.New("replica: Config.Dir is required")
 	}
+	c.FS = vfs.Or(c.FS)
+	c.SSTable.FS = c.FS
+	c.CommitLog.FS = c.FS
 	if c.CommitLog.Dir == "" {
 		c.CommitLog.Dir = filepath.Join(c.Dir, "commitlog")
 	}
@@ -188,6 +198,10 @@ type Stats struct {
 	CacheHits, CacheMisses              uint64
 	Flushes, Compactions                uint64
 	ReplayedRecords, SkippedFlushedRecs uint64
+	// CorruptBlocks counts reads (of a partition, a scan, a compaction's
+	// input) that met an SSTable block failing its checksum or not decoding;
+	// each is logged at Error with the file and the block's offset.
+	CorruptBlocks uint64
 }
 
 // Replica is one node's storage engine. It is safe for concurrent use.
@@ -205,6 +219,7 @@ type Replica struct {
 	logger  *slog.Logger
 
 	schemaMu sync.Mutex                        // serializes schema changes
+	dropped  map[uint64]bool                   // ids of dropped tables, under schemaMu (Open: before any other use)
 	tables   atomic.Pointer[map[uint64]*table] // copy-on-write
 
 	locks    []sync.Mutex
@@ -215,6 +230,7 @@ type Replica struct {
 	stats struct {
 		leaderApplies, mutations, cacheHits, cacheMisses atomic.Uint64
 		flushes, compactions, replayed, skipped          atomic.Uint64
+		corruptBlocks                                    atomic.Uint64
 	}
 
 	closed atomic.Bool
@@ -232,18 +248,30 @@ func Open(cfg Config) (*Replica, error) {
 	if err := cfg.fill(r); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := cfg.FS.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: create %s: %w", cfg.Dir, err)
 	}
 	*r = Replica{cfg: cfg, logger: cfg.Logger, locks: make([]sync.Mutex, cfg.LockStripes), lockSeed: maphash.MakeSeed()}
-	_, statErr := os.Stat(filepath.Join(cfg.Dir, "host_id"))
-	fresh := errors.Is(statErr, os.ErrNotExist)
-	var err error
-	if r.hostID, err = loadHostID(cfg.Dir); err != nil {
+	_, statErr := vfs.Or(cfg.FS).Stat(filepath.Join(cfg.Dir, "host_id"))
+	fresh := errors.Is(statErr, fs.ErrNotExist)
+	doc, found, err := loadSchema(cfg.FS, cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		if err := checkNoTables(cfg.FS, cfg.Dir); err != nil {
+			return nil, err
+		}
+	}
+	r.dropped = map[uint64]bool{}
+	for _, id := range doc.Dropped {
+		r.dropped[id] = true
+	}
+	if r.hostID, err = loadHostID(cfg.FS, cfg.Dir); err != nil {
 		return nil, err
 	}
 	var renewed bool
-	if r.counterIDs, renewed, err = loadCounterIdentity(nil, cfg.Dir, r.hostID, fresh); err != nil {
+	if r.counterIDs, renewed, err = loadCounterIdentity(cfg.FS, cfg.Dir, r.hostID, fresh); err != nil {
 		return nil, err
 	}
 	r.unclean = renewed
@@ -256,13 +284,12 @@ func Open(cfg Config) (*Replica, error) {
 			return nil, fmt.Errorf("replica: counter cache: %w", err)
 		}
 	}
-	defs, err := loadSchema(cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
+	// A schema older than manifests (or none: a new data directory) lets
+	// the tables adopt the SSTables they find.
+	legacy := !found || doc.Version == 1
 	tables := map[uint64]*table{}
-	for _, d := range defs {
-		t, err := openTable(r, d)
+	for _, d := range doc.Tables {
+		t, err := openTable(r, d, legacy)
 		if err != nil {
 			closeTables(tables)
 			return nil, err
@@ -270,15 +297,35 @@ func Open(cfg Config) (*Replica, error) {
 		tables[d.ID] = t
 	}
 	r.tables.Store(&tables)
+	r.warnOrphanDirs(tables)
 
-	replayed := map[uint64]bool{}
+	rs := &replayState{replayed: map[uint64]bool{}, skipped: map[uint64]uint64{}, schemaMissing: !found, legacy: legacy}
 	r.log, err = commitlog.Open(cfg.CommitLog, func(pos commitlog.Position, rec commitlog.Record) error {
-		return r.replay(pos, rec, replayed)
+		return r.replay(pos, rec, rs)
 	})
 	if err != nil {
 		closeTables(tables)
 		return nil, fmt.Errorf("replica: open commit log: %w", err)
 	}
+	for _, id := range slices.Sorted(maps.Keys(rs.skipped)) {
+		if r.dropped[id] {
+			r.logger.Info("commit log records of a dropped table skipped", "table", id, "records", rs.skipped[id])
+			continue
+		}
+		// A version 1 schema kept no dropped ids: the table was dropped
+		// before the upgrade. Remember it from now on.
+		r.logger.Warn("commit log records of a table absent from the (version 1) schema skipped as a dropped table's",
+			"table", id, "records", rs.skipped[id])
+		r.dropped[id] = true
+	}
+	if legacy {
+		if err := saveSchema(cfg.FS, cfg.Dir, doc.Tables, r.dropped); err != nil {
+			r.log.Close()
+			closeTables(tables)
+			return nil, err
+		}
+	}
+	replayed := rs.replayed
 	start := r.log.Position()
 	for id, t := range tables {
 		if !replayed[id] {
@@ -300,12 +347,30 @@ func Open(cfg Config) (*Replica, error) {
 	return r, nil
 }
 
+// replayState is what Open's replay keeps across records.
+type replayState struct {
+	replayed      map[uint64]bool   // tables that received a record
+	skipped       map[uint64]uint64 // records skipped per dropped table
+	schemaMissing bool              // the data directory had no schema file
+	legacy        bool              // the schema file is version 1: no dropped ids
+}
+
 // replay applies one commit log record during Open.
-func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, replayed map[uint64]bool) error {
+func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, rs *replayState) error {
+	replayed := rs.replayed
 	t, ok := (*r.tables.Load())[rec.Table]
 	if !ok {
-		r.logger.Warn("commit log record for an unknown (dropped) table skipped", "table", rec.Table, "segment", pos.Segment, "offset", pos.Offset)
-		return nil
+		switch {
+		case r.dropped[rec.Table] || (rs.legacy && !rs.schemaMissing):
+			rs.skipped[rec.Table]++
+			return nil
+		case rs.schemaMissing:
+			return fmt.Errorf("replica: %s is missing but the commit log holds records of table %d (segment %d offset %d); restore it or start with an empty directory",
+				filepath.Join(r.cfg.Dir, schemaFile), rec.Table, pos.Segment, pos.Offset)
+		default:
+			return fmt.Errorf("replica: commit log record at %d:%d names table %d, which %s neither holds nor lists as dropped; restore the schema file that belongs to this data directory",
+				pos.Segment, pos.Offset, rec.Table, filepath.Join(r.cfg.Dir, schemaFile))
+		}
 	}
 	// Op ids of FBF columns are restored from every record still in the
 	// log, flushed or not: the log keeps their segments for this.
@@ -344,10 +409,63 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, replayed 
 	return t.view.active.Apply(row.Key{Token: ring.Token(rec.Key), Partition: rec.Key}, cell, col.Merge)
 }
 
-func loadHostID(dir string) (counters.ID, error) {
+// warnOrphanDirs logs the directories under data/ that belong to no table
+// of the schema (a dropped table whose removal was interrupted, or files
+// from elsewhere). They are left in place.
+func (r *Replica) warnOrphanDirs(tables map[uint64]*table) {
+	data := filepath.Join(r.cfg.Dir, "data")
+	ents, err := r.cfg.FS.ReadDir(data)
+	if err != nil {
+		return // no table yet; a table's own open reports real errors
+	}
+	known := map[string]bool{}
+	for _, t := range tables {
+		known[filepath.Base(t.dir)] = true
+	}
+	for _, e := range ents {
+		if e.IsDir() && !known[e.Name()] {
+			r.logger.Warn("directory of no table in the schema left in place (a dropped table's leftover?)",
+				"path", filepath.Join(data, e.Name()))
+		}
+	}
+}
+
+// checkNoTables fails when a data directory without a schema file holds
+// tables: SSTables in a table directory (or a manifest that lists some, or
+// one that cannot be read). Their records and files would be ignored, and
+// served as zeros, by a replica that does not know their tables.
+func checkNoTables(fsys vfs.FS, dir string) error {
+	data := filepath.Join(dir, "data")
+	ents, err := fsys.ReadDir(data)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("replica: %s is missing and %s cannot be listed: %w", filepath.Join(dir, schemaFile), data, err)
+	}
+	var held []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		td := filepath.Join(data, e.Name())
+		files, err := sstable.Files(fsys, td)
+		gens, merr := sstable.ReadManifest(fsys, td)
+		if err != nil || len(files) > 0 || len(gens) > 0 || (merr != nil && !errors.Is(merr, fs.ErrNotExist)) {
+			held = append(held, e.Name())
+		}
+	}
+	if len(held) > 0 {
+		return fmt.Errorf("replica: %s is missing but the data directory holds tables (%s in %s); restore it or start with an empty directory",
+			filepath.Join(dir, schemaFile), strings.Join(held, ", "), data)
+	}
+	return nil
+}
+
+func loadHostID(fsys vfs.FS, dir string) (counters.ID, error) {
 	var id counters.ID
 	p := filepath.Join(dir, "host_id")
-	b, err := os.ReadFile(p)
+	b, err := fsys.ReadFile(p)
 	if err == nil {
 		raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
 		if err != nil || len(raw) != counters.IDLen {
@@ -356,7 +474,7 @@ func loadHostID(dir string) (counters.ID, error) {
 		copy(id[:], raw)
 		return id, nil
 	}
-	if !errors.Is(err, os.ErrNotExist) {
+	if !errors.Is(err, fs.ErrNotExist) {
 		return id, fmt.Errorf("replica: read host id: %w", err)
 	}
 	if _, err := rand.Read(id[:]); err != nil {
@@ -364,7 +482,7 @@ func loadHostID(dir string) (counters.ID, error) {
 	}
 	id[6] = id[6]&0x0f | 0x40 // a version-4 UUID, as Cassandra's host ids are
 	id[8] = id[8]&0x3f | 0x80
-	return id, writeFileAtomic(dir, "host_id", []byte(hex.EncodeToString(id[:])+"\n"))
+	return id, writeFileAtomic(fsys, dir, "host_id", []byte(hex.EncodeToString(id[:])+"\n"))
 }
 
 // HostID is this node's host id, its identity in the ring.
@@ -382,6 +500,7 @@ func (r *Replica) Stats() Stats {
 		CacheHits: s.cacheHits.Load(), CacheMisses: s.cacheMisses.Load(),
 		Flushes: s.flushes.Load(), Compactions: s.compactions.Load(),
 		ReplayedRecords: s.replayed.Load(), SkippedFlushedRecs: s.skipped.Load(),
+		CorruptBlocks: s.corruptBlocks.Load(),
 	}
 }
 
@@ -418,15 +537,19 @@ func (r *Replica) CreateTable(d TableDef) error {
 		}
 		defs = append(defs, t.colset.Load().def)
 	}
-	t, err := openTable(r, d)
+	t, err := openTable(r, d, true)
 	if err != nil {
 		return err
 	}
 	t.activeStart = r.log.Position()
-	if err := saveSchema(r.cfg.Dir, defs); err != nil {
+	// A re-created id is no longer a dropped one.
+	dropped := maps.Clone(r.dropped)
+	delete(dropped, d.ID)
+	if err := saveSchema(r.cfg.FS, r.cfg.Dir, defs, dropped); err != nil {
 		t.close()
 		return err
 	}
+	r.dropped = dropped
 	next := make(map[uint64]*table, len(old)+1)
 	for id, t := range old {
 		next[id] = t
@@ -460,7 +583,7 @@ func (r *Replica) AlterTable(d TableDef) error {
 	for _, x := range *r.tables.Load() {
 		defs = append(defs, x.colset.Load().def)
 	}
-	return saveSchema(r.cfg.Dir, defs)
+	return saveSchema(r.cfg.FS, r.cfg.Dir, defs, r.dropped)
 }
 
 func sameColumns(a, b []ColumnDef) bool {
@@ -493,16 +616,19 @@ func (r *Replica) DropTable(id uint64) error {
 			defs = append(defs, x.colset.Load().def)
 		}
 	}
-	if err := saveSchema(r.cfg.Dir, defs); err != nil {
+	dropped := maps.Clone(r.dropped)
+	dropped[id] = true
+	if err := saveSchema(r.cfg.FS, r.cfg.Dir, defs, dropped); err != nil {
 		return err
 	}
+	r.dropped = dropped
 	r.tables.Store(&next)
 	t.stopWorker()
 	t.close()
 	if r.cache != nil {
 		r.cache.Purge()
 	}
-	if err := os.RemoveAll(t.dir); err != nil {
+	if err := r.cfg.FS.RemoveAll(t.dir); err != nil {
 		return fmt.Errorf("replica: remove %s: %w", t.dir, err)
 	}
 	return r.releaseLog()
@@ -767,7 +893,7 @@ func (r *Replica) Close() error {
 	err := r.log.Close()
 	closeTables(tables)
 	if err == nil {
-		err = markCleanShutdown(nil, r.cfg.Dir)
+		err = markCleanShutdown(r.cfg.FS, r.cfg.Dir)
 	}
 	return err
 }

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
+
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // ColumnDef is one non-key column of a table.
@@ -68,79 +71,71 @@ func (d TableDef) Validate() error {
 // schemaFile is the data directory's record of its tables, rewritten
 // atomically (temp file, fsync, rename, fsync dir) on every change. It must be
 // read before the commit log is replayed, since records name tables by id.
+//
+// Version 1 held the tables only. Version 2 adds the ids of dropped tables,
+// so that replay tells a record of a dropped table (skipped) from one of a
+// table the schema lost (an error), and states that every table directory
+// has an SSTable manifest (sstable.ManifestName). A version 1 file is read,
+// and rewritten as version 2 once the replica has opened.
 const schemaFile = "schema.json"
+
+// schemaVersion is the version saveSchema writes.
+const schemaVersion = 2
 
 type schemaDoc struct {
 	Version int        `json:"version"`
 	Tables  []TableDef `json:"tables"`
+	// Dropped lists the ids of dropped tables, increasing (version 2).
+	Dropped []uint64 `json:"dropped,omitempty"`
 }
 
-func loadSchema(dir string) ([]TableDef, error) {
-	b, err := os.ReadFile(filepath.Join(dir, schemaFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+// loadSchema reads the schema file; found is false when it does not exist.
+func loadSchema(fsys vfs.FS, dir string) (doc schemaDoc, found bool, err error) {
+	name := filepath.Join(dir, schemaFile)
+	b, err := fsys.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return schemaDoc{}, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("replica: read schema: %w", err)
+		return schemaDoc{}, false, fmt.Errorf("replica: read schema: %w", err)
 	}
-	var doc schemaDoc
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("replica: schema %s is corrupt: %w", filepath.Join(dir, schemaFile), err)
+		return schemaDoc{}, false, fmt.Errorf("replica: schema %s is corrupt: %w", name, err)
 	}
-	if doc.Version != 1 {
-		return nil, fmt.Errorf("replica: schema %s has version %d, want 1", filepath.Join(dir, schemaFile), doc.Version)
+	if doc.Version != 1 && doc.Version != schemaVersion {
+		return schemaDoc{}, false, fmt.Errorf("replica: schema %s has version %d, want 1 or %d", name, doc.Version, schemaVersion)
+	}
+	if doc.Version == 1 && len(doc.Dropped) > 0 {
+		return schemaDoc{}, false, fmt.Errorf("replica: schema %s: version 1 lists dropped tables", name)
 	}
 	for _, d := range doc.Tables {
 		if err := d.Validate(); err != nil {
-			return nil, fmt.Errorf("replica: schema %s: %w", filepath.Join(dir, schemaFile), err)
+			return schemaDoc{}, false, fmt.Errorf("replica: schema %s: %w", name, err)
 		}
 	}
-	return doc.Tables, nil
+	return doc, true, nil
 }
 
-func saveSchema(dir string, defs []TableDef) error {
+func saveSchema(fsys vfs.FS, dir string, defs []TableDef, dropped map[uint64]bool) error {
 	defs = append([]TableDef(nil), defs...)
 	sort.Slice(defs, func(i, j int) bool { return defs[i].ID < defs[j].ID })
-	b, err := json.MarshalIndent(schemaDoc{Version: 1, Tables: defs}, "", "  ")
+	doc := schemaDoc{Version: schemaVersion, Tables: defs}
+	for id := range dropped {
+		doc.Dropped = append(doc.Dropped, id)
+	}
+	slices.Sort(doc.Dropped)
+	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return fmt.Errorf("replica: encode schema: %w", err)
 	}
-	return writeFileAtomic(dir, schemaFile, b)
+	return writeFileAtomic(fsys, dir, schemaFile, b)
 }
 
 // writeFileAtomic replaces dir/name with data so that a crash leaves either
 // the old or the new file, never a torn one.
-func writeFileAtomic(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("replica: write %s: %w", name, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("replica: write %s: %w", name, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("replica: sync %s: %w", name, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("replica: close %s: %w", name, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("replica: rename %s: %w", name, err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("replica: open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("replica: sync dir %s: %w", dir, err)
+func writeFileAtomic(fsys vfs.FS, dir, name string, data []byte) error {
+	if err := vfs.WriteFileAtomic(fsys, dir, name, data); err != nil {
+		return fmt.Errorf("replica: write %s: %w", filepath.Join(dir, name), err)
 	}
 	return nil
 }

@@ -4,8 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
+	"maps"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"sync"
 	"sync/atomic"
@@ -47,9 +50,13 @@ type table struct {
 	flushingStart commitlog.Position
 	flushedPos    commitlog.Position // every record before it is in an SSTable
 
-	nextGen   atomic.Uint64
-	flushMu   sync.Mutex // one flush at a time
-	compactMu sync.Mutex // one compaction at a time
+	nextGen atomic.Uint64
+	// manifestMu serializes manifest rewrites; live is the list of
+	// generations the manifest on disk holds.
+	manifestMu sync.Mutex
+	live       []uint64
+	flushMu    sync.Mutex // one flush at a time
+	compactMu  sync.Mutex // one compaction at a time
 
 	flushReq chan struct{}
 	stop     chan struct{}
@@ -57,7 +64,15 @@ type table struct {
 	done     chan struct{}
 }
 
-func openTable(r *Replica, d TableDef) (*table, error) {
+// openTable opens a table's directory, creating it if needed, and its
+// SSTables: the generations its manifest lists. A listed generation that is
+// missing or does not open fails the open, and nothing is deleted then.
+// Files of generations the manifest does not list are the leftovers of an
+// interrupted flush, compaction or removal; they are removed, each removal
+// logged. adopt allows a directory without a manifest (one written before
+// manifests existed, or a new table): its complete generations are adopted
+// and a manifest is written; otherwise a missing manifest fails the open.
+func openTable(r *Replica, d TableDef, adopt bool) (*table, error) {
 	t := &table{
 		r: r, def: d,
 		dir:      filepath.Join(r.cfg.Dir, "data", fmt.Sprintf("%s-%s-%d", d.Keyspace, d.Name, d.ID)),
@@ -69,39 +84,150 @@ func openTable(r *Replica, d TableDef) (*table, error) {
 	}
 	t.colset.Store(cs)
 	t.view.active = memtable.New()
-	if err := os.MkdirAll(t.dir, 0o755); err != nil {
+	if err := r.cfg.FS.MkdirAll(t.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: create %s: %w", t.dir, err)
 	}
-	if err := sstable.RemoveIncomplete(t.dir); err != nil {
+	if err := t.openSSTables(adopt); err != nil {
+		t.close()
 		return nil, fmt.Errorf("replica: table %s.%s: %w", d.Keyspace, d.Name, err)
-	}
-	gens, err := sstable.List(t.dir)
-	if err != nil {
-		return nil, fmt.Errorf("replica: table %s.%s: %w", d.Keyspace, d.Name, err)
-	}
-	for i := len(gens) - 1; i >= 0; i-- {
-		rd, err := sstable.Open(t.dir, gens[i])
-		if err != nil {
-			t.close()
-			return nil, fmt.Errorf("replica: table %s.%s: %w", d.Keyspace, d.Name, err)
-		}
-		t.view.sstables = append(t.view.sstables, rd)
-		pos, err := decodePosition(rd.Meta().User)
-		if err != nil {
-			t.close()
-			return nil, fmt.Errorf("replica: table %s.%s sstable %d: %w", d.Keyspace, d.Name, gens[i], err)
-		}
-		if t.flushedPos.Less(pos) {
-			t.flushedPos = pos
-		}
-		if gens[i] >= t.nextGen.Load() {
-			t.nextGen.Store(gens[i] + 1)
-		}
 	}
 	if t.nextGen.Load() == 0 {
 		t.nextGen.Store(1)
 	}
 	return t, nil
+}
+
+// openSSTables loads the generations of the table's manifest (see openTable).
+func (t *table) openSSTables(adopt bool) error {
+	fsys := t.r.cfg.FS
+	manifest := filepath.Join(t.dir, sstable.ManifestName)
+	files, err := sstable.Files(fsys, t.dir)
+	if err != nil {
+		return err
+	}
+	live, err := sstable.ReadManifest(fsys, t.dir)
+	adopted := false
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist) && adopt:
+		for gen, names := range files {
+			if sstable.IsComplete(gen, names) {
+				live = append(live, gen)
+			}
+		}
+		slices.Sort(live)
+		adopted = true
+		if len(live) > 0 {
+			t.r.logger.Warn("table directory has no manifest: adopting its complete SSTables (one-time migration)",
+				"table", t.def.Name, "dir", t.dir, "generations", live)
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s is missing, so the live SSTables are unknown (files present: %s); restore it from a backup: %w",
+			manifest, describeFiles(files), err)
+	default:
+		return fmt.Errorf("%s is unreadable: %w", manifest, err)
+	}
+
+	// Open every live generation, newest first, before touching any file.
+	listed := map[uint64]bool{}
+	for i := len(live) - 1; i >= 0; i-- {
+		gen := live[i]
+		listed[gen] = true
+		rd, err := sstable.OpenFS(fsys, t.dir, gen)
+		if err != nil {
+			return fmt.Errorf("SSTable generation %d is listed in %s but cannot be opened (its files present: %s); refusing to start, restore the files: %w",
+				gen, manifest, describeFiles(map[uint64][]string{gen: files[gen]}), err)
+		}
+		t.view.sstables = append(t.view.sstables, rd)
+		pos, err := decodePosition(rd.Meta().User)
+		if err != nil {
+			return fmt.Errorf("sstable %d: %w", gen, err)
+		}
+		if t.flushedPos.Less(pos) {
+			t.flushedPos = pos
+		}
+	}
+	for gen := range files {
+		if gen >= t.nextGen.Load() {
+			t.nextGen.Store(gen + 1)
+		}
+	}
+	for _, gen := range live {
+		if gen >= t.nextGen.Load() {
+			t.nextGen.Store(gen + 1)
+		}
+	}
+	if adopted {
+		if err := sstable.WriteManifest(fsys, t.dir, live); err != nil {
+			return err
+		}
+	}
+	t.live = live
+
+	// Remove the leftovers: files of unlisted generations, and temporary
+	// files of listed ones.
+	removed := false
+	var errs []error
+	for _, gen := range slices.Sorted(maps.Keys(files)) {
+		for _, name := range files[gen] {
+			reason := "generation not in the manifest: leftover of an interrupted flush, compaction or removal"
+			if listed[gen] {
+				if !strings.HasSuffix(name, ".tmp") {
+					continue
+				}
+				reason = "temporary file of a complete generation"
+			}
+			p := filepath.Join(t.dir, name)
+			t.r.logger.Warn("removing SSTable leftover", "path", p, "reason", reason)
+			if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove leftover %s: %w", p, err))
+			}
+			removed = true
+		}
+	}
+	if removed {
+		if err := fsys.SyncDir(t.dir); err != nil {
+			errs = append(errs, fmt.Errorf("sync %s: %w", t.dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// describeFiles lists SSTable file names for an error message.
+func describeFiles(files map[uint64][]string) string {
+	var names []string
+	for _, n := range files {
+		names = append(names, n...)
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// setManifest records in the manifest the live generations after adding add
+// (when not 0) and removing remove. It returns once the new list is durable;
+// on error the in-memory list is unchanged and the disk holds the old or the
+// new list.
+func (t *table) setManifest(add uint64, remove []uint64) error {
+	t.manifestMu.Lock()
+	defer t.manifestMu.Unlock()
+	next := make([]uint64, 0, len(t.live)+1)
+	for _, g := range t.live {
+		if !slices.Contains(remove, g) {
+			next = append(next, g)
+		}
+	}
+	if add != 0 {
+		next = append(next, add)
+	}
+	slices.Sort(next)
+	if err := sstable.WriteManifest(t.r.cfg.FS, t.dir, next); err != nil {
+		return err
+	}
+	t.live = next
+	return nil
 }
 
 // columnSet is a table's columns as the write path sees them.
@@ -241,6 +367,7 @@ func (t *table) read(key row.Key) (row.Row, bool, error) {
 	for _, s := range t.view.sstables {
 		r, ok, err := s.Get(key)
 		if err != nil {
+			t.noteCorrupt("read", err)
 			return row.Row{}, false, fmt.Errorf("table %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 		}
 		if ok {
@@ -294,6 +421,15 @@ func (t *table) flush() error {
 		}
 		return nil
 	})
+	if err == nil {
+		// The new generation is live once the manifest says so; the log
+		// is released only after that.
+		if err = t.setManifest(gen, nil); err != nil {
+			// Its files stay: the manifest on disk may list it. If it does
+			// not, the next start removes them as leftovers.
+			rd.Close()
+		}
+	}
 	if err != nil {
 		// The sealed memtable stays readable and its records stay in the
 		// log; the next flush retries by merging it back into the write path.
@@ -356,7 +492,7 @@ func (t *table) writeSSTable(gen uint64, user []byte, fill func(*sstable.Writer)
 	if _, err := w.Finish(user); err != nil {
 		return nil, errors.Join(err, w.Abort())
 	}
-	return sstable.Open(t.dir, gen)
+	return sstable.OpenFS(t.r.cfg.FS, t.dir, gen)
 }
 
 // compact runs one size-tiered round (or merges everything, for major).
@@ -398,11 +534,19 @@ func (t *table) compact(major bool) error {
 	}
 	gen := t.nextGen.Add(1) - 1
 	if _, err := sstable.Compact(t.dir, inputs, gen, t.merge, t.r.cfg.SSTable, encodePosition(maxPos)); err != nil {
+		t.noteCorrupt("compaction", err)
 		return fmt.Errorf("replica: compact %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 	}
-	out, err := sstable.Open(t.dir, gen)
+	out, err := sstable.OpenFS(t.r.cfg.FS, t.dir, gen)
 	if err != nil {
 		return fmt.Errorf("replica: compact %s.%s: open output: %w", t.def.Keyspace, t.def.Name, err)
+	}
+	// The output replaces its inputs in the manifest before any input is
+	// removed. On failure the inputs stay live and the output's files
+	// stay for the next start to sort out (leftover or live).
+	if err := t.setManifest(gen, gens); err != nil {
+		out.Close()
+		return fmt.Errorf("replica: compact %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 	}
 	replaced := map[uint64]bool{}
 	for _, g := range gens {
@@ -425,11 +569,27 @@ func (t *table) compact(major bool) error {
 	t.mu.Unlock()
 	var errs []error
 	for _, in := range inputs {
-		errs = append(errs, in.Close(), sstable.Remove(t.dir, in.Meta().Generation))
+		errs = append(errs, in.Close(), sstable.RemoveFS(t.r.cfg.FS, t.dir, in.Meta().Generation))
 	}
 	t.r.stats.compactions.Add(1)
 	t.r.logger.Debug("compacted", "table", t.def.Name, "inputs", gens, "output", gen)
 	return errors.Join(errs...)
+}
+
+// noteCorrupt logs and counts an SSTable read error that reports corrupt
+// bytes (sstable.ErrCorrupt); other errors (I/O) are left to the caller.
+func (t *table) noteCorrupt(op string, err error) {
+	if !errors.Is(err, sstable.ErrCorrupt) {
+		return
+	}
+	t.r.stats.corruptBlocks.Add(1)
+	var be *sstable.BlockError
+	if errors.As(err, &be) {
+		t.r.logger.Error("corrupt SSTable block", "op", op, "table", t.def.Keyspace+"."+t.def.Name,
+			"file", be.Path, "block", be.Kind, "offset", be.Offset, "err", err)
+		return
+	}
+	t.r.logger.Error("corrupt SSTable", "op", op, "table", t.def.Keyspace+"."+t.def.Name, "err", err)
 }
 
 func (t *table) requestFlush() {
@@ -555,6 +715,7 @@ func (t *table) scan(after *row.Key, startToken, endToken int64, limit int) ([]r
 		var rows []row.Row
 		for r, err := range s.Range(from) {
 			if err != nil {
+				t.noteCorrupt("scan", err)
 				return nil, fmt.Errorf("table %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 			}
 			skip, stop := inRange(r.Key)

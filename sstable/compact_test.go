@@ -164,7 +164,7 @@ func TestCompactFailures(t *testing.T) {
 	if gens := listOf(t, dir); !slices.Equal(gens, []uint64{1, 2}) {
 		t.Fatalf("List after failed compactions = %v", gens)
 	}
-	ents, err := scan(dir)
+	ents, err := scan(nil, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

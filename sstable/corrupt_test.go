@@ -1,6 +1,7 @@
 package sstable
 
 import (
+	"errors"
 	"os"
 	"testing"
 
@@ -126,5 +127,45 @@ func TestCorruption(t *testing.T) {
 			t.Errorf("%s: %d of %d byte flips not detected", comp, undetected, len(positions))
 		}
 		t.Logf("%s: %d bytes, %d flips", comp, len(orig), len(positions))
+	}
+}
+
+// TestBlockErrorLocatesDamage flips one byte inside the first data block and
+// inside the first index block and checks that Get and All report a
+// BlockError naming the file and the block's offset.
+func TestBlockErrorLocatesDamage(t *testing.T) {
+	rng := testRand(t)
+	rows := randRows(rng, 40, false)
+	for _, c := range []struct {
+		comp, kind string
+	}{{dataComponent, "data"}, {indexComponent, "index"}} {
+		dir := t.TempDir()
+		const gen = 3
+		writeTable(t, dir, gen, rows, Options{BlockSize: 200, IndexInterval: 4}, nil)
+		name := path(dir, gen, c.comp)
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[6] ^= 0x40 // inside the payload of the block at offset 0
+		if err := os.WriteFile(name, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := openTable(t, dir, gen)
+		_, _, err = r.Get(rows[0].Key)
+		var be *BlockError
+		if !errors.As(err, &be) || !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%s: Get of the first row: err = %v, want a BlockError wrapping ErrCorrupt", c.comp, err)
+		}
+		if be.Path != name || be.Offset != 0 || be.Kind != c.kind {
+			t.Fatalf("%s: BlockError = {%s %s %d}, want {%s %s 0}", c.comp, be.Path, be.Kind, be.Offset, name, c.kind)
+		}
+		if c.comp == dataComponent {
+			_, err := collect(r.All())
+			if !errors.As(err, &be) || be.Path != name || be.Offset != 0 {
+				t.Fatalf("All: err = %v, want a BlockError at %s offset 0", err, name)
+			}
+		}
+		r.Close()
 	}
 }

@@ -101,6 +101,31 @@
 // is incomplete: List ignores it, RemoveIncomplete deletes it. Remove deletes
 // the TOC first for the same reason.
 //
+// # Manifest
+//
+// A TOC says a generation is complete, not that it should exist: a lost TOC
+// would make a live table look like the leftover of an interrupted write. The
+// MANIFEST file of a table directory (ManifestName) therefore lists the live
+// generations. Its owner (the replica) rewrites it atomically with
+// WriteManifest (vfs.WriteFileAtomic: temp file, fsync, rename, fsync of the
+// directory) after a new generation is complete and before any generation it
+// replaces is removed, so that a crash at any point leaves a manifest whose
+// generations are all complete on disk. A generation listed but missing or
+// unreadable is damage to report, never to repair by deletion; files of a
+// generation not listed are leftovers of an interrupted write or removal.
+//
+//	manifest := magic "idemkvMF" (8 B) | version:u32 = 1 | n:u32 |
+//	            generation:u64 × n | crc:u32
+//	crc      = CRC32C(every byte before it)
+//
+// Generations are strictly increasing; the file is exactly 20 + 8n bytes.
+// DecodeManifest rejects anything else (wrong magic, unknown version, length,
+// checksum or order) with an error wrapping ErrCorrupt.
+//
+// Every file operation goes through a vfs.FS: Options.FS for writers and
+// compaction, the FS argument of OpenFS, ListFS, RemoveFS, Files and the
+// manifest functions; nil means vfs.Default.
+//
 // Decoders never panic: every length is bounded by the bytes that remain,
 // every count by the smallest encoding of its elements, and every corrupt
 // input yields an error wrapping ErrCorrupt, never a row that was not

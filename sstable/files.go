@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // File names follow Cassandra 3.0+: <version>-<generation>-big-<Component>.
@@ -60,8 +61,8 @@ func parseName(name string) (gen uint64, component string, ok bool) {
 }
 
 // scan groups the table files of dir by generation.
-func scan(dir string) (map[uint64][]string, error) {
-	ents, err := os.ReadDir(dir)
+func scan(fsys vfs.FS, dir string) (map[uint64][]string, error) {
+	ents, err := vfs.Or(fsys).ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("sstable: list %s: %w", dir, err)
 	}
@@ -80,8 +81,11 @@ func scan(dir string) (map[uint64][]string, error) {
 // List returns the complete generations in dir, sorted: those whose TOC
 // exists. Files of incomplete generations (an interrupted write or removal)
 // are ignored; RemoveIncomplete deletes them.
-func List(dir string) ([]uint64, error) {
-	gens, err := scan(dir)
+func List(dir string) ([]uint64, error) { return ListFS(nil, dir) }
+
+// ListFS is List on fsys (nil: vfs.Default).
+func ListFS(fsys vfs.FS, dir string) ([]uint64, error) {
+	gens, err := scan(fsys, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -98,8 +102,12 @@ func List(dir string) ([]uint64, error) {
 // RemoveIncomplete deletes the files of every generation in dir that has no
 // TOC, and every temporary file. Call it at startup, before any Writer of dir
 // exists: it would delete a Writer's files in progress.
-func RemoveIncomplete(dir string) error {
-	gens, err := scan(dir)
+func RemoveIncomplete(dir string) error { return RemoveIncompleteFS(nil, dir) }
+
+// RemoveIncompleteFS is RemoveIncomplete on fsys (nil: vfs.Default).
+func RemoveIncompleteFS(fsys vfs.FS, dir string) error {
+	fsys = vfs.Or(fsys)
+	gens, err := scan(fsys, dir)
 	if err != nil {
 		return err
 	}
@@ -111,14 +119,14 @@ func RemoveIncomplete(dir string) error {
 			if complete && !strings.HasSuffix(c, tmpSuffix) {
 				continue
 			}
-			if err := os.Remove(path(dir, gen, c)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := fsys.Remove(path(dir, gen, c)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("sstable: remove incomplete generation %d: %w", gen, err))
 			}
 			removed = true
 		}
 	}
 	if removed {
-		if err := syncDir(dir); err != nil {
+		if err := syncDir(fsys, dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -128,39 +136,35 @@ func RemoveIncomplete(dir string) error {
 // Remove deletes every component of generation gen, the TOC first so that an
 // interrupted removal leaves an incomplete generation, never a table with
 // missing components. Close its Reader first.
-func Remove(dir string, gen uint64) error {
+func Remove(dir string, gen uint64) error { return RemoveFS(nil, dir, gen) }
+
+// RemoveFS is Remove on fsys (nil: vfs.Default).
+func RemoveFS(fsys vfs.FS, dir string, gen uint64) error {
+	fsys = vfs.Or(fsys)
 	toc := path(dir, gen, tocComponent)
-	if err := os.Remove(toc); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := fsys.Remove(toc); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("sstable: remove generation %d: %w", gen, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := syncDir(fsys, dir); err != nil {
 		return err
 	}
 	var errs []error
 	for _, c := range components {
 		for _, name := range []string{c, c + tmpSuffix} {
-			if err := os.Remove(path(dir, gen, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := fsys.Remove(path(dir, gen, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("sstable: remove generation %d: %w", gen, err))
 			}
 		}
 	}
-	if err := syncDir(dir); err != nil {
+	if err := syncDir(fsys, dir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
 // syncDir fsyncs a directory so that renames and removals in it are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sstable: sync dir %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+func syncDir(fsys vfs.FS, dir string) error {
+	if err := vfs.Or(fsys).SyncDir(dir); err != nil {
 		return fmt.Errorf("sstable: sync dir %s: %w", dir, err)
 	}
 	return nil

@@ -8,10 +8,10 @@ import (
 	"hash/crc32"
 	"io"
 	"iter"
-	"os"
 	"sort"
 
 	"github.com/idemkv/idemkv/row"
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // maxMetaFile bounds the size of a Summary, Filter or Statistics component
@@ -21,10 +21,11 @@ const maxMetaFile = 1 << 31
 // Reader reads one complete table. Get, All, Range and Meta may be called
 // concurrently; Close must follow all of them.
 type Reader struct {
+	fsys    vfs.FS
 	dir     string
 	gen     uint64
-	data    *os.File
-	index   *os.File
+	data    vfs.File
+	index   vfs.File
 	stats   stats
 	summary []indexEntry // first key, offset and length of every index block
 	filter  *bloom
@@ -34,8 +35,11 @@ type Reader struct {
 // Statistics footer (magic, version, checksum), the sizes of all components
 // and the whole-file checksums of Summary and Filter, which it loads into
 // memory. Data and Index blocks are verified by their own checksums when read.
-func Open(dir string, gen uint64) (*Reader, error) {
-	r := &Reader{dir: dir, gen: gen}
+func Open(dir string, gen uint64) (*Reader, error) { return OpenFS(nil, dir, gen) }
+
+// OpenFS is Open on fsys (nil: vfs.Default).
+func OpenFS(fsys vfs.FS, dir string, gen uint64) (*Reader, error) {
+	r := &Reader{fsys: vfs.Or(fsys), dir: dir, gen: gen}
 	if err := r.open(); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("sstable: open %s generation %d: %w", dir, gen, err)
@@ -43,8 +47,8 @@ func Open(dir string, gen uint64) (*Reader, error) {
 	return r, nil
 }
 
-func readSmall(name string) ([]byte, error) {
-	f, err := os.Open(name)
+func readSmall(fsys vfs.FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
 	}
@@ -64,14 +68,14 @@ func readSmall(name string) ([]byte, error) {
 }
 
 func (r *Reader) open() error {
-	toc, err := readSmall(path(r.dir, r.gen, tocComponent))
+	toc, err := readSmall(r.fsys, path(r.dir, r.gen, tocComponent))
 	if err != nil {
 		return err
 	}
 	if string(toc) != tocContents {
 		return fmt.Errorf("%w: %s: unexpected contents %q", ErrCorrupt, fileName(r.gen, tocComponent), toc)
 	}
-	b, err := readSmall(path(r.dir, r.gen, statisticsComponent))
+	b, err := readSmall(r.fsys, path(r.dir, r.gen, statisticsComponent))
 	if err != nil {
 		return err
 	}
@@ -108,8 +112,8 @@ func (r *Reader) open() error {
 }
 
 // openSized opens a component and checks its size against Statistics.
-func (r *Reader) openSized(comp string, id int) (*os.File, error) {
-	f, err := os.Open(path(r.dir, r.gen, comp))
+func (r *Reader) openSized(comp string, id int) (vfs.File, error) {
+	f, err := r.fsys.Open(path(r.dir, r.gen, comp))
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +132,7 @@ func (r *Reader) openSized(comp string, id int) (*os.File, error) {
 // readDigested reads a whole component and checks its size and checksum
 // against Statistics.
 func (r *Reader) readDigested(comp string, id int) ([]byte, error) {
-	b, err := readSmall(path(r.dir, r.gen, comp))
+	b, err := readSmall(r.fsys, path(r.dir, r.gen, comp))
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +175,7 @@ func (r *Reader) Meta() Meta { return r.stats.meta }
 // Close closes the table's files.
 func (r *Reader) Close() error {
 	var errs []error
-	for _, f := range []*os.File{r.data, r.index} {
+	for _, f := range []vfs.File{r.data, r.index} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
@@ -180,7 +184,7 @@ func (r *Reader) Close() error {
 }
 
 // readBlock reads the framed block at off+length of f, bounded by size.
-func (r *Reader) readBlock(f *os.File, comp string, size, off uint64, length uint32) ([]byte, error) {
+func (r *Reader) readBlock(f vfs.File, comp string, size, off uint64, length uint32) ([]byte, error) {
 	if length < blockOverhead || length > maxBlockLen || off > size || uint64(length) > size-off {
 		return nil, fmt.Errorf("sstable: %s: block at offset %d length %d outside %d bytes: %w", r.name(comp), off, length, size, ErrCorrupt)
 	}
@@ -189,6 +193,26 @@ func (r *Reader) readBlock(f *os.File, comp string, size, off uint64, length uin
 		return nil, fmt.Errorf("sstable: %s: read block at offset %d: %w", r.name(comp), off, err)
 	}
 	return b, nil
+}
+
+// BlockError reports a data or index block that does not match its
+// checksum or does not decode. It wraps ErrCorrupt.
+type BlockError struct {
+	Path   string // the component file
+	Kind   string // "data" or "index"
+	Offset uint64 // byte offset of the framed block in the file
+	Err    error
+}
+
+func (e *BlockError) Error() string {
+	return fmt.Sprintf("sstable: %s: %s block at offset %d: %v", e.Path, e.Kind, e.Offset, e.Err)
+}
+
+// Unwrap returns the cause, which wraps ErrCorrupt.
+func (e *BlockError) Unwrap() error { return e.Err }
+
+func (r *Reader) blockError(comp, kind string, off uint64, err error) error {
+	return &BlockError{Path: r.name(comp), Kind: kind, Offset: off, Err: err}
 }
 
 func (r *Reader) name(comp string) string {
@@ -204,7 +228,7 @@ func (r *Reader) indexBlock(i int) ([]indexEntry, error) {
 	}
 	es, err := decodeIndexBlock(b)
 	if err != nil {
-		return nil, fmt.Errorf("sstable: %s: index block at offset %d: %w", r.name(indexComponent), s.offset, err)
+		return nil, r.blockError(indexComponent, "index", s.offset, err)
 	}
 	if len(es) == 0 || row.Compare(es[0].key, s.key) != 0 {
 		return nil, fmt.Errorf("sstable: %s: index block at offset %d does not start at its summary key %s: %w", r.name(indexComponent), s.offset, s.key, ErrCorrupt)
@@ -242,7 +266,7 @@ func (r *Reader) Get(k row.Key) (row.Row, bool, error) {
 	}
 	e, ok, err := findInIndexBlock(ib, s.key, k)
 	if err != nil {
-		return row.Row{}, false, fmt.Errorf("sstable: %s: index block at offset %d: %w", r.name(indexComponent), s.offset, err)
+		return row.Row{}, false, r.blockError(indexComponent, "index", s.offset, err)
 	}
 	if !ok {
 		return row.Row{}, false, nil
@@ -253,10 +277,10 @@ func (r *Reader) Get(k row.Key) (row.Row, bool, error) {
 	}
 	got, ok, err := findInBlock(b, k)
 	if err != nil {
-		return row.Row{}, false, fmt.Errorf("sstable: %s: data block at offset %d: %w", r.name(dataComponent), e.offset, err)
+		return row.Row{}, false, r.blockError(dataComponent, "data", e.offset, err)
 	}
 	if !ok {
-		return row.Row{}, false, fmt.Errorf("sstable: %s: data block at offset %d lacks indexed key %s: %w", r.name(dataComponent), e.offset, k, ErrCorrupt)
+		return row.Row{}, false, r.blockError(dataComponent, "data", e.offset, fmt.Errorf("lacks indexed key %s: %w", k, ErrCorrupt))
 	}
 	return got, true, nil
 }
@@ -334,7 +358,7 @@ func (r *Reader) scan(off uint64, from *row.Key, yield func(row.Row, error) bool
 		}
 		rs, err := decodeBlock(b)
 		if err != nil {
-			fail(fmt.Errorf("sstable: %s: data block at offset %d: %w", r.name(dataComponent), off, err))
+			fail(r.blockError(dataComponent, "data", off, err))
 			return
 		}
 		for _, x := range rs {
@@ -370,7 +394,7 @@ func (r *Reader) scan(off uint64, from *row.Key, yield func(row.Row, error) bool
 // against Statistics, as nodetool verify does; Open checks only their sizes.
 func (r *Reader) Verify() error {
 	for _, c := range []struct {
-		f    *os.File
+		f    vfs.File
 		comp string
 		id   int
 	}{{r.data, dataComponent, compData}, {r.index, indexComponent, compIndex}} {

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/idemkv/idemkv/row"
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // Defaults of Options.
@@ -26,6 +27,9 @@ type Options struct {
 	BlockSize     int     // target uncompressed data block size, default 4096
 	BloomFPChance float64 // false-positive chance of the partition filter, in (0, 1); default 0.01 (Cassandra's bloom_filter_fp_chance)
 	IndexInterval int     // index entries per index block, so the summary samples every Nth index entry; default 128 (Cassandra's min_index_interval)
+	// FS is the filesystem the files are written to; nil means vfs.Default.
+	// It is not recorded in Statistics.
+	FS vfs.FS
 }
 
 func (o Options) withDefaults() Options {
@@ -40,6 +44,7 @@ func (o Options) withDefaults() Options {
 		o.IndexInterval = DefaultIndexInterval
 	}
 	o.IndexInterval = min(o.IndexInterval, 1<<20)
+	o.FS = vfs.Or(o.FS)
 	return o
 }
 
@@ -57,13 +62,13 @@ type Meta struct {
 // countingWriter feeds a file through a buffer and a running CRC32C and
 // counts the bytes written.
 type countingWriter struct {
-	f   *os.File
+	f   vfs.File
 	buf *bufio.Writer
 	sum hash.Hash32
 	n   int64
 }
 
-func newCountingWriter(f *os.File) *countingWriter {
+func newCountingWriter(f vfs.File) *countingWriter {
 	return &countingWriter{f: f, buf: bufio.NewWriterSize(f, 256<<10), sum: crc32.New(castagnoli)}
 }
 
@@ -119,14 +124,15 @@ type Writer struct {
 // temporary names. It fails if generation gen is already complete in dir;
 // leftovers of an incomplete one are overwritten.
 func NewWriter(dir string, gen uint64, opts Options) (*Writer, error) {
-	if _, err := os.Stat(path(dir, gen, tocComponent)); err == nil {
+	opts = opts.withDefaults()
+	if _, err := opts.FS.Stat(path(dir, gen, tocComponent)); err == nil {
 		return nil, fmt.Errorf("sstable: new writer %s generation %d: %w", dir, gen, fs.ErrExist)
 	}
-	w := &Writer{dir: dir, gen: gen, opts: opts.withDefaults()}
+	w := &Writer{dir: dir, gen: gen, opts: opts}
 	w.meta.Generation = gen
 	w.meta.MaxTimestamp = math.MinInt64
 	open := func(comp string) (*countingWriter, error) {
-		f, err := os.OpenFile(path(dir, gen, comp+tmpSuffix), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		f, err := opts.FS.OpenFile(path(dir, gen, comp+tmpSuffix), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("sstable: new writer generation %d: %w", gen, err)
 		}
@@ -257,7 +263,7 @@ func (w *Writer) flushIndexBlock() error {
 // writeWhole writes b to a temporary component file and fsyncs it.
 func (w *Writer) writeWhole(comp string, b []byte) error {
 	name := path(w.dir, w.gen, comp+tmpSuffix)
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := w.opts.FS.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("sstable: write %s: %w", name, err)
 	}
@@ -339,21 +345,21 @@ func (w *Writer) finish(user []byte) (Meta, error) {
 		}
 	}
 	for _, comp := range components {
-		if err := os.Rename(path(w.dir, w.gen, comp+tmpSuffix), path(w.dir, w.gen, comp)); err != nil {
+		if err := w.opts.FS.Rename(path(w.dir, w.gen, comp+tmpSuffix), path(w.dir, w.gen, comp)); err != nil {
 			return Meta{}, fmt.Errorf("sstable: finish generation %d: %w", w.gen, err)
 		}
 	}
 	// Make the renamed components durable before the TOC can exist.
-	if err := syncDir(w.dir); err != nil {
+	if err := syncDir(w.opts.FS, w.dir); err != nil {
 		return Meta{}, err
 	}
 	if err := w.writeWhole(tocComponent, []byte(tocContents)); err != nil {
 		return Meta{}, err
 	}
-	if err := os.Rename(path(w.dir, w.gen, tocComponent+tmpSuffix), path(w.dir, w.gen, tocComponent)); err != nil {
+	if err := w.opts.FS.Rename(path(w.dir, w.gen, tocComponent+tmpSuffix), path(w.dir, w.gen, tocComponent)); err != nil {
 		return Meta{}, fmt.Errorf("sstable: finish generation %d: %w", w.gen, err)
 	}
-	if err := syncDir(w.dir); err != nil {
+	if err := syncDir(w.opts.FS, w.dir); err != nil {
 		return Meta{}, err
 	}
 	w.hashes = nil
@@ -376,7 +382,7 @@ func (w *Writer) Abort() error {
 	var errs []error
 	for _, comp := range append([]string{tocComponent}, components...) {
 		for _, name := range []string{comp + tmpSuffix, comp} {
-			if err := os.Remove(path(w.dir, w.gen, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := w.opts.FS.Remove(path(w.dir, w.gen, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("sstable: abort generation %d: %w", w.gen, err))
 			}
 		}
