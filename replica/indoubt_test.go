@@ -1,0 +1,165 @@
+package replica
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/idemkv/idemkv/counters"
+	"github.com/idemkv/idemkv/row"
+)
+
+func ctxCell(t *testing.T, shards ...counters.Shard) row.Cell {
+	t.Helper()
+	b, err := counters.FromShards(shards...).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return row.Cell{Column: "c", Value: b}
+}
+
+func TestDecide(t *testing.T) {
+	self := InDoubtOp{CounterID: counters.ID{5}, Clock: 7, Delta: 3}
+	other, third := counters.ID{9}, counters.ID{2}
+	mine := func(clock int64) counters.Shard {
+		return counters.Shard{ID: self.CounterID, Clock: clock, Count: 1, Kind: counters.Global}
+	}
+	theirs := func(id counters.ID, clock int64) counters.Shard {
+		return counters.Shard{ID: id, Clock: clock, Count: 1, Kind: counters.Global}
+	}
+	for _, tc := range []struct {
+		name    string
+		answers []OpAnswer
+		keep    bool
+	}{
+		{"nobody else saw it", []OpAnswer{{}, {}}, true},
+		{"my replication reached them", []OpAnswer{
+			{Seen: true, Found: true, Cell: ctxCell(t, mine(7))},
+			{Seen: true, Found: true, Cell: ctxCell(t, mine(9), theirs(other, 1))}}, true},
+		{"seen, but only my older shard: another leader counted it", []OpAnswer{
+			{Seen: true, Found: true, Cell: ctxCell(t, mine(6), theirs(other, 4))}, {}}, false},
+		{"seen without my shard at all", []OpAnswer{{Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 4))}}, false},
+		{"seen with no cell: a false positive, no evidence", []OpAnswer{{Seen: true}}, true},
+		{"another leader kept it", []OpAnswer{{Status: OpKept, CounterID: other, Clock: 2}}, false},
+		{"another leader in doubt with a lower id", []OpAnswer{{Status: OpPending, CounterID: third, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(third, 2))}}, false},
+		{"another leader in doubt with a higher id, its copy explains itself", []OpAnswer{
+			{Status: OpPending, CounterID: other, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 2))},
+			{Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 2))}}, true},
+		{"a leader that took it back explains its own copy", []OpAnswer{
+			{Status: OpDropped, CounterID: other, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 3))}}, true},
+	} {
+		if keep, why := Decide(self, tc.answers); keep != tc.keep {
+			t.Errorf("%s: keep %v (%s), want %v", tc.name, keep, why, tc.keep)
+		}
+	}
+}
+
+// TestDecideSymmetric: two leaders that hold the same op in doubt and ask
+// each other at once agree that exactly one keeps it, whichever asks first.
+func TestDecideSymmetric(t *testing.T) {
+	a := InDoubtOp{CounterID: counters.ID{1}, Clock: 3, Delta: 1}
+	b := InDoubtOp{CounterID: counters.ID{2}, Clock: 8, Delta: 1}
+	cellA := ctxCell(t, counters.Shard{ID: a.CounterID, Clock: 3, Count: 1, Kind: counters.Global})
+	cellB := ctxCell(t, counters.Shard{ID: b.CounterID, Clock: 8, Count: 1, Kind: counters.Global})
+	keepA, _ := Decide(a, []OpAnswer{{Status: OpPending, CounterID: b.CounterID, Clock: b.Clock, Seen: true, Found: true, Cell: cellB}})
+	keepB, _ := Decide(b, []OpAnswer{{Status: OpPending, CounterID: a.CounterID, Clock: a.Clock, Seen: true, Found: true, Cell: cellA}})
+	if keepA == keepB {
+		t.Fatalf("both leaders decided keep=%v", keepA)
+	}
+	// Once one has decided, the other's answer says so and the second
+	// agrees.
+	keepB2, _ := Decide(b, []OpAnswer{{Status: OpKept, CounterID: a.CounterID, Clock: a.Clock, Seen: true, Found: true, Cell: cellA}})
+	if keepB2 {
+		t.Fatal("b keeps an op a kept")
+	}
+}
+
+// TestInDoubtResolution drives one replica through an unclean restart: the
+// FBF updates it led in its last window are in doubt and their cell is not
+// served; one is taken back, one kept; the decision survives another
+// unclean restart (a compensation is never applied twice) and the
+// compensation is exact.
+func TestInDoubtResolution(t *testing.T) {
+	dir := t.TempDir()
+	r := mustOpen(t, testConfig(dir))
+	if err := r.CreateTable(fbfTable); err != nil {
+		t.Fatal(err)
+	}
+	for seq, key := range map[uint64]string{1: "a", 2: "b"} {
+		if _, err := r.Apply(fbfUpdate(key, 5, op(1, seq))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A vanilla-path update without an op id is never in doubt.
+	if _, err := r.Apply(Update{Table: fbfTable.ID, Key: []byte("a"), Column: "c", Delta: 100}); err != nil {
+		t.Fatal(err)
+	}
+	unclean := func() {
+		t.Helper()
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(dir, cleanShutdownFile)); err != nil {
+			t.Fatal(err)
+		}
+		r = mustOpen(t, testConfig(dir))
+	}
+	unclean()
+	defer func() { r.Close() }()
+	ops := r.InDoubt()
+	if len(ops) != 2 {
+		t.Fatalf("%d updates in doubt, want 2", len(ops))
+	}
+	if _, _, err := r.ReadRow(fbfTable.ID, []byte("a")); !errors.Is(err, ErrInDoubt) {
+		t.Fatalf("read of a cell in doubt: %v, want ErrInDoubt", err)
+	}
+	if _, err := r.Apply(fbfUpdate("a", 1, op(1, 9))); !errors.Is(err, ErrInDoubt) {
+		t.Fatalf("leader update of a cell in doubt: %v, want ErrInDoubt", err)
+	}
+	if v := value(t, r, fbfTable.ID, "c", "c"); v != 0 {
+		t.Fatalf("other cells are served: %d", v)
+	}
+	a, _ := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1))
+	if !a.Seen || a.Status != OpPending || a.Clock == 0 {
+		t.Fatalf("OpStatus of a pending op: %+v", a)
+	}
+	for _, o := range ops {
+		keep := string(o.Key) == "b"
+		m, err := r.ResolveInDoubt(o, keep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !m.HasOp || m.OpID != o.OpID || m.Cell.Value == nil {
+			t.Fatalf("resolution mutation %+v carries neither the op id nor the cell", m)
+		}
+		if _, err := r.ResolveInDoubt(o, keep); err == nil {
+			t.Fatal("an op resolved twice")
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		if v := value(t, r, fbfTable.ID, "a", "c"); v != 100 {
+			t.Fatalf("%s: a = %d, want 100 (5 taken back)", when, v)
+		}
+		if v := value(t, r, fbfTable.ID, "b", "c"); v != 5 {
+			t.Fatalf("%s: b = %d, want 5", when, v)
+		}
+	}
+	check("after resolution")
+	unclean()
+	// A kept op is settled again after the next unclean start (keeping is
+	// not logged: asked again, the replicas give the same answer); the op
+	// taken back is not, its compensation record is the decision.
+	again := r.InDoubt()
+	if len(again) != 1 || string(again[0].Key) != "b" {
+		t.Fatalf("in doubt after another unclean restart: %+v, want b's op alone", again)
+	}
+	if _, err := r.ResolveInDoubt(again[0], true); err != nil {
+		t.Fatal(err)
+	}
+	check("after another unclean restart")
+	if a, _ := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1)); a.Status != OpDropped {
+		t.Fatalf("status of the op taken back after a restart: %v", a.Status)
+	}
+}
