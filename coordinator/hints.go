@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/transport"
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // Hints keeps the mutations a leader could not deliver to a replica that was
@@ -24,6 +24,7 @@ import (
 // in order when the target is up again. Mutations are replicated state
 // (shards), so delivering a hint twice is harmless.
 type Hints struct {
+	fsys   vfs.FS
 	dir    string
 	logger *slog.Logger
 
@@ -48,16 +49,18 @@ type hintQueue struct {
 	pending []replica.Mutation
 }
 
-// OpenHints opens the hints directory and loads the hints it holds.
-func OpenHints(dir string, logger *slog.Logger) (*Hints, error) {
+// OpenHints opens the hints directory dir on fsys (nil means vfs.Default)
+// and loads the hints it holds.
+func OpenHints(fsys vfs.FS, dir string, logger *slog.Logger) (*Hints, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	fsys = vfs.Or(fsys)
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("coordinator: hints dir: %w", err)
 	}
-	h := &Hints{dir: dir, logger: logger, targets: map[string]*hintQueue{}}
-	ents, err := os.ReadDir(dir)
+	h := &Hints{fsys: fsys, dir: dir, logger: logger, targets: map[string]*hintQueue{}}
+	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: hints dir: %w", err)
 	}
@@ -85,6 +88,7 @@ func (h *Hints) queue(target string) (*hintQueue, error) {
 	q := &hintQueue{}
 	log, err := commitlog.Open(commitlog.Options{
 		Dir:    filepath.Join(h.dir, target),
+		FS:     h.fsys,
 		Sync:   commitlog.SyncPeriodic,
 		Logger: h.logger,
 	}, func(_ commitlog.Position, rec commitlog.Record) error {
@@ -220,7 +224,7 @@ func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, t
 	// pending as well, so an empty pending means none is lost.
 	delete(h.targets, target)
 	err := q.log.Close()
-	if rerr := os.RemoveAll(filepath.Join(h.dir, target)); rerr != nil {
+	if rerr := h.fsys.RemoveAll(filepath.Join(h.dir, target)); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
 	if sent > 0 {

@@ -43,7 +43,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -87,11 +86,16 @@ type Options struct {
 	// WrapExecutor, when set, wraps the CQL executor: a seam for tests that
 	// inject faults between the protocol and the statements.
 	WrapExecutor func(cql.Executor) cql.Executor
+	// FS is the filesystem of the data directory: the replica's files,
+	// the schema, the hints, the tokens and the peers file; nil means
+	// vfs.Default.
+	FS vfs.FS
 }
 
 // Node is a running idemkv node.
 type Node struct {
 	cfg     Config
+	fsys    vfs.FS
 	logger  *slog.Logger
 	replica *replica.Replica
 	schema  *schema.Schema
@@ -129,11 +133,12 @@ func Start(cfg Config, opts Options) (*Node, error) {
 			return transport.ListenTCP(a, h, transport.TCPOptions{Logger: opts.Logger})
 		}
 	}
+	opts.FS = vfs.Or(opts.FS)
 	logger := opts.Logger.With("node", cfg.ListenAddress)
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x1de4))
 	mode, _ := commitlog.ParseSyncMode(cfg.CommitLogSync)
 	rep, err := replica.Open(replica.Config{
-		Dir: cfg.DataDirectory,
+		Dir: cfg.DataDirectory, FS: opts.FS,
 		CommitLog: commitlog.Options{
 			Sync: mode, SyncPeriod: ms(cfg.CommitLogSyncPeriodMS), GroupWindow: ms(cfg.CommitLogGroupWindowMS),
 			SegmentSize: int64(cfg.CommitLogSegmentSizeMB) << 20,
@@ -146,19 +151,19 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: logger, replica: rep, events: &events{}}
+	n := &Node{cfg: cfg, fsys: opts.FS, logger: logger, replica: rep, events: &events{}}
 	fail := func(err error) (*Node, error) {
 		n.closeAll()
 		return nil, err
 	}
-	if n.schema, err = schema.Open(cfg.DataDirectory, rep); err != nil {
+	if n.schema, err = schema.OpenFS(opts.FS, cfg.DataDirectory, rep); err != nil {
 		return fail(err)
 	}
-	tokens, err := loadTokens(cfg.DataDirectory, cfg.NumTokens, rng)
+	tokens, err := loadTokens(opts.FS, cfg.DataDirectory, cfg.NumTokens, rng)
 	if err != nil {
 		return fail(err)
 	}
-	if n.hints, err = coordinator.OpenHints(filepath.Join(cfg.DataDirectory, "hints"), logger); err != nil {
+	if n.hints, err = coordinator.OpenHints(opts.FS, filepath.Join(cfg.DataDirectory, "hints"), logger); err != nil {
 		return fail(err)
 	}
 	// An update this node led whose replication a hint still waits to
@@ -180,7 +185,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		}
 		seeds = append(seeds, transport.Addr(s))
 	}
-	n.peers = loadPeers(vfs.Default, cfg.DataDirectory, hostID, logger)
+	n.peers = loadPeers(opts.FS, cfg.DataDirectory, hostID, logger)
 	n.gossip, err = gossip.New(gossip.Config{
 		Known: n.peers.known(),
 		Self: gossip.NodeState{
@@ -467,15 +472,7 @@ func (n *Node) reportLoad(ctx context.Context) {
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
 	for {
-		var size int64
-		_ = filepath.WalkDir(n.cfg.DataDirectory, func(_ string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				if fi, err := d.Info(); err == nil {
-					size += fi.Size()
-				}
-			}
-			return nil
-		})
+		size := dirSize(n.fsys, n.cfg.DataDirectory)
 		n.gossip.UpdateSelf(func(s *gossip.NodeState) { s.Load = size })
 		select {
 		case <-ctx.Done():
@@ -483,6 +480,23 @@ func (n *Node) reportLoad(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// dirSize is the bytes of the files below dir.
+func dirSize(fsys vfs.FS, dir string) int64 {
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var size int64
+	for _, e := range ents {
+		if e.IsDir() {
+			size += dirSize(fsys, filepath.Join(dir, e.Name()))
+		} else if fi, err := e.Info(); err == nil {
+			size += fi.Size()
+		}
+	}
+	return size
 }
 
 // PeerStatus is one node as another sees it.
@@ -518,10 +532,12 @@ func (n *Node) Status() []PeerStatus {
 }
 
 // loadTokens returns the node's tokens, choosing and saving them on first
-// start (Cassandra keeps them in system.local).
-func loadTokens(dir string, n int, rng *rand.Rand) ([]int64, error) {
+// start (Cassandra keeps them in system.local). The file is written
+// atomically and durably: tokens lost at a crash would move the node's
+// ranges away from its data.
+func loadTokens(fsys vfs.FS, dir string, n int, rng *rand.Rand) ([]int64, error) {
 	p := filepath.Join(dir, "tokens.json")
-	b, err := os.ReadFile(p)
+	b, err := fsys.ReadFile(p)
 	if err == nil {
 		var t []int64
 		if err := json.Unmarshal(b, &t); err != nil || len(t) == 0 {
@@ -529,12 +545,12 @@ func loadTokens(dir string, n int, rng *rand.Rand) ([]int64, error) {
 		}
 		return t, nil
 	}
-	if !errors.Is(err, os.ErrNotExist) {
+	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("node: read tokens: %w", err)
 	}
 	t := ring.RandomTokens(rng, n)
 	b, _ = json.Marshal(t)
-	if err := os.WriteFile(p, b, 0o644); err != nil {
+	if err := vfs.WriteFileAtomic(fsys, dir, "tokens.json", b); err != nil {
 		return nil, fmt.Errorf("node: save tokens: %w", err)
 	}
 	return t, nil
