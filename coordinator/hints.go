@@ -30,6 +30,10 @@ type Hints struct {
 
 	mu      sync.Mutex
 	targets map[string]*hintQueue
+	// closed is set by Close: a hint stored later (a write still in flight
+	// while the node stops) must not reopen a log that nothing closes and
+	// that the next Hints on the same directory would share.
+	closed bool
 	// deliverMu serializes deliveries, so that two triggers (the periodic
 	// loop and a node coming up) never send or trim a queue twice.
 	deliverMu sync.Mutex
@@ -79,9 +83,15 @@ func OpenHints(fsys vfs.FS, dir string, logger *slog.Logger) (*Hints, error) {
 	return h, nil
 }
 
+// ErrHintsClosed is returned by Store after Close.
+var ErrHintsClosed = errors.New("coordinator: hints closed")
+
 // queue returns the target's queue, opening its log (and loading its
 // hints) on first use; h.mu is held or the Hints is not shared yet.
 func (h *Hints) queue(target string) (*hintQueue, error) {
+	if h.closed {
+		return nil, ErrHintsClosed
+	}
 	if q, ok := h.targets[target]; ok {
 		return q, nil
 	}
@@ -216,6 +226,11 @@ func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, t
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.targets[target] != q {
+		// Closed meanwhile: the directory may already belong to the
+		// next Hints opened on it.
+		return nil
+	}
 	q.pending = q.pending[sent:]
 	if len(q.pending) > 0 {
 		return nil
@@ -255,6 +270,7 @@ func (h *Hints) Run(ctx context.Context, interval time.Duration, cluster Cluster
 func (h *Hints) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.closed = true
 	var errs []error
 	for t, q := range h.targets {
 		errs = append(errs, q.log.Close())
