@@ -322,6 +322,11 @@ func (n *Node) closeAll() error {
 	if n.tr != nil {
 		errs = append(errs, n.tr.Close())
 	}
+	if n.coord != nil {
+		// Updates this node leads finish first: replication the stop cut
+		// short goes to a hint before the hints close.
+		n.coord.Close()
+	}
 	if n.hints != nil {
 		errs = append(errs, n.hints.Close())
 	}
