@@ -187,6 +187,11 @@ type Coordinator struct {
 	catchUpMu sync.Mutex
 	catchUp   map[string]bool
 	started   time.Time
+	// closeMu, closed and leading let Close wait for the updates this node
+	// leads, their replication included.
+	closeMu sync.RWMutex
+	closed  bool
+	leading sync.WaitGroup
 
 	stats struct {
 		writes, led, unavailable, writeTimeouts atomic.Uint64
@@ -368,9 +373,42 @@ func (c *Coordinator) countTimeout(err error) error {
 	return err
 }
 
+// ErrClosed is returned for an update to lead after Close; nothing was
+// applied.
+var ErrClosed = errors.New("coordinator: closed")
+
+// Close refuses further updates to lead and waits for those under way,
+// replication included (bounded by the counter write timeout). A node
+// calls it after closing its transport, so that replication to a replica
+// fails at once into a hint, and before closing its hints: an update it
+// applied whose replication was cut by the stop must be in a hint, which
+// the restarted node holds in doubt; otherwise a retry led elsewhere meanwhile
+// would be counted twice.
+func (c *Coordinator) Close() {
+	c.closeMu.Lock()
+	c.closed = true
+	c.closeMu.Unlock()
+	c.leading.Wait()
+}
+
+// enterLead counts an update to lead in c.leading, unless closed.
+func (c *Coordinator) enterLead() bool {
+	c.closeMu.RLock()
+	defer c.closeMu.RUnlock()
+	if c.closed {
+		return false
+	}
+	c.leading.Add(1)
+	return true
+}
+
 // lead is the leader's part: apply locally, replicate the resulting state,
 // and return once the consistency level is met (counting this node).
 func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
+	if !c.enterLead() {
+		return ErrClosed
+	}
+	defer c.leading.Done()
 	natural, live, _, err := c.placement(w.u.Table, w.u.Key, w.cl)
 	if err != nil {
 		return err
@@ -434,7 +472,9 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		}
 		remotes++
 		wg.Add(1)
+		c.leading.Add(1) // lead holds a count: never from zero
 		go func() {
+			defer c.leading.Done()
 			defer wg.Done()
 			c.replicate(rctx, e, m, acks)
 		}()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/transport"
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // Hints keeps the mutations a leader could not deliver to a replica that was
@@ -24,11 +24,16 @@ import (
 // in order when the target is up again. Mutations are replicated state
 // (shards), so delivering a hint twice is harmless.
 type Hints struct {
+	fsys   vfs.FS
 	dir    string
 	logger *slog.Logger
 
 	mu      sync.Mutex
 	targets map[string]*hintQueue
+	// closed is set by Close: a hint stored later (a write still in flight
+	// while the node stops) must not reopen a log that nothing closes and
+	// that the next Hints on the same directory would share.
+	closed bool
 	// deliverMu serializes deliveries, so that two triggers (the periodic
 	// loop and a node coming up) never send or trim a queue twice.
 	deliverMu sync.Mutex
@@ -65,16 +70,18 @@ type hintQueue struct {
 	pending []replica.Mutation
 }
 
-// OpenHints opens the hints directory and loads the hints it holds.
-func OpenHints(dir string, logger *slog.Logger) (*Hints, error) {
+// OpenHints opens the hints directory dir on fsys (nil means vfs.Default)
+// and loads the hints it holds.
+func OpenHints(fsys vfs.FS, dir string, logger *slog.Logger) (*Hints, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	fsys = vfs.Or(fsys)
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("coordinator: hints dir: %w", err)
 	}
-	h := &Hints{dir: dir, logger: logger, targets: map[string]*hintQueue{}}
-	ents, err := os.ReadDir(dir)
+	h := &Hints{fsys: fsys, dir: dir, logger: logger, targets: map[string]*hintQueue{}}
+	ents, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: hints dir: %w", err)
 	}
@@ -93,15 +100,22 @@ func OpenHints(dir string, logger *slog.Logger) (*Hints, error) {
 	return h, nil
 }
 
+// ErrHintsClosed is returned by Store after Close.
+var ErrHintsClosed = errors.New("coordinator: hints closed")
+
 // queue returns the target's queue, opening its log (and loading its
 // hints) on first use; h.mu is held or the Hints is not shared yet.
 func (h *Hints) queue(target string) (*hintQueue, error) {
+	if h.closed {
+		return nil, ErrHintsClosed
+	}
 	if q, ok := h.targets[target]; ok {
 		return q, nil
 	}
 	q := &hintQueue{}
 	log, err := commitlog.Open(commitlog.Options{
 		Dir: filepath.Join(h.dir, target),
+		FS:  h.fsys,
 		// Group commit: a hint is durable before the replication that
 		// failed is counted as done, since a queued hint of an FBF update
 		// is what puts it in doubt after the leader restarts (and hints are
@@ -248,6 +262,11 @@ func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, t
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.targets[target] != q {
+		// Closed meanwhile: the directory may already belong to the
+		// next Hints opened on it.
+		return nil
+	}
 	// The hints held stay at the head; those stored while this delivery
 	// ran stay behind the ones it sent.
 	q.pending = append(append([]replica.Mutation(nil), q.pending[:skip]...), q.pending[skip+sent:]...)
@@ -258,7 +277,7 @@ func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, t
 	// pending as well, so an empty pending means none is lost.
 	delete(h.targets, target)
 	err := q.log.Close()
-	if rerr := os.RemoveAll(filepath.Join(h.dir, target)); rerr != nil {
+	if rerr := h.fsys.RemoveAll(filepath.Join(h.dir, target)); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
 	if sent > 0 {
@@ -289,6 +308,7 @@ func (h *Hints) Run(ctx context.Context, interval time.Duration, cluster Cluster
 func (h *Hints) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.closed = true
 	var errs []error
 	for t, q := range h.targets {
 		errs = append(errs, q.log.Close())

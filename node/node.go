@@ -46,7 +46,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -107,11 +106,16 @@ type Options struct {
 	// WrapExecutor, when set, wraps the CQL executor: a seam for tests that
 	// inject faults between the protocol and the statements.
 	WrapExecutor func(cql.Executor) cql.Executor
+	// FS is the filesystem of the data directory: the replica's files,
+	// the schema, the hints, the tokens and the peers file; nil means
+	// vfs.Default.
+	FS vfs.FS
 }
 
 // Node is a running idemkv node.
 type Node struct {
 	cfg     Config
+	fsys    vfs.FS
 	logger  *slog.Logger
 	replica *replica.Replica
 	stepped bool // Options.Stepped
@@ -158,11 +162,12 @@ func Start(cfg Config, opts Options) (*Node, error) {
 			return transport.ListenTCP(a, h, transport.TCPOptions{Logger: opts.Logger})
 		}
 	}
+	opts.FS = vfs.Or(opts.FS)
 	logger := opts.Logger.With("node", cfg.ListenAddress)
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x1de4))
 	mode, _ := commitlog.ParseSyncMode(cfg.CommitLogSync)
 	rep, err := replica.Open(replica.Config{
-		Dir: cfg.DataDirectory,
+		Dir: cfg.DataDirectory, FS: opts.FS,
 		CommitLog: commitlog.Options{
 			Sync: mode, SyncPeriod: ms(cfg.CommitLogSyncPeriodMS), GroupWindow: ms(cfg.CommitLogGroupWindowMS),
 			SegmentSize: int64(cfg.CommitLogSegmentSizeMB) << 20,
@@ -177,19 +182,19 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: logger, replica: rep, events: &events{}, stepped: opts.Stepped}
+	n := &Node{cfg: cfg, fsys: opts.FS, logger: logger, replica: rep, events: &events{}, stepped: opts.Stepped}
 	fail := func(err error) (*Node, error) {
 		n.closeAll(true) // a replica with updates in doubt is not marked clean (see replica.Close)
 		return nil, err
 	}
-	if n.schema, err = schema.Open(cfg.DataDirectory, rep); err != nil {
+	if n.schema, err = schema.OpenFS(opts.FS, cfg.DataDirectory, rep); err != nil {
 		return fail(err)
 	}
-	tokens, err := loadTokens(cfg.DataDirectory, cfg.NumTokens, rng)
+	tokens, err := loadTokens(opts.FS, cfg.DataDirectory, cfg.NumTokens, rng)
 	if err != nil {
 		return fail(err)
 	}
-	if n.hints, err = coordinator.OpenHints(filepath.Join(cfg.DataDirectory, "hints"), logger); err != nil {
+	if n.hints, err = coordinator.OpenHints(opts.FS, filepath.Join(cfg.DataDirectory, "hints"), logger); err != nil {
 		return fail(err)
 	}
 	// An update this node led whose replication a hint still waits to
@@ -211,7 +216,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		}
 		seeds = append(seeds, transport.Addr(s))
 	}
-	n.peers = loadPeers(vfs.Default, cfg.DataDirectory, hostID, logger)
+	n.peers = loadPeers(opts.FS, cfg.DataDirectory, hostID, logger)
 	n.gossip, err = gossip.New(gossip.Config{
 		Known: n.peers.known(),
 		Self: gossip.NodeState{
@@ -403,6 +408,11 @@ func (n *Node) closeAll(clean bool) error {
 	if n.tr != nil {
 		errs = append(errs, n.tr.Close())
 	}
+	if n.coord != nil {
+		// Updates this node leads finish first: replication the stop cut
+		// short goes to a hint before the hints close.
+		n.coord.Close()
+	}
 	if n.hints != nil {
 		errs = append(errs, n.hints.Close())
 	}
@@ -560,15 +570,7 @@ func (n *Node) reportLoad(ctx context.Context) {
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
 	for {
-		var size int64
-		_ = filepath.WalkDir(n.cfg.DataDirectory, func(_ string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				if fi, err := d.Info(); err == nil {
-					size += fi.Size()
-				}
-			}
-			return nil
-		})
+		size := dirSize(n.fsys, n.cfg.DataDirectory)
 		n.gossip.UpdateSelf(func(s *gossip.NodeState) { s.Load = size })
 		select {
 		case <-ctx.Done():
@@ -576,6 +578,23 @@ func (n *Node) reportLoad(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// dirSize is the bytes of the files below dir.
+func dirSize(fsys vfs.FS, dir string) int64 {
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var size int64
+	for _, e := range ents {
+		if e.IsDir() {
+			size += dirSize(fsys, filepath.Join(dir, e.Name()))
+		} else if fi, err := e.Info(); err == nil {
+			size += fi.Size()
+		}
+	}
+	return size
 }
 
 // PeerStatus is one node as another sees it.
@@ -611,10 +630,12 @@ func (n *Node) Status() []PeerStatus {
 }
 
 // loadTokens returns the node's tokens, choosing and saving them on first
-// start (Cassandra keeps them in system.local).
-func loadTokens(dir string, n int, rng *rand.Rand) ([]int64, error) {
+// start (Cassandra keeps them in system.local). The file is written
+// atomically and durably: tokens lost at a crash would move the node's
+// ranges away from its data.
+func loadTokens(fsys vfs.FS, dir string, n int, rng *rand.Rand) ([]int64, error) {
 	p := filepath.Join(dir, "tokens.json")
-	b, err := os.ReadFile(p)
+	b, err := fsys.ReadFile(p)
 	if err == nil {
 		var t []int64
 		if err := json.Unmarshal(b, &t); err != nil || len(t) == 0 {
@@ -622,12 +643,12 @@ func loadTokens(dir string, n int, rng *rand.Rand) ([]int64, error) {
 		}
 		return t, nil
 	}
-	if !errors.Is(err, os.ErrNotExist) {
+	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("node: read tokens: %w", err)
 	}
 	t := ring.RandomTokens(rng, n)
 	b, _ = json.Marshal(t)
-	if err := os.WriteFile(p, b, 0o644); err != nil {
+	if err := vfs.WriteFileAtomic(fsys, dir, "tokens.json", b); err != nil {
 		return nil, fmt.Errorf("node: save tokens: %w", err)
 	}
 	return t, nil

@@ -9,7 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -18,6 +18,7 @@ import (
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // Keyspace is a keyspace definition: its name and replication.
@@ -154,10 +155,15 @@ func lessTable(a, b replica.TableDef) bool {
 	return string(x) < string(y)
 }
 
+// schemaFile is the schema document's name in the data directory.
+const schemaFile = "cluster_schema.json"
+
 // Schema is a node's schema: the document, persisted in the data directory,
 // applied to the local replica's tables.
 type Schema struct {
 	mu   sync.Mutex
+	fsys vfs.FS
+	dir  string
 	path string
 	raw  Doc // everything learned: what is persisted and exchanged
 	doc  Doc // raw.visible(): what the node serves
@@ -178,10 +184,16 @@ type tableLeader struct {
 
 // Open loads the schema kept in dir and makes rep's tables match it.
 func Open(dir string, rep *replica.Replica) (*Schema, error) {
-	s := &Schema{path: filepath.Join(dir, "cluster_schema.json"), raw: emptyDoc(), doc: emptyDoc(), rep: rep}
-	b, err := os.ReadFile(s.path)
+	return OpenFS(nil, dir, rep)
+}
+
+// OpenFS is Open on the filesystem fsys (nil means vfs.Default).
+func OpenFS(fsys vfs.FS, dir string, rep *replica.Replica) (*Schema, error) {
+	fsys = vfs.Or(fsys)
+	s := &Schema{fsys: fsys, dir: dir, path: filepath.Join(dir, schemaFile), raw: emptyDoc(), doc: emptyDoc(), rep: rep}
+	b, err := fsys.ReadFile(s.path)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return nil, fmt.Errorf("schema: read schema: %w", err)
 	default:
@@ -265,15 +277,9 @@ func (s *Schema) applyLocked() error {
 	if err != nil {
 		return err
 	}
-	tmp := s.path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("schema: write schema: %w", err)
-	}
-	if f, err := os.Open(tmp); err == nil {
-		f.Sync()
-		f.Close()
-	}
-	if err := os.Rename(tmp, s.path); err != nil {
+	// Written, synced, renamed and the directory synced: a crash leaves
+	// the old document or the new one.
+	if err := vfs.WriteFileAtomic(s.fsys, s.dir, schemaFile, b); err != nil {
 		return fmt.Errorf("schema: write schema: %w", err)
 	}
 	s.strategies = map[string]ring.Strategy{}

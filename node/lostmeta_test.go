@@ -1,0 +1,60 @@
+package node
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/internal/testseed"
+	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/transport"
+)
+
+// TestLostIdentityRefusesToStart loses a file that gives a node holding
+// data its place in the ring — its host id or its tokens — and expects the
+// node to refuse to start with an error naming the file, as it does for a
+// lost commit log segment or SSTable (TestRandomCluster's disk faults).
+// Today it starts silently: a new host id (a second identity for the same
+// data, the old one left Down in the ring) or new random tokens (the ranges
+// it held move away from its data). A known gap, found while writing
+// TestRandomCluster and not fixed here: the rule needs care for the first
+// start that crashed between writing the host id and the tokens. Set
+// IDEMKV_KNOWN_BUGS=1 to run it.
+func TestLostIdentityRefusesToStart(t *testing.T) {
+	for _, victim := range []string{"host_id", "tokens.json"} {
+		t.Run(victim, func(t *testing.T) {
+			if os.Getenv("IDEMKV_KNOWN_BUGS") == "" {
+				t.Skip("known gap: a node whose " + victim + " is lost starts under a new identity; IDEMKV_KNOWN_BUGS=1 runs it")
+			}
+			seed := testseed.Seed(t)
+			c := &rtCluster{t: t, net: transport.NewMemNetwork(seed), seed: seed, rng: rand.New(rand.NewPCG(seed, 1))}
+			c.setup(3, func(cfg *Config) { cfg.CommitLogSync = "batch" })
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			u := replica.Update{Table: rtVanilla, Key: []byte("k"), Column: "c", Delta: 5}
+			if err := c.nodes[0].nd.Coordinator().CounterWrite(ctx, u, coordinator.All); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.nodes[1].nd.Replica().FlushAll(); err != nil {
+				t.Fatal(err)
+			}
+			c.stopClean(1)
+			r := c.nodes[1]
+			if err := r.fs.Lose(filepath.Join(r.cfg.DataDirectory, victim)); err != nil {
+				t.Fatal(err)
+			}
+			err := c.start(1)
+			if err == nil {
+				t.Fatalf("node started with its %s lost (host id now %s)", victim, r.nd.HostID())
+			}
+			if !strings.Contains(err.Error(), victim) {
+				t.Fatalf("start refused, but the error does not name %s: %v", victim, err)
+			}
+		})
+	}
+}
