@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -352,7 +353,12 @@ func (r *Replica) InDoubt() []InDoubtOp {
 			out = append(out, op.InDoubtOp)
 		}
 	}
-	slices.SortFunc(out, func(a, b InDoubtOp) int { return cmp.Compare(a.OpTime, b.OpTime) })
+	slices.SortFunc(out, func(a, b InDoubtOp) int {
+		if c := cmp.Compare(a.OpTime, b.OpTime); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.OpID[:], b.OpID[:])
+	})
 	return out
 }
 
