@@ -190,7 +190,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	if n.schema, err = schema.OpenFS(opts.FS, cfg.DataDirectory, rep); err != nil {
 		return fail(err)
 	}
-	tokens, err := loadTokens(opts.FS, cfg.DataDirectory, cfg.NumTokens, rng)
+	tokens, err := loadTokens(opts.FS, cfg.DataDirectory, cfg.NumTokens, rng, len(rep.Tables()) > 0)
 	if err != nil {
 		return fail(err)
 	}
@@ -633,7 +633,11 @@ func (n *Node) Status() []PeerStatus {
 // start (Cassandra keeps them in system.local). The file is written
 // atomically and durably: tokens lost at a crash would move the node's
 // ranges away from its data.
-func loadTokens(fsys vfs.FS, dir string, n int, rng *rand.Rand) ([]int64, error) {
+// loadTokens reads the node's tokens, or draws and saves new ones on its
+// first start. A node that holds tables (hasData) and has lost its tokens
+// does not draw new ones: the ranges it held would move away from its
+// data; it refuses to start.
+func loadTokens(fsys vfs.FS, dir string, n int, rng *rand.Rand, hasData bool) ([]int64, error) {
 	p := filepath.Join(dir, "tokens.json")
 	b, err := fsys.ReadFile(p)
 	if err == nil {
@@ -645,6 +649,9 @@ func loadTokens(fsys vfs.FS, dir string, n int, rng *rand.Rand) ([]int64, error)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("node: read tokens: %w", err)
+	}
+	if hasData {
+		return nil, fmt.Errorf("node: %s is missing but the node holds tables: new tokens would move its ranges away from its data; restore the file (or start from an empty data directory)", p)
 	}
 	t := ring.RandomTokens(rng, n)
 	b, _ = json.Marshal(t)

@@ -282,7 +282,7 @@ func Open(cfg Config) (*Replica, error) {
 			fresh = false
 		}
 	}
-	if r.hostID, err = loadHostID(cfg.FS, cfg.IDs, cfg.Dir); err != nil {
+	if r.hostID, err = loadHostID(cfg.FS, cfg.IDs, cfg.Dir, fresh); err != nil {
 		return nil, err
 	}
 	var renewed bool
@@ -481,7 +481,11 @@ func checkNoTables(fsys vfs.FS, dir string) error {
 	return nil
 }
 
-func loadHostID(fsys vfs.FS, ids io.Reader, dir string) (counters.ID, error) {
+// loadHostID reads the host id, or draws and saves one in a fresh
+// directory. A directory that holds data (counter ids or a schema) and has
+// lost its host id does not get a new one: the node would come back as a
+// second identity of the same data; Open refuses.
+func loadHostID(fsys vfs.FS, ids io.Reader, dir string, fresh bool) (counters.ID, error) {
 	var id counters.ID
 	p := filepath.Join(dir, "host_id")
 	b, err := fsys.ReadFile(p)
@@ -495,6 +499,9 @@ func loadHostID(fsys vfs.FS, ids io.Reader, dir string) (counters.ID, error) {
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return id, fmt.Errorf("replica: read host id: %w", err)
+	}
+	if !fresh {
+		return id, fmt.Errorf("replica: %s is missing but the directory holds data (%s, %s): a new host id would give the node a second identity; restore the file (or start from an empty data directory)", p, counterIDFile, schemaFile)
 	}
 	if _, err := io.ReadFull(ids, id[:]); err != nil {
 		return id, fmt.Errorf("replica: generate host id: %w", err)
