@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -62,9 +63,18 @@ func (c *Coordinator) PeerUp(ctx context.Context, hostID string) {
 		}()
 		deadline := c.cfg.Now().Add(catchUpBound(c.cfg.CounterWriteTimeout))
 		for c.cfg.Now().Before(deadline) {
-			if c.cfg.Cluster.IsUp(hostID) {
+			// A peer the failure detector does not hold up yet is tried
+			// all the same in the first moments after this node's start.
+			if c.cfg.Cluster.IsUp(hostID) || c.cfg.Now().Sub(c.started) < catchUpDiscovery {
 				err := c.pullHints(ctx, hostID)
 				if err == nil {
+					return
+				}
+				if errors.Is(err, transport.ErrNotSent) {
+					// Nothing listens there: the peer is down, its hints
+					// wait with it (and their updates are in doubt when
+					// it restarts, which pulls again through PeerUp).
+					c.logger.Debug("hint pull: peer is down", "peer", hostID, "err", err)
 					return
 				}
 				c.logger.Debug("hint pull failed", "peer", hostID, "err", err)
@@ -125,7 +135,9 @@ func (c *Coordinator) pullHints(ctx context.Context, hostID string) error {
 	}
 	e := newEnc()
 	e.str(c.cfg.Cluster.Self().ID)
-	rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	// The peer may hold many hints for this node (all it missed while
+	// down): the pull may take longer than one write.
+	rctx, cancel := c.cfg.WithTimeout(ctx, catchUpBound(c.cfg.CounterWriteTimeout))
 	defer cancel()
 	_, err := c.cfg.Transport.Request(rctx, addr, transport.Message{Type: TypeHintPull, Body: e.b})
 	return err

@@ -220,6 +220,9 @@ func (h *Hints) Deliver(ctx context.Context, cluster Cluster, tr transport.Trans
 	return errors.Join(errs...)
 }
 
+// hintWindow is how many hints to one target are in flight at once.
+const hintWindow = 32
+
 // DeliverTo sends the hints held for one target now, whatever the failure
 // detector says of it, and returns how many are left. While deliveries are
 // paused, the hints held do not count: they wait for this node's own
@@ -251,14 +254,32 @@ func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, t
 	skip := min(h.held[target], len(q.pending))
 	batch := append([]replica.Mutation(nil), q.pending[skip:]...)
 	h.mu.Unlock()
+	// Hints are replicated state, merged in any order: they go
+	// hintWindow at a time. sent counts the leading run that arrived; a
+	// hint after a failure is sent again later, which is harmless.
 	sent := 0
-	for _, m := range batch {
-		if _, err := tr.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: EncodeMutation(m)}); err != nil {
-			h.logger.Debug("hint replay stopped", "target", target, "delivered", sent, "err", err)
+	for sent < len(batch) {
+		window := batch[sent:min(sent+hintWindow, len(batch))]
+		errs := make([]error, len(window))
+		var wg sync.WaitGroup
+		for i, m := range window {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = tr.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: EncodeMutation(m)})
+			}()
+		}
+		wg.Wait()
+		ok := 0
+		for ok < len(errs) && errs[ok] == nil {
+			ok++
+		}
+		sent += ok
+		h.delivered.Add(uint64(ok))
+		if ok < len(errs) {
+			h.logger.Debug("hint replay stopped", "target", target, "delivered", sent, "err", errs[ok])
 			break
 		}
-		sent++
-		h.delivered.Add(1)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -78,8 +78,10 @@ func TestHintsPauseHoldsOnlyWhatWasQueued(t *testing.T) {
 	if err := h.Deliver(ctx, cl, tr); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 || got[1] != 1 || got[2] != 2 {
-		t.Fatalf("after Resume: %v, want 3 1 2", got)
+	// Hints go several at a time, in any order: after the one stored
+	// since Pause, the two held.
+	if len(got) != 3 || min(got[1], got[2]) != 1 || max(got[1], got[2]) != 2 {
+		t.Fatalf("after Resume: %v, want 3 then 1 and 2", got)
 	}
 	if p := h.Pending(); len(p) != 0 {
 		t.Fatalf("pending after delivery: %v", p)
