@@ -388,6 +388,11 @@ func (n *Node) Stop() error {
 func (n *Node) Crash() error {
 	n.stopOnce.Do(func() {
 		n.ready.Store(false)
+		// As a killed process: its sockets close first, so that peers see
+		// refused connections at once, not a node that answers "stopping".
+		if n.tr != nil {
+			_ = n.tr.Close()
+		}
 		if n.gossip != nil {
 			n.gossip.Abort()
 		}
