@@ -54,11 +54,13 @@ func (c *Coordinator) PeerUp(ctx context.Context, hostID string) {
 		return
 	}
 	c.catchUp[hostID] = true
+	c.catchUpN.Store(int32(len(c.catchUp)))
 	c.catchUpMu.Unlock()
 	go func() {
 		defer func() {
 			c.catchUpMu.Lock()
 			delete(c.catchUp, hostID)
+			c.catchUpN.Store(int32(len(c.catchUp)))
 			c.catchUpMu.Unlock()
 		}()
 		deadline := c.cfg.Now().Add(catchUpBound(c.cfg.CounterWriteTimeout))
@@ -112,6 +114,9 @@ const catchUpDiscovery = 3 * time.Second
 // in doubt when it restarts), or from any peer in the first moments after
 // this node's start.
 func (c *Coordinator) catchingUp() bool {
+	if c.catchUpN.Load() == 0 {
+		return false
+	}
 	c.catchUpMu.Lock()
 	defer c.catchUpMu.Unlock()
 	if len(c.catchUp) == 0 {
@@ -152,6 +157,10 @@ func (c *Coordinator) handleHintPull(ctx context.Context, body []byte) (transpor
 	if c.cfg.Hints == nil {
 		return transport.Message{Type: TypeHintPull}, nil
 	}
+	// Bounded: the asker may be cut off meanwhile, and a delivery holds the
+	// hints' delivery lock.
+	ctx, cancel := c.cfg.WithTimeout(ctx, 2*c.cfg.CounterWriteTimeout)
+	defer cancel()
 	left, err := c.cfg.Hints.DeliverTo(ctx, target, c.cfg.Cluster, c.cfg.Transport)
 	if err != nil {
 		return transport.Message{}, err

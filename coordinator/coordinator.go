@@ -186,6 +186,7 @@ type Coordinator struct {
 	// catchUp holds the peers whose hints for this node are being pulled.
 	catchUpMu sync.Mutex
 	catchUp   map[string]bool
+	catchUpN  atomic.Int32 // len(catchUp), read without the lock
 	started   time.Time
 	// closeMu, closed and leading let Close wait for the updates this node
 	// leads, their replication included.
@@ -417,13 +418,13 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 	if err := req.sufficient(live); err != nil {
 		return err
 	}
-	if w.u.HasOp && c.deduplicates(w.u.Table) && c.catchingUp() {
+	if w.u.HasOp && c.catchingUp() && c.deduplicates(w.u.Table) {
 		// Hints for this node may still hold op ids its filters lack: it
 		// leads no deduplicated update until it has them (see PeerUp).
 		return errLeaderInDoubt
 	}
-	if w.u.HasOp && c.deduplicates(w.u.Table) {
-		c.learnOp(ctx, w.u)
+	if w.u.HasOp {
+		c.learnOp(ctx, w.u) // free unless the filter may be incomplete
 	}
 	m, err := c.cfg.Store.Apply(w.u)
 	for errors.Is(err, replica.ErrOpInDoubt) {

@@ -659,39 +659,35 @@ func (g *Gossiper) Start() {
 	}(g.done)
 }
 
+// Abort stops gossiping without telling anyone, as a crashed process
+// would: the peers convict this node by its silence. Later calls, and
+// Stop after it, do nothing.
+func (g *Gossiper) Abort() { g.halt() }
+
+// halt stops the rounds; it reports false if they were already stopped.
+func (g *Gossiper) halt() bool {
+	g.mu.Lock()
+	if g.stopped {
+		g.mu.Unlock()
+		return false
+	}
+	g.stopped = true
+	cancel, done := g.cancel, g.done
+	g.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	return true
+}
+
 // Stop stops the rounds, sets the node's status to shutdown and announces
 // it to every live peer (which mark the node Down at once), waiting for
 // their answers until ctx ends. Later calls do nothing. Handle keeps
 // answering, with the shutdown state; the transport stays the caller's.
-// Abort stops gossiping without telling anyone, as a crashed process
-// would: the peers convict this node by its silence.
-func (g *Gossiper) Abort() {
-	g.mu.Lock()
-	if g.stopped {
-		g.mu.Unlock()
-		return
-	}
-	g.stopped = true
-	cancel, done := g.cancel, g.done
-	g.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
-
 func (g *Gossiper) Stop(ctx context.Context) {
-	g.mu.Lock()
-	if g.stopped {
-		g.mu.Unlock()
+	if !g.halt() {
 		return
-	}
-	g.stopped = true
-	cancel, done := g.cancel, g.done
-	g.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
 	}
 
 	g.mu.Lock()
