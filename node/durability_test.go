@@ -15,6 +15,21 @@ import (
 	"github.com/idemkv/idemkv/transport"
 )
 
+// fbfWithMutationsBlocked creates the counter and FBF tables and loses
+// every replication message (TypeMutation request) while the returned flag
+// is set; it starts set.
+func (c *testCluster) fbfWithMutationsBlocked() *atomic.Bool {
+	c.t.Helper()
+	c.createTable(3)
+	c.createFBFTable()
+	block := new(atomic.Bool)
+	block.Store(true)
+	c.net.OnDeliver(func(from, to transport.Addr, m transport.Message, isResponse bool) bool {
+		return block.Load() && !isResponse && m.Type == coordinator.TypeMutation
+	})
+	return block
+}
+
 // writeOpAt is writeOp at a chosen consistency level, with the client id 1.
 func (c *testCluster) writeOpAt(via int, key string, delta int64, seq uint64, cl coordinator.ConsistencyLevel) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -31,13 +46,7 @@ func (c *testCluster) writeOpAt(via int, key string, delta int64, seq uint64, cl
 // network heals, the retry succeeds and every replica holds the update.
 func TestFBFDismissedRetryWaitsForConsistency(t *testing.T) {
 	c := newTestCluster(t, 3, func(i int, cfg *Config) { cfg.CounterWriteTimeoutMS = 500 })
-	c.createTable(3)
-	c.createFBFTable()
-	var block atomic.Bool
-	block.Store(true)
-	c.net.OnDeliver(func(from, to transport.Addr, m transport.Message, isResponse bool) bool {
-		return block.Load() && !isResponse && m.Type == coordinator.TypeMutation
-	})
+	block := c.fbfWithMutationsBlocked()
 	var wt *coordinator.WriteTimeoutError
 	if err := c.writeOpAt(1, "d", 7, 1, coordinator.All); !errors.As(err, &wt) {
 		t.Fatalf("first attempt with replication lost: %v, want a write timeout", err)

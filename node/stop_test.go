@@ -1,11 +1,9 @@
 package node
 
 import (
-	"sync/atomic"
 	"testing"
 
 	"github.com/idemkv/idemkv/coordinator"
-	"github.com/idemkv/idemkv/transport"
 )
 
 // TestFBFCleanStopDuringReplication: a leader is stopped cleanly while the
@@ -19,13 +17,7 @@ import (
 // store, the restart was clean, and the update counted twice.)
 func TestFBFCleanStopDuringReplication(t *testing.T) {
 	c := newTestCluster(t, 3, func(i int, cfg *Config) { cfg.CounterWriteTimeoutMS = 1000 })
-	c.createTable(3)
-	c.createFBFTable()
-	var block atomic.Bool
-	block.Store(true)
-	c.net.OnDeliver(func(from, to transport.Addr, m transport.Message, isResponse bool) bool {
-		return block.Load() && !isResponse && m.Type == coordinator.TypeMutation
-	})
+	block := c.fbfWithMutationsBlocked()
 	done := make(chan error, 1)
 	go func() { done <- c.writeOpAt(1, "s", 10, 1, coordinator.Quorum) }()
 	leader := 0
