@@ -91,6 +91,19 @@ func (c *testCluster) handoffLeft() (left int, report string) {
 		st := c.node(i).Replica().HandoffStats()
 		left += st.Slots + st.Tokens + st.Notices
 		report += fmt.Sprintf("node %d: %+v\n", i, st)
+		for _, k := range []string{"a", "b", "c"} {
+			b, err := c.node(i).Replica().HandoffView(handoffTableID, []byte(k), "c", handoff.ID{})
+			if err != nil {
+				continue
+			}
+			m, _, err := handoff.DecodeMessage(b)
+			if err != nil {
+				continue
+			}
+			for _, h := range m.Notices {
+				report += fmt.Sprintf("  key %s notice %v servers %v seen %v created %d\n", k, h.Notice.ID, h.Servers, h.Seen, h.Created)
+			}
+		}
 	}
 	return left, report
 }

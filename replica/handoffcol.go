@@ -41,8 +41,10 @@ import (
 // natural replicas as the notice's servers. A replica that receives a notice
 // keeps it in the cell with the set of replicas known to have processed it,
 // applies every notice it holds (handoff.State.Collect) after every merge,
-// passes its notices to the other replicas in anti-entropy, and answers the
-// client with its notice once it is durable (the client may then stop). A
+// passes its notices to the other replicas in anti-entropy (every notice
+// sweep puts a cell whose notices are not yet processed everywhere back in
+// anti-entropy), and answers the client with its notice once it is durable
+// (the client may then stop). A
 // notice is dropped once every server has processed it and
 // Config.HandoffNoticeRetention has passed since it was first received.
 //
@@ -487,6 +489,16 @@ func (r *Replica) SweepHandoffNotices() (held int, err error) {
 			err = errors.Join(err, cerr)
 		}
 		held += len(c.notices)
+		// A notice not yet processed by every server keeps its cell in
+		// anti-entropy: an exchange that succeeded may still have left a
+		// peer (or this replica) without another's mark, and nothing else
+		// would bring the cell back.
+		for _, n := range c.notices {
+			if !n.Done() {
+				h.markDirty(hc)
+				break
+			}
+		}
 		c.mu.Unlock()
 	}
 	return held, err
