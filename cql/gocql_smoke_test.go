@@ -15,7 +15,7 @@ import (
 )
 
 // systemExecutor is a minimal node for gocql v1.7.0: system.local and
-// system.peers as reference/gocql-server.md §2.2 has them, and one counter
+// system.peers with the columns and types gocql reads, and one counter
 // table ks.t (k text PRIMARY KEY, c counter) in memory.
 type systemExecutor struct {
 	ip net.IP

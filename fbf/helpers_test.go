@@ -36,7 +36,7 @@ func testSeed(t testing.TB, def uint64) uint64 {
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
 
-// id returns a 16-byte op id (client, sequence) as DESIGN.md specifies.
+// id returns a 16-byte op id (client, sequence) as docs/fbf.md specifies.
 func id(client, seq uint64) []byte {
 	b := make([]byte, 16)
 	binary.BigEndian.PutUint64(b, client)

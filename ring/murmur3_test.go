@@ -9,8 +9,8 @@ import (
 	"github.com/spaolacci/murmur3"
 )
 
-// Vectors from reference/cassandra-counters.md §8 (the C# driver's TokenTests,
-// "inputs and result values from Cassandra"), and the derived extras there.
+// Vectors from the DataStax C# driver's TokenTests ("inputs and result values
+// from Cassandra"; see docs/references.md), and derived extras.
 func TestTokenCassandraVectors(t *testing.T) {
 	seq := make([]byte, 16)
 	for i := range seq {

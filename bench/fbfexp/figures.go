@@ -86,7 +86,8 @@ func cmdline(name string, o Options, s Settings) string {
 }
 
 // Paper values. Figs. 8–10: the prototype's Results CSVs as tabulated in
-// reference/fbf-handoff-prior-art.md §1.5 (Fig. 6.1 = paper Fig. 8, the
+// Subramanyam's 2015 UIUC master's thesis of the same title (Fig. 6.1 =
+// paper Fig. 8, the
 // numElements effectiveFPR CSV = the analysis of Fig. 9, Fig. 6.3 = Fig. 10).
 var (
 	paperElems       = []float64{100, 200, 300, 400, 500, 600}

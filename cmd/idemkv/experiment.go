@@ -142,7 +142,7 @@ func runExperimentFBF(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: idemkv experiment fbf <%s|all> [flags]\n\n", strings.Join(fbfexp.Names(), "|"))
 		fmt.Fprintln(stderr, "Runs the paper's filter experiments in virtual time with the paper's settings")
-		fmt.Fprintln(stderr, "(DESIGN.md), writes NAME.csv and NAME.png into --out and prints our numbers")
+		fmt.Fprintln(stderr, "(EXPERIMENTS.md), writes NAME.csv and NAME.png into --out and prints our numbers")
 		fmt.Fprintln(stderr, "beside the paper's with their ratio.")
 		fmt.Fprintln(stderr)
 		for _, f := range fbfexp.Figures {

@@ -1,6 +1,6 @@
 // Package handoff implements Handoff Counters (Almeida & Baquero, "Scalable
-// Eventually Consistent Counters over Unreliable Networks",
-// papers/handoff-counters.txt): a state-based CRDT counter in which clients
+// Eventually Consistent Counters over Unreliable Networks", arXiv:1307.3207;
+// see docs/references.md): a state-based CRDT counter in which clients
 // are replicas too, so that a retry is only a re-sent state, while the
 // per-client entries that make a naive G-counter grow with every client that
 // ever incremented are temporary and garbage-collected.

@@ -45,7 +45,7 @@ func decodeOne(t testing.TB, b []byte) (Header, *Frame) {
 }
 
 // gocqlFrames are frames shaped as gocql v1.7.0 sends and expects them
-// (reference/gocql-server.md §1-§5), used by the round-trip test and as
+// (its connection sequence, system tables and EXECUTE/BATCH shapes), used by the round-trip test and as
 // fuzz seeds.
 func gocqlFrames() []*Frame {
 	ts := int64(1700000000000000)
