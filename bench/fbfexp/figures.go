@@ -87,8 +87,8 @@ func cmdline(name string, o Options, s Settings) string {
 
 // Paper values. Figs. 8–10: the prototype's Results CSVs as tabulated in
 // Subramanyam's 2015 UIUC master's thesis of the same title (Fig. 6.1 =
-// paper Fig. 8, the
-// numElements effectiveFPR CSV = the analysis of Fig. 9, Fig. 6.3 = Fig. 10).
+// paper Fig. 8, the numElements effectiveFPR CSV = the analysis of Fig. 9,
+// Fig. 6.3 = Fig. 10).
 var (
 	paperElems       = []float64{100, 200, 300, 400, 500, 600}
 	paperSmart       = []float64{1.5e-6, 2.5e-5, 5e-5, 5.2e-4, 5.9e-4, 1.29e-3}
