@@ -41,8 +41,8 @@ func (d Dot) Compare(o Dot) int {
 	return 0
 }
 
-// String renders the dot as creator-prefix:seq.
-func (d Dot) String() string { return fmt.Sprintf("%x:%d", d.Creator[:4], d.Seq) }
+// String renders the dot as creator:seq in hex and decimal.
+func (d Dot) String() string { return fmt.Sprintf("%x:%d", d.Creator[:], d.Seq) }
 
 // ctxEntry is the part of a causal context for one creator: every sequence
 // number in [1, base] plus the ones in cloud, each > base+1, ascending.
