@@ -131,7 +131,6 @@ type sim struct {
 	moved    map[Dot]int // dot → permanent node that transferred it
 	trace    []string
 	nextCl   int
-	lastErr  error
 
 	// report
 	delivered, lost, duplicated, replayed, crashes, borrows, lostAnswers int

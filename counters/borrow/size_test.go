@@ -31,17 +31,16 @@ func encLen(s interface{ MarshalBinary() ([]byte, error) }) int {
 }
 
 type sizeRow struct {
-	clients          int
-	gcounter         int
-	borrowEnd        int // largest server state once quiescent
-	borrowPeak       int // largest server state at any tick
-	peakBorrowed     int // most borrowed dots at one server at any tick
-	handoffEnd       int
-	handoffPeak      int
-	downPeak         int // creator down from mid-run: largest state while down
-	downBorrowed     int // borrowed dots left at the others just before it returns
-	downEnd          int // after it returns and the servers gossip
-	downBorrowedLeft int
+	clients      int
+	gcounter     int
+	borrowEnd    int // largest server state once quiescent
+	borrowPeak   int // largest server state at any tick
+	peakBorrowed int // most borrowed dots at one server at any tick
+	handoffEnd   int
+	handoffPeak  int
+	downPeak     int // creator down from mid-run: largest state while down
+	downBorrowed int // borrowed dots left at the others just before it returns
+	downEnd      int // after it returns and the servers gossip
 }
 
 const (
