@@ -26,7 +26,8 @@ const stepsEnv = "IDEMKV_BORROW_STEPS"
 //   - inc at a permanent node (a plain update counted in its own dot,
 //     persisted before it is acknowledged);
 //   - inc at a client: Client.Add, whose write goes in flight to a linked
-//     node (or is lost if the link is down);
+//     node (or is lost if the link is down); now and then a client restarts
+//     from its persisted Client (an encoding round trip);
 //   - resend: a client resends one of its current writes; replay: a client
 //     write from the past, or an old persisted state of a permanent node,
 //     goes in flight again;
@@ -459,6 +460,17 @@ func (s *sim) randomStep() error {
 	case x < 22: // client step
 		if c == nil {
 			return nil
+		}
+		if r.IntN(16) == 0 { // the client restarts from what it persisted
+			b, err := c.cl.MarshalBinary()
+			if err != nil {
+				return s.fail("client encode: %v", err)
+			}
+			var d Client
+			if err := d.UnmarshalBinary(b); err != nil {
+				return s.fail("client decode: %v", err)
+			}
+			c.cl = &d
 		}
 		switch c.phase {
 		case clActive:

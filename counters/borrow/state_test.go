@@ -289,3 +289,24 @@ func TestJoinLaws(t *testing.T) {
 		}
 	}
 }
+
+// TestLateBorrowRequestKnownGap documents the gap of decision (c) that this
+// package leaves to the ring: a borrow request delayed past the client's
+// retirement and the creator's transfer makes a new dot that nobody will
+// ever freeze. Its count is 0, so the value stays right; the dot is never
+// collected.
+func TestLateBorrowRequestKnownGap(t *testing.T) {
+	a := New()
+	a.Create(idA, idA)
+	d := a.Create(idA, idB)
+	a.Join(Write(idB, d, Cell{Frozen: true, Count: 2}))
+	a.TransferAll(idA)
+	late := a.Create(idA, idB) // the delayed duplicate of b's request
+	if late == d {
+		t.Fatal("the late request got the transferred dot back")
+	}
+	mustValue(t, a, 2)
+	if a.Borrowed() != 1 {
+		t.Fatalf("%d borrowed dots, want the one orphan", a.Borrowed())
+	}
+}
