@@ -39,11 +39,11 @@
 // both hold b's frozen dot (created by a), both would fold its count into
 // their own dot, and once their states meet every replica counts it twice
 // (TestTransferOnlyOwnCreations; the checker catches the formula as written
-// within its first runs of 5,000 steps). Transfer(i, j) therefore moves only the frozen
-// dots of j whose creator is i. Since every dot has exactly one creator, it
-// is transferred at most once, by one node, which is also what makes the
-// frozen count it folds final: only the owner writes a dot's count, and it
-// never writes again after freezing.
+// within its first runs of 5,000 steps). Transfer(i, j) therefore moves
+// only the frozen dots of j whose creator is i. Since every dot has exactly
+// one creator, it is transferred at most once, by one node, which is also
+// what makes the frozen count it folds final: only the owner writes a dot's
+// count, and it never writes again after freezing.
 //
 // # Decision (b): full states travel between permanent nodes
 //

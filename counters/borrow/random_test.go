@@ -670,6 +670,11 @@ func (s *sim) heal() error {
 			}
 		}
 		if done {
+			for i, n := range s.perm {
+				if !n.mem.Equal(s.perm[0].mem) {
+					return s.fail("after healing node %d's state differs from node 0's: %v / %v", i, n.mem.Dots(), s.perm[0].mem.Dots())
+				}
+			}
 			return nil
 		}
 	}
