@@ -1,0 +1,274 @@
+package borrow
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/idemkv/idemkv/counters/handoff"
+)
+
+// gcounterBytes is the size of a naive G-counter holding one entry per
+// client that ever incremented: a count of entries, then per entry a 16-byte
+// id and the count as a uvarint (the same formula as counters/handoff's size
+// test).
+func gcounterBytes(counts []uint64) int {
+	n := 1 + len(binary.AppendUvarint(nil, uint64(len(counts))))
+	for _, c := range counts {
+		n += IDLen + len(binary.AppendUvarint(nil, c))
+	}
+	return n
+}
+
+func encLen(s interface{ MarshalBinary() ([]byte, error) }) int {
+	b, err := s.MarshalBinary()
+	if err != nil {
+		panic(err)
+	}
+	return len(b)
+}
+
+type sizeRow struct {
+	clients      int
+	gcounter     int
+	borrowEnd    int // largest server state once quiescent
+	borrowPeak   int // largest server state at any tick
+	peakBorrowed int // most borrowed dots at one server at any tick
+	handoffEnd   int
+	handoffPeak  int
+	downPeak     int // creator down from mid-run: largest state while down
+	downBorrowed int // borrowed dots left at the others just before it returns
+	downEnd      int // after it returns and the servers gossip
+}
+
+const (
+	sizeServers    = 3
+	sizeConcurrent = 50
+)
+
+// borrowSizeRun has clients come and go, at most 50 at a time: a client
+// borrows a dot from one of 3 servers, adds 1–5 in one write to a random
+// server, and at the next tick retires with one write to a random server;
+// after every tick each server transfers and the servers exchange full
+// states. With downFrom ≥ 0, server 0 is down (lends nothing, receives and
+// sends nothing) from the downFrom-th client on, and comes back at the end.
+func borrowSizeRun(clients int, seed uint64, downFrom int) (end, peak, peakBorrowed, downPeak, downBorrowed int) {
+	r := rand.New(rand.NewPCG(seed, uint64(clients)))
+	servers := make([]*State, sizeServers)
+	for i := range servers {
+		servers[i] = New()
+		servers[i].Create(permID(i), permID(i))
+	}
+	up := func(i int) bool { return i != 0 || downFrom < 0 }
+	type client struct {
+		c    *Client
+		aged bool
+	}
+	var active []*client
+	var total uint64
+	started := 0
+	for started < clients || len(active) > 0 {
+		if started == downFrom {
+			up = func(i int) bool { return i != 0 }
+		}
+		for len(active) < sizeConcurrent && started < clients {
+			var id ID
+			id[0] = 0xc0
+			binary.BigEndian.PutUint64(id[8:], uint64(started))
+			c := NewClient(id)
+			srv := r.IntN(sizeServers)
+			for !up(srv) {
+				srv = r.IntN(sizeServers)
+			}
+			_ = c.Ask(permID(srv))
+			if err := c.Lent(servers[srv].Create(permID(srv), id)); err != nil {
+				panic(err)
+			}
+			k := uint64(1 + r.IntN(5))
+			w, err := c.Add(k)
+			if err != nil {
+				panic(err)
+			}
+			total += k
+			to := r.IntN(sizeServers)
+			for !up(to) {
+				to = r.IntN(sizeServers)
+			}
+			servers[to].Join(w)
+			active = append(active, &client{c: c})
+			started++
+		}
+		next := active[:0]
+		for _, a := range active {
+			if !a.aged {
+				a.aged = true
+				next = append(next, a)
+				continue
+			}
+			ret, err := a.c.Retire()
+			if err != nil {
+				panic(err)
+			}
+			to := r.IntN(sizeServers)
+			for !up(to) {
+				to = r.IntN(sizeServers)
+			}
+			servers[to].Join(ret)
+		}
+		active = next
+		gossip(servers, up)
+		for i, s := range servers {
+			if !up(i) {
+				continue
+			}
+			n := encLen(s)
+			peak = max(peak, n)
+			peakBorrowed = max(peakBorrowed, s.Borrowed())
+			if downFrom >= 0 && started > downFrom {
+				downPeak = max(downPeak, n)
+			}
+		}
+	}
+	if downFrom >= 0 {
+		for _, s := range servers[1:] {
+			downBorrowed = max(downBorrowed, s.Borrowed())
+		}
+	}
+	all := func(int) bool { return true }
+	for range 2 {
+		gossip(servers, all)
+	}
+	for _, s := range servers {
+		if s.Value() != total || s.Borrowed() != 0 {
+			panic(fmt.Sprintf("server reads %d of %d with %d borrowed dots", s.Value(), total, s.Borrowed()))
+		}
+		end = max(end, encLen(s))
+	}
+	return end, peak, peakBorrowed, downPeak, downBorrowed
+}
+
+// gossip: every server that is up transfers, then every pair of servers up
+// exchanges full states.
+func gossip(servers []*State, up func(int) bool) {
+	for i, s := range servers {
+		if up(i) {
+			s.TransferAll(permID(i))
+		}
+	}
+	for i, s := range servers {
+		for j, o := range servers {
+			if i != j && up(i) && up(j) {
+				s.Join(o)
+			}
+		}
+	}
+}
+
+// handoffSizeRun is the same churn with counters/handoff: a client adds
+// 1–5 and exchanges views with one of 3 tier-0 servers until its
+// increments are handed off; the servers merge each other after every tick.
+func handoffSizeRun(clients int, seed uint64) (end, peak int) {
+	r := rand.New(rand.NewPCG(seed, uint64(clients)))
+	var servers []*handoff.Counter
+	for i := range sizeServers {
+		servers = append(servers, handoff.NewCounter(handoff.ID(permID(i)), 0))
+	}
+	type client struct {
+		c   *handoff.Counter
+		srv *handoff.Counter
+	}
+	var active []client
+	started := 0
+	for started < clients || len(active) > 0 {
+		for len(active) < sizeConcurrent && started < clients {
+			var id handoff.ID
+			id[0] = 0xc0
+			binary.BigEndian.PutUint64(id[8:], uint64(started))
+			c := handoff.NewCounter(id, 1)
+			c.Add(uint64(1 + r.IntN(5)))
+			active = append(active, client{c, servers[r.IntN(sizeServers)]})
+			started++
+		}
+		next := active[:0]
+		for _, a := range active {
+			a.srv.Merge(a.c.View(a.srv.ID(), 0))
+			a.c.Merge(a.srv.View(a.c.ID(), 1))
+			if !a.c.Handed() {
+				next = append(next, a)
+			}
+		}
+		active = next
+		for _, s := range servers {
+			for _, o := range servers {
+				s.Merge(o)
+			}
+		}
+		for _, s := range servers {
+			peak = max(peak, encLen(s))
+		}
+	}
+	for _, s := range servers {
+		end = max(end, encLen(s))
+	}
+	return end, peak
+}
+
+func sizeRun(clients int, seed uint64) sizeRow {
+	row := sizeRow{clients: clients}
+	r := rand.New(rand.NewPCG(seed, uint64(clients)))
+	counts := make([]uint64, clients)
+	for i := range counts {
+		counts[i] = uint64(1 + r.IntN(5))
+	}
+	row.gcounter = gcounterBytes(counts)
+	row.borrowEnd, row.borrowPeak, row.peakBorrowed, _, _ = borrowSizeRun(clients, seed, -1)
+	row.downEnd, _, _, row.downPeak, row.downBorrowed = borrowSizeRun(clients, seed, clients/2)
+	row.handoffEnd, row.handoffPeak = handoffSizeRun(clients, seed)
+	return row
+}
+
+// TestStateSize prints the encoded state bytes per cell against the number
+// of clients that ever incremented (1 → 10,000, 50 at a time, each
+// borrowing, writing once and retiring), for a naive G-counter, handoff
+// counters (tier 0) and Borrow-Counter, plus Borrow-Counter when one of the
+// three creators is down from the middle of the run to its end:
+//
+//	go test -run TestStateSize -v ./counters/borrow/
+func TestStateSize(t *testing.T) {
+	sizes := []int{1, 10, 100, 1000, 10_000}
+	if testing.Short() {
+		sizes = sizes[:4]
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%8s %12s %13s %13s %13s %13s %13s %15s %15s %14s\n",
+		"clients", "G-counter B", "handoff end", "handoff peak", "borrow end", "borrow peak", "peak borrowed",
+		"down: peak B", "down: borrowed", "down: end B")
+	for _, n := range sizes {
+		row := sizeRun(n, 1)
+		fmt.Fprintf(&b, "%8d %12d %13d %13d %13d %13d %13d %15d %15d %14d\n",
+			row.clients, row.gcounter, row.handoffEnd, row.handoffPeak, row.borrowEnd, row.borrowPeak, row.peakBorrowed,
+			row.downPeak, row.downBorrowed, row.downEnd)
+	}
+	t.Logf("state bytes per cell, 3 servers, clients come and go %d at a time:\n%s", sizeConcurrent, b.String())
+}
+
+// BenchmarkStateSize reports the same figures as metrics, for one size:
+//
+//	go test -run '^$' -bench StateSize -benchtime 1x ./counters/borrow/
+func BenchmarkStateSize(b *testing.B) {
+	for _, n := range []int{100, 10_000} {
+		b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
+			var row sizeRow
+			for range b.N {
+				row = sizeRun(n, 1)
+			}
+			b.ReportMetric(float64(row.gcounter), "gcounter-B")
+			b.ReportMetric(float64(row.handoffPeak), "handoff-peak-B")
+			b.ReportMetric(float64(row.borrowEnd), "borrow-end-B")
+			b.ReportMetric(float64(row.borrowPeak), "borrow-peak-B")
+			b.ReportMetric(float64(row.downPeak), "borrow-creator-down-peak-B")
+		})
+	}
+}
