@@ -8,10 +8,12 @@ require (
 	github.com/gocql/gocql v1.7.0
 	github.com/google/btree v1.1.3
 	github.com/hashicorp/golang-lru/v2 v2.0.7
+	github.com/peterh/liner v1.2.2
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spaolacci/murmur3 v1.1.0
 	golang.org/x/term v0.44.0
 	gonum.org/v1/plot v0.17.0
+	gopkg.in/inf.v0 v0.9.1
 	gopkg.in/yaml.v3 v3.0.1
 )
 
@@ -25,10 +27,10 @@ require (
 	github.com/golang/snappy v0.0.3 // indirect
 	github.com/hailocab/go-hostpool v0.0.0-20160125115350-e80d13ce29ed // indirect
 	github.com/kr/text v0.2.0 // indirect
+	github.com/mattn/go-runewidth v0.0.16 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sys v0.46.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
-	gopkg.in/inf.v0 v0.9.1 // indirect
 )
