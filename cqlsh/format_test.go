@@ -3,6 +3,7 @@ package cqlsh
 import (
 	"math"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,5 +104,22 @@ func TestFormatTupleAndDuration(t *testing.T) {
 		if got := formatDuration(c.d); got != c.want {
 			t.Errorf("formatDuration(%+v) = %q, want %q", c.d, got, c.want)
 		}
+	}
+}
+
+func TestPrintRowsAligns(t *testing.T) {
+	var s Shell
+	var b strings.Builder
+	s.printRows(&b, []string{"k", "count"}, [][]string{{"日本", "1"}, {"a", "12345678"}}, 0)
+	want := "\n k    | count\n------+----------\n 日本 |        1\n    a | 12345678\n"
+	if b.String() != want {
+		t.Errorf("table\n%q\nwant\n%q", b.String(), want)
+	}
+	s.expand = true
+	b.Reset()
+	s.printRows(&b, []string{"k", "count"}, [][]string{{"a", "1"}}, 4)
+	want = "\n@ Row 5\n-------+---\n k     | a\n count | 1\n"
+	if b.String() != want {
+		t.Errorf("expanded\n%q\nwant\n%q", b.String(), want)
 	}
 }

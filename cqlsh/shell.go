@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/mattn/go-runewidth"
 )
 
 // DefaultPageSize is the number of rows an interactive shell shows before
@@ -597,7 +598,9 @@ func (s *Shell) printRows(out io.Writer, names []string, rows [][]string, first 
 	}
 }
 
-func width(s string) int { return len([]rune(s)) }
+// width is the number of terminal columns s takes (wide East Asian
+// characters take two).
+func width(s string) int { return runewidth.StringWidth(s) }
 
 func pad(s string, w int, right bool) string {
 	n := w - width(s)
