@@ -109,7 +109,7 @@ func run(t *testing.T, s *Shell, stmts string) string {
 	return out.String()
 }
 
-// counterValue reads ks.t's counter c of key k through a fresh shell on
+// counterValue reads table's counter c of key k through a fresh shell on
 // node 1 at consistency ALL ("" if there is no row).
 func counterValue(t *testing.T, table, k string) string {
 	t.Helper()
@@ -123,18 +123,19 @@ func counterValue(t *testing.T, table, k string) string {
 	return ""
 }
 
-var schemaDone bool
+var tables int
 
-// schema creates keyspace ks and its tables once.
-func schema(t *testing.T) {
+// freshTable creates keyspace ks if need be and a new counter table in it,
+// and returns its name (ks.tN): each test, and each run of -count, has its
+// own counters.
+func freshTable(t *testing.T) string {
 	t.Helper()
-	if schemaDone {
-		return
-	}
+	tables++
+	name := fmt.Sprintf("ks.t%d", tables)
 	s := open(t, 1, "")
 	run(t, s, `CREATE KEYSPACE IF NOT EXISTS ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3};
-		CREATE TABLE IF NOT EXISTS ks.t (k text PRIMARY KEY, c counter);`)
-	schemaDone = true
+		CREATE TABLE `+name+` (k text PRIMARY KEY, c counter);`)
+	return name
 }
 
 func TestShellStaysOnItsHost(t *testing.T) {
@@ -161,14 +162,14 @@ func TestShellStaysOnItsHost(t *testing.T) {
 }
 
 func TestCtrlDDoesNotRunAnUnfinishedStatement(t *testing.T) {
-	schema(t)
+	tbl := freshTable(t)
 	s := open(t, 2, "")
-	lr := NewScripted("UPDATE ks.t SET c = c + 1", "WHERE k = 'ctrl-d'")
+	lr := NewScripted("UPDATE "+tbl+" SET c = c + 1", "WHERE k = 'ctrl-d'")
 	var out, errOut bytes.Buffer
 	if err := s.Run(lr, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
-	if v := counterValue(t, "ks.t", "ctrl-d"); v != "" {
+	if v := counterValue(t, tbl, "ctrl-d"); v != "" {
 		t.Errorf("the unfinished UPDATE ran: counter %s", v)
 	}
 	if !strings.HasSuffix(out.String(), "\n") {
@@ -184,10 +185,10 @@ func TestCtrlDDoesNotRunAnUnfinishedStatement(t *testing.T) {
 }
 
 func TestCtrlCDropsTheStatementBeingTyped(t *testing.T) {
-	schema(t)
+	tbl := freshTable(t)
 	s := open(t, 3, "")
-	lr := NewScripted("UPDATE ks.t SET c = c + 100", Interrupt,
-		"UPDATE ks.t SET c = c + 5 WHERE k = 'ctrl-c'; -- five", "EXIT")
+	lr := NewScripted("UPDATE "+tbl+" SET c = c + 100", Interrupt,
+		"UPDATE "+tbl+" SET c = c + 5 WHERE k = 'ctrl-c'; -- five", "EXIT")
 	var out, errOut bytes.Buffer
 	if err := s.Run(lr, &out, &errOut); err != nil {
 		t.Fatal(err)
@@ -195,23 +196,23 @@ func TestCtrlCDropsTheStatementBeingTyped(t *testing.T) {
 	if errOut.Len() > 0 {
 		t.Errorf("errors: %s", errOut.String())
 	}
-	if v := counterValue(t, "ks.t", "ctrl-c"); v != "5" {
+	if v := counterValue(t, tbl, "ctrl-c"); v != "5" {
 		t.Errorf("counter %q, want 5", v)
 	}
 	want := []string{"idemkv> ", "   ... ", "idemkv> ", "idemkv> "}
 	if fmt.Sprint(lr.Prompts) != fmt.Sprint(want) {
 		t.Errorf("prompts %q, want %q", lr.Prompts, want)
 	}
-	if got := fmt.Sprint(lr.History); got != "[UPDATE ks.t SET c = c + 5 WHERE k = 'ctrl-c'; EXIT]" {
+	if got := fmt.Sprint(lr.History); got != "[UPDATE "+tbl+" SET c = c + 5 WHERE k = 'ctrl-c'; EXIT]" {
 		t.Errorf("history %s", got)
 	}
 }
 
 func TestScriptsStopAtTheFirstError(t *testing.T) {
-	schema(t)
+	tbl := freshTable(t)
 	s := open(t, 1, "")
 	var out, errOut bytes.Buffer
-	err := s.ExecString("UPDATE ks.t SET c = c + 1 WHERE k = 'e1'; SELECT * FROM ks.nope; UPDATE ks.t SET c = c + 1 WHERE k = 'e2'", &out, &errOut)
+	err := s.ExecString("UPDATE "+tbl+" SET c = c + 1 WHERE k = 'e1'; SELECT * FROM ks.nope; UPDATE "+tbl+" SET c = c + 1 WHERE k = 'e2'", &out, &errOut)
 	var se *ScriptError
 	if !errors.As(err, &se) || se.Source != "-e" {
 		t.Fatalf("-e with a failing statement: %v", err)
@@ -219,27 +220,27 @@ func TestScriptsStopAtTheFirstError(t *testing.T) {
 	if !strings.Contains(err.Error(), "InvalidRequest") {
 		t.Errorf("error %q", err)
 	}
-	if counterValue(t, "ks.t", "e1") != "1" || counterValue(t, "ks.t", "e2") != "" {
-		t.Errorf("e1 %q (want 1), e2 %q (want none)", counterValue(t, "ks.t", "e1"), counterValue(t, "ks.t", "e2"))
+	if counterValue(t, tbl, "e1") != "1" || counterValue(t, tbl, "e2") != "" {
+		t.Errorf("e1 %q (want 1), e2 %q (want none)", counterValue(t, tbl, "e1"), counterValue(t, tbl, "e2"))
 	}
 
-	script := "UPDATE ks.t SET c = c + 1 WHERE k = 'p1';\n\nSELECT * FROM\n  ks.nope;\nUPDATE ks.t SET c = c + 1 WHERE k = 'p2';\n"
+	script := "UPDATE " + tbl + " SET c = c + 1 WHERE k = 'p1';\n\nSELECT * FROM\n  ks.nope;\nUPDATE " + tbl + " SET c = c + 1 WHERE k = 'p2';\n"
 	l := NewLines(strings.NewReader(script))
 	l.Name = "<stdin>"
 	err = s.Run(l, &out, &errOut)
 	if !errors.As(err, &se) || se.Line != 4 || !strings.HasPrefix(err.Error(), "<stdin>:4: ") {
 		t.Fatalf("piped script: %v", err)
 	}
-	if counterValue(t, "ks.t", "p2") != "" {
+	if counterValue(t, tbl, "p2") != "" {
 		t.Error("the statement after the error ran")
 	}
 
 	// A script cut in the middle of a statement does not run it and fails.
-	err = s.Run(NewLines(strings.NewReader("UPDATE ks.t SET c = c + 1 WHERE k = 'p3'\n")), &out, &errOut)
+	err = s.Run(NewLines(strings.NewReader("UPDATE "+tbl+" SET c = c + 1 WHERE k = 'p3'\n")), &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "incomplete statement") {
 		t.Errorf("unterminated script: %v", err)
 	}
-	if counterValue(t, "ks.t", "p3") != "" {
+	if counterValue(t, tbl, "p3") != "" {
 		t.Error("the unterminated statement ran")
 	}
 
@@ -255,11 +256,11 @@ func TestScriptsStopAtTheFirstError(t *testing.T) {
 }
 
 func TestCommentsAndSemicolonsInStrings(t *testing.T) {
-	schema(t)
+	tbl := freshTable(t)
 	s := open(t, 2, "ks")
-	out := run(t, s, "UPDATE t SET c = c + 2 WHERE k = 'a;b'; -- a comment; with a semicolon\n"+
-		"/* block; */ UPDATE t SET c = c + 3 WHERE k = 'a;b'; // another\n"+
-		"SELECT k, c FROM t WHERE k = 'a;b';")
+	out := run(t, s, "UPDATE "+tbl+" SET c = c + 2 WHERE k = 'a;b'; -- a comment; with a semicolon\n"+
+		"/* block; */ UPDATE "+tbl+" SET c = c + 3 WHERE k = 'a;b'; // another\n"+
+		"SELECT k, c FROM "+tbl+" WHERE k = 'a;b';")
 	want := "\n k   | c\n-----+---\n a;b | 5\n\n(1 rows)\n"
 	if out != want {
 		t.Errorf("output %q, want %q", out, want)
@@ -267,7 +268,7 @@ func TestCommentsAndSemicolonsInStrings(t *testing.T) {
 }
 
 func TestSelectPrintsAsCqlsh(t *testing.T) {
-	schema(t)
+	freshTable(t) // keyspace ks
 	s := open(t, 1, "")
 	out := run(t, s, "SELECT keyspace_name, durable_writes, replication FROM system_schema.keyspaces WHERE keyspace_name = 'ks'")
 	for _, want := range []string{
@@ -286,12 +287,12 @@ func TestSelectPrintsAsCqlsh(t *testing.T) {
 }
 
 func TestPagingPausesInteractiveShells(t *testing.T) {
-	schema(t)
+	tbl := freshTable(t)
 	s := open(t, 1, "")
-	run(t, s, `CREATE TABLE IF NOT EXISTS ks.paged (k text PRIMARY KEY, c counter);
-		UPDATE ks.paged SET c = c + 1 WHERE k = 'a'; UPDATE ks.paged SET c = c + 1 WHERE k = 'b';
-		UPDATE ks.paged SET c = c + 1 WHERE k = 'c'`)
-	lr := NewScripted("PAGING 2", "SELECT * FROM ks.paged;", "")
+	for _, k := range []string{"a", "b", "c"} {
+		run(t, s, "UPDATE "+tbl+" SET c = c + 1 WHERE k = '"+k+"'")
+	}
+	lr := NewScripted("PAGING 2", "SELECT * FROM "+tbl+";", "")
 	var out, errOut bytes.Buffer
 	if err := s.Run(lr, &out, &errOut); err != nil {
 		t.Fatal(err)
@@ -306,15 +307,15 @@ func TestPagingPausesInteractiveShells(t *testing.T) {
 		t.Errorf("%d pauses (want 1); output:\n%s%s", more, out.String(), errOut.String())
 	}
 	// Scripts never pause.
-	if out := run(t, s, "PAGING 1; SELECT * FROM ks.paged"); !strings.Contains(out, "(3 rows)") {
+	if out := run(t, s, "PAGING 1; SELECT * FROM "+tbl); !strings.Contains(out, "(3 rows)") {
 		t.Errorf("script output:\n%s", out)
 	}
 }
 
 func TestDescribe(t *testing.T) {
-	schema(t)
 	s := open(t, 3, "")
 	run(t, s, `CREATE KEYSPACE IF NOT EXISTS desc_ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2};
+		DROP TABLE IF EXISTS desc_ks.events;
 		CREATE TABLE desc_ks.events (site text, day int, hits counter, misses counter, PRIMARY KEY ((site, day)))`)
 	ddl := run(t, s, "DESCRIBE TABLE desc_ks.events")
 	for _, want := range []string{
@@ -346,9 +347,9 @@ func TestDescribe(t *testing.T) {
 }
 
 func TestDescribeShowsIdempotence(t *testing.T) {
-	schema(t)
+	freshTable(t) // keyspace ks
 	s := open(t, 1, "ks")
-	run(t, s, "CREATE TABLE IF NOT EXISTS idem (k text PRIMARY KEY, c counter) WITH idempotence = {'class': 'fbf'}")
+	run(t, s, "DROP TABLE IF EXISTS idem; CREATE TABLE idem (k text PRIMARY KEY, c counter) WITH idempotence = {'class': 'fbf'}")
 	if out := run(t, s, "DESCRIBE TABLE idem"); !strings.Contains(out, "    k text PRIMARY KEY,\n    c counter\n) WITH") ||
 		!strings.Contains(out, "AND idempotence = {'class': 'fbf'}") {
 		t.Errorf("DESCRIBE TABLE:\n%s", out)
