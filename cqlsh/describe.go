@@ -109,7 +109,7 @@ type keyspaceRow struct {
 }
 
 func (s *Shell) keyspaces() ([]keyspaceRow, error) {
-	iter := s.session.Query(`SELECT keyspace_name, durable_writes, replication FROM system_schema.keyspaces`).Iter()
+	iter := s.query(`SELECT keyspace_name, durable_writes, replication FROM system_schema.keyspaces`).Iter()
 	var out []keyspaceRow
 	var k keyspaceRow
 	for iter.Scan(&k.name, &k.durable, &k.replication) {
@@ -124,7 +124,7 @@ func (s *Shell) keyspaces() ([]keyspaceRow, error) {
 }
 
 func (s *Shell) tablesOf(ks string) ([]string, error) {
-	iter := s.session.Query(`SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?`, ks).Iter()
+	iter := s.query(`SELECT table_name FROM system_schema.tables WHERE keyspace_name = ?`, ks).Iter()
 	var out []string
 	var t string
 	for iter.Scan(&t) {
@@ -302,7 +302,7 @@ func (s *Shell) tableDDL(ks, table string) (string, error) {
 		ttl, gcGrace, maxIdx, minIdx, flushPer int
 		extensions                             map[string][]byte
 	)
-	err := s.session.Query(`SELECT bloom_filter_fp_chance, caching, comment, compaction, compression, crc_check_chance,
+	err := s.query(`SELECT bloom_filter_fp_chance, caching, comment, compaction, compression, crc_check_chance,
 		dclocal_read_repair_chance, default_time_to_live, extensions, gc_grace_seconds, max_index_interval,
 		memtable_flush_period_in_ms, min_index_interval, read_repair_chance, speculative_retry
 		FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`, ks, table).
@@ -314,7 +314,7 @@ func (s *Shell) tableDDL(ks, table string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read system_schema.tables: %w", err)
 	}
-	iter := s.session.Query(`SELECT column_name, kind, position, type, clustering_order FROM system_schema.columns
+	iter := s.query(`SELECT column_name, kind, position, type, clustering_order FROM system_schema.columns
 		WHERE keyspace_name = ? AND table_name = ?`, ks, table).Iter()
 	var cols []columnRow
 	var c columnRow

@@ -59,7 +59,17 @@ type Shell struct {
 	paging   bool
 	pageSize int
 	history  []string
-	depth    int // SOURCE nesting
+	depth    int             // SOURCE nesting
+	ctx      context.Context // of the statement running; Ctrl-C cancels it
+}
+
+// query is a statement on the session, cancelled with the shell's statement.
+func (s *Shell) query(stmt string, values ...any) *gocql.Query {
+	ctx := s.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return s.session.Query(stmt, values...).WithContext(ctx)
 }
 
 // Open connects to the first of cfg.Hosts that answers and, if a keyspace
@@ -224,7 +234,7 @@ func (s *Shell) Run(lr LineReader, out, errOut io.Writer) error {
 				lr.AddHistory(entry)
 				s.history = append(s.history, entry)
 			}
-			err := s.execute(st, lr, out, errOut)
+			err := s.executeInterruptible(st, lr, out, errOut)
 			switch {
 			case errors.Is(err, errExit):
 				return nil
@@ -301,6 +311,20 @@ var (
 	useRe         = regexp.MustCompile(`(?is)^use\s+("([^"]|"")+"|[A-Za-z0-9_]+)$`)
 	consistencyRe = regexp.MustCompile(`(?is)^(serial\s+)?consistency(\s+([A-Za-z_]+))?$`)
 )
+
+// executeInterruptible runs a statement; in an interactive shell, Ctrl-C
+// (SIGINT: the terminal is out of raw mode while a statement runs) cancels
+// it instead of ending the shell.
+func (s *Shell) executeInterruptible(stmt string, lr LineReader, out, errOut io.Writer) error {
+	if !lr.Interactive() || s.ctx != nil {
+		return s.execute(stmt, lr, out, errOut)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	s.ctx = ctx
+	defer func() { s.ctx = nil }()
+	return s.execute(stmt, lr, out, errOut)
+}
 
 // execute runs one statement (without its semicolon).
 func (s *Shell) execute(stmt string, lr LineReader, out, errOut io.Writer) error {
@@ -392,7 +416,7 @@ func (s *Shell) execute(stmt string, lr LineReader, out, errOut io.Writer) error
 	if m := consistencyRe.FindStringSubmatch(stmt); m != nil {
 		return s.consistency(m[1] != "", m[3], out)
 	}
-	return s.query(stmt, lr, out)
+	return s.selectRows(stmt, lr, out)
 }
 
 func onOff(b bool) string {
@@ -413,7 +437,7 @@ func (s *Shell) use(name string) error {
 		ks = strings.ToLower(ks)
 	}
 	var found string
-	err := s.session.Query(`SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).Scan(&found)
+	err := s.query(`SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).Scan(&found)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return fmt.Errorf("keyspace '%s' does not exist", ks)
 	}
@@ -480,15 +504,9 @@ func (s *Shell) source(arg string, out, errOut io.Writer) error {
 	return s.Run(l, out, errOut)
 }
 
-// query sends a CQL statement and prints its rows, if any. An interactive
-// shell with paging on shows a page at a time.
-func (s *Shell) query(stmt string, lr LineReader, out io.Writer) error {
-	ctx := context.Background()
-	if lr.Interactive() {
-		var stop context.CancelFunc
-		ctx, stop = signal.NotifyContext(ctx, os.Interrupt)
-		defer stop()
-	}
+// selectRows sends a CQL statement and prints its rows, if any. An
+// interactive shell with paging on shows a page at a time.
+func (s *Shell) selectRows(stmt string, lr LineReader, out io.Writer) error {
 	pause := lr.Interactive() && s.paging
 	size := batchPageSize
 	if pause {
@@ -497,7 +515,7 @@ func (s *Shell) query(stmt string, lr LineReader, out io.Writer) error {
 	var state []byte
 	total := 0
 	for page := 0; ; page++ {
-		iter := s.session.Query(stmt).WithContext(ctx).PageSize(size).PageState(state).Iter()
+		iter := s.query(stmt).PageSize(size).PageState(state).Iter()
 		cols := iter.Columns()
 		var rows [][]string
 		for {
@@ -615,7 +633,7 @@ func pad(s string, w int, right bool) string {
 
 // localInfo reads a few columns of the connected node's system.local.
 func (s *Shell) localInfo() (cluster, release, cqlVersion, proto string) {
-	_ = s.session.Query(`SELECT cluster_name, release_version, cql_version, native_protocol_version FROM system.local WHERE key = 'local'`).
+	_ = s.query(`SELECT cluster_name, release_version, cql_version, native_protocol_version FROM system.local WHERE key = 'local'`).
 		Scan(&cluster, &release, &cqlVersion, &proto)
 	return cluster, release, cqlVersion, proto
 }
