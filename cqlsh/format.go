@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gocql/gocql"
 	"gopkg.in/inf.v0"
@@ -55,7 +56,7 @@ func format(info gocql.TypeInfo, data []byte, nested bool) string {
 	}
 	switch info.Type() {
 	case gocql.TypeAscii, gocql.TypeVarchar, gocql.TypeText:
-		return quote(string(data))
+		return quote(escapeText(string(data)))
 	case gocql.TypeBlob, gocql.TypeCustom:
 		return fmt.Sprintf("0x%x", data)
 	case gocql.TypeBoolean:
@@ -139,6 +140,34 @@ func format(info gocql.TypeInfo, data []byte, nested bool) string {
 	}
 	// A value the shell cannot decode prints as its bytes.
 	return fmt.Sprintf("0x%x", data)
+}
+
+// escapeText shows text as cqlsh does: backslashes doubled and control
+// characters escaped (\n, \t, \x01), so that every value stays on its line.
+func escapeText(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r == '\\' || unicode.IsControl(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x100 && unicode.IsControl(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unicode.IsControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // formatFloat prints a float as cqlsh does: %g with the given significant

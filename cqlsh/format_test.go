@@ -40,6 +40,8 @@ func TestFormatValue(t *testing.T) {
 	}{
 		{"null text", text, nil, nil, "null"},
 		{"text unquoted", text, "it's", nil, "it's"},
+		{"text with control characters", text, "a\\b\nc\x01", nil, `a\\b\nc\x01`},
+		{"text in a set, escaped and quoted", collection(gocql.TypeSet, nil, text), []string{"a\tb'"}, nil, `{'a\tb'''}`},
 		{"int", integer, 42, nil, "42"},
 		{"negative bigint", bigint, int64(-7), nil, "-7"},
 		{"counter", native(gocql.TypeCounter), int64(1234567890123), nil, "1234567890123"},
