@@ -400,4 +400,12 @@ func TestShellCommands(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), file+":2: ") || !strings.Contains(out.String(), " local\n") {
 		t.Errorf("SOURCE: %v\n%s", err, out.String())
 	}
+	// At the prompt, the error of a sourced file keeps its place too.
+	errOut.Reset()
+	if err := s.Run(NewScripted("SOURCE '"+strings.ReplaceAll(file, "'", "''")+"'"), &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(errOut.String(), file+":2: InvalidRequest: ") {
+		t.Errorf("interactive SOURCE error: %q", errOut.String())
+	}
 }

@@ -183,10 +183,12 @@ type ScriptError struct {
 	Err    error
 }
 
+// Error is "source:line: message".
 func (e *ScriptError) Error() string {
 	return fmt.Sprintf("%s:%d: %s", e.Source, e.Line, FormatError(e.Err))
 }
 
+// Unwrap returns the statement's error.
 func (e *ScriptError) Unwrap() error { return e.Err }
 
 // Run reads statements from lr until its end or EXIT and executes them,
@@ -293,6 +295,10 @@ var errorNames = map[int]string{
 // FormatError prints an error as cqlsh does: a server error with its class
 // and code, others as they are.
 func FormatError(err error) string {
+	var se *ScriptError
+	if errors.As(err, &se) {
+		return se.Error() // with its place in the script
+	}
 	var re gocql.RequestError
 	if errors.As(err, &re) {
 		name := errorNames[re.Code()]
