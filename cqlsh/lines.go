@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
 
 	"github.com/peterh/liner"
@@ -112,6 +113,13 @@ func (s *Scripted) Interactive() bool { return true }
 type Terminal struct {
 	st          *liner.State
 	historyFile string
+	// sigs gets SIGINT. liner reads keys in raw mode, where Ctrl-C is a
+	// key; on a terminal it cannot drive (TERM=dumb, no known width) it
+	// reads plain lines and Ctrl-C is a signal, which must not end the
+	// shell either: the line typed after it is kept in stash and the
+	// statement being typed is dropped.
+	sigs  chan os.Signal
+	stash *string
 }
 
 // NewTerminal puts the terminal in line-editing mode and loads the history
@@ -120,7 +128,8 @@ func NewTerminal(historyFile string) *Terminal {
 	st := liner.NewLiner()
 	st.SetCtrlCAborts(true)
 	st.SetMultiLineMode(true)
-	t := &Terminal{st: st, historyFile: historyFile}
+	t := &Terminal{st: st, historyFile: historyFile, sigs: make(chan os.Signal, 1)}
+	signal.Notify(t.sigs, os.Interrupt)
 	if historyFile != "" {
 		if f, err := os.Open(historyFile); err == nil {
 			_, _ = st.ReadHistory(f)
@@ -132,7 +141,25 @@ func NewTerminal(historyFile string) *Terminal {
 
 // ReadLine reads one edited line.
 func (t *Terminal) ReadLine(prompt string) (string, error) {
+	if t.stash != nil {
+		line := *t.stash
+		t.stash = nil
+		return line, nil
+	}
+	interrupted := func() bool {
+		select {
+		case <-t.sigs:
+			return true
+		default:
+			return false
+		}
+	}
+	interrupted() // a Ctrl-C that cancelled a statement is spent
 	line, err := t.st.Prompt(prompt)
+	if err == nil && interrupted() {
+		t.stash = &line
+		return "", ErrInterrupt
+	}
 	switch {
 	case errors.Is(err, liner.ErrPromptAborted):
 		return "", ErrInterrupt
@@ -168,6 +195,7 @@ func (t *Terminal) Close() error {
 			f.Close()
 		}
 	}
+	signal.Stop(t.sigs)
 	if err := t.st.Close(); err != nil {
 		return fmt.Errorf("cqlsh: restore terminal: %w", err)
 	}
