@@ -42,10 +42,10 @@ type Config struct {
 	// Hosts are tried in order; the shell stays on the first that accepts
 	// the connection and sends every statement to it.
 	Hosts       []string
-	Port        int
-	Keyspace    string
-	Consistency gocql.Consistency
-	Username    string
+	Port        int               // CQL port; 9042 if zero
+	Keyspace    string            // used at start if set; it must exist
+	Consistency gocql.Consistency // of the statements; ONE if zero (ANY cannot be chosen here)
+	Username    string            // password authentication, if set
 	Password    string
 	Timeout     time.Duration // per request and connection; 10 s if zero
 }
