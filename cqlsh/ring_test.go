@@ -306,8 +306,10 @@ func TestPagingPausesInteractiveShells(t *testing.T) {
 	if more != 1 || !strings.Contains(out.String(), "(3 rows)") {
 		t.Errorf("%d pauses (want 1); output:\n%s%s", more, out.String(), errOut.String())
 	}
-	// Scripts never pause.
-	if out := run(t, s, "PAGING 1; SELECT * FROM "+tbl); !strings.Contains(out, "(3 rows)") {
+	// Scripts never pause, and print one table whatever the pages.
+	defer func(n int) { batchPageSize = n }(batchPageSize)
+	batchPageSize = 2
+	if out := run(t, s, "PAGING 1; SELECT * FROM "+tbl); !strings.Contains(out, "(3 rows)") || strings.Count(out, " k | c") != 1 {
 		t.Errorf("script output:\n%s", out)
 	}
 }

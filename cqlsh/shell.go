@@ -34,8 +34,8 @@ import (
 const DefaultPageSize = 100
 
 // batchPageSize is the page size rows are fetched with when the shell does
-// not pause between pages.
-const batchPageSize = 5000
+// not pause between pages (a variable for tests).
+var batchPageSize = 5000
 
 // Config configures a shell.
 type Config struct {
@@ -518,12 +518,24 @@ func (s *Shell) selectRows(stmt string, lr LineReader, out io.Writer) error {
 	if pause {
 		size = s.pageSize
 	}
-	var state []byte
-	total := 0
-	for page := 0; ; page++ {
+	var (
+		state   []byte
+		names   []string
+		pending [][]string // rows fetched and not yet printed
+		total   int        // rows printed
+		shown   bool       // the header was printed
+	)
+	flush := func() {
+		if len(pending) > 0 || !shown {
+			s.printRows(out, names, pending, total)
+			shown = true
+		}
+		total += len(pending)
+		pending = nil
+	}
+	for {
 		iter := s.query(stmt).PageSize(size).PageState(state).Iter()
 		cols := iter.Columns()
-		var rows [][]string
 		for {
 			cells := make([]cell, len(cols))
 			dest := make([]any, len(cols))
@@ -541,33 +553,35 @@ func (s *Shell) selectRows(stmt string, lr LineReader, out io.Writer) error {
 				}
 				r[i] = FormatValue(info, c.data)
 			}
-			rows = append(rows, r)
+			pending = append(pending, r)
 		}
 		next := iter.PageState()
 		if err := iter.Close(); err != nil {
 			return err
 		}
 		if len(cols) == 0 {
-			return nil
+			return nil // not a query of rows
 		}
-		if len(rows) > 0 || page == 0 {
-			names := make([]string, len(cols))
+		if names == nil {
+			names = make([]string, len(cols))
 			for i, c := range cols {
 				names[i] = c.Name
 			}
-			s.printRows(out, names, rows, total)
 		}
-		total += len(rows)
 		if len(next) == 0 {
 			break
 		}
 		state = next
 		if pause {
+			// A page at a time, as cqlsh: Enter shows the next one,
+			// Ctrl-C or Ctrl-D stops.
+			flush()
 			if _, err := lr.ReadLine("---MORE---"); err != nil {
 				break
 			}
 		}
 	}
+	flush()
 	fmt.Fprintf(out, "\n(%d rows)\n", total)
 	return nil
 }
