@@ -8,10 +8,13 @@ require (
 	github.com/gocql/gocql v1.7.0
 	github.com/google/btree v1.1.3
 	github.com/hashicorp/golang-lru/v2 v2.0.7
+	github.com/mattn/go-runewidth v0.0.16
+	github.com/peterh/liner v1.2.2
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spaolacci/murmur3 v1.1.0
 	golang.org/x/term v0.44.0
 	gonum.org/v1/plot v0.17.0
+	gopkg.in/inf.v0 v0.9.1
 	gopkg.in/yaml.v3 v3.0.1
 )
 
@@ -30,5 +33,4 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sys v0.46.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
-	gopkg.in/inf.v0 v0.9.1 // indirect
 )

@@ -1,45 +1,79 @@
-// Package cqlsh is a small interactive CQL shell over the gocql driver, in
-// the spirit of Cassandra's cqlsh: statements end with a semicolon and may
-// span lines, results print as aligned tables, USE and CONSISTENCY are
-// handled by the shell, and the statements entered are kept in a history
-// file.
+// Package cqlsh is the interactive CQL shell behind `idemkv cql`, in the
+// spirit of Cassandra's cqlsh: statements end with a semicolon and may span
+// lines, several may share one; results print as cqlsh prints them; the
+// shell's own commands (HELP, DESCRIBE, EXPAND, PAGING, SOURCE, SHOW,
+// TRACING, CONSISTENCY, USE, EXIT) are handled by the shell; and the session
+// stays on the one host it was given, so system.local and system.peers
+// describe that node.
+//
+// The shell reads its input through a LineReader: a Terminal (line editing
+// and history, over github.com/peterh/liner), Lines (piped scripts, -e and
+// SOURCE files; the first error ends them) or Scripted (a typist following a
+// script, for tests).
 package cqlsh
 
 import (
-	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/signal"
 	"regexp"
-	"sort"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gocql/gocql"
+	"github.com/mattn/go-runewidth"
 )
+
+// DefaultPageSize is the number of rows an interactive shell shows before
+// pausing at ---MORE--- (PAGING ON), as in cqlsh.
+const DefaultPageSize = 100
+
+// batchPageSize is the page size rows are fetched with when the shell does
+// not pause between pages (a variable for tests).
+var batchPageSize = 5000
 
 // Config configures a shell.
 type Config struct {
+	// Hosts are tried in order; the shell stays on the first that accepts
+	// the connection and sends every statement to it.
 	Hosts       []string
-	Port        int
-	Keyspace    string
-	Consistency gocql.Consistency
-	Username    string
+	Port        int               // CQL port; 9042 if zero
+	Keyspace    string            // used at start if set; it must exist
+	Consistency gocql.Consistency // of the statements; ONE if zero (ANY cannot be chosen here)
+	Username    string            // password authentication, if set
 	Password    string
-	HistoryFile string // "" keeps no history
-	Timeout     time.Duration
+	Timeout     time.Duration // per request and connection; 10 s if zero
 }
 
 // Shell is a connected shell.
 type Shell struct {
-	cfg     Config
-	session *gocql.Session
-	history []string
+	cfg      Config
+	host     string // the host the shell is connected to
+	session  *gocql.Session
+	expand   bool
+	paging   bool
+	pageSize int
+	history  []string
+	depth    int             // SOURCE nesting
+	ctx      context.Context // of the statement running; Ctrl-C cancels it
 }
 
-// Open connects to the cluster.
+// query is a statement on the session, cancelled with the shell's statement.
+func (s *Shell) query(stmt string, values ...any) *gocql.Query {
+	ctx := s.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return s.session.Query(stmt, values...).WithContext(ctx)
+}
+
+// Open connects to the first of cfg.Hosts that answers and, if a keyspace
+// is given, checks that it exists and uses it.
 func Open(cfg Config) (*Shell, error) {
 	if cfg.Port == 0 {
 		cfg.Port = 9042
@@ -47,38 +81,90 @@ func Open(cfg Config) (*Shell, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	s := &Shell{cfg: cfg}
-	if err := s.connect(cfg.Keyspace); err != nil {
-		return nil, err
+	if cfg.Consistency == 0 {
+		cfg.Consistency = gocql.One
 	}
-	if cfg.HistoryFile != "" {
-		if b, err := os.ReadFile(cfg.HistoryFile); err == nil {
-			s.history = strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(cfg.Hosts) == 0 {
+		cfg.Hosts = []string{"127.0.0.1"}
+	}
+	s := &Shell{cfg: cfg, paging: true, pageSize: DefaultPageSize}
+	var errs []error
+	for _, h := range cfg.Hosts {
+		h = strings.TrimSpace(h)
+		if h == "" {
+			continue
+		}
+		sess, err := s.dial(h, "")
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.host, s.session = h, sess
+		break
+	}
+	if s.session == nil {
+		return nil, errors.Join(errs...)
+	}
+	if cfg.Keyspace != "" {
+		s.cfg.Keyspace = ""
+		if err := s.use(cfg.Keyspace); err != nil {
+			s.Close()
+			return nil, err
 		}
 	}
 	return s, nil
 }
 
-func (s *Shell) connect(keyspace string) error {
-	c := gocql.NewCluster(s.cfg.Hosts...)
+// quietLogger drops gocql's log lines (host dumps on a failed connection
+// among them): the shell reports the errors itself.
+type quietLogger struct{}
+
+func (quietLogger) Print(...any)          {}
+func (quietLogger) Printf(string, ...any) {}
+func (quietLogger) Println(...any)        {}
+
+// dial opens a session that only ever uses host: gocql does not look up the
+// other nodes, ignores topology events and filters out any host that is not
+// this one.
+func (s *Shell) dial(host, keyspace string) (*gocql.Session, error) {
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", host, err)
+	}
+	c := gocql.NewCluster(host)
 	c.Port = s.cfg.Port
 	c.Keyspace = keyspace
 	c.Consistency = s.cfg.Consistency
 	c.Timeout = s.cfg.Timeout
 	c.ConnectTimeout = s.cfg.Timeout
+	c.NumConns = 1
+	c.Logger = quietLogger{}
+	c.DisableInitialHostLookup = true
+	c.Events.DisableTopologyEvents = true
+	c.HostFilter = gocql.HostFilterFunc(func(h *gocql.HostInfo) bool {
+		for _, ip := range ips {
+			if ip.Equal(h.ConnectAddress()) {
+				return true
+			}
+		}
+		return false
+	})
+	c.PoolConfig.HostSelectionPolicy = gocql.RoundRobinHostPolicy()
 	if s.cfg.Username != "" {
 		c.Authenticator = gocql.PasswordAuthenticator{Username: s.cfg.Username, Password: s.cfg.Password}
 	}
 	sess, err := c.CreateSession()
 	if err != nil {
-		return fmt.Errorf("cqlsh: connect to %v: %w", s.cfg.Hosts, err)
+		return nil, fmt.Errorf("connect to %s:%d: %w", host, s.cfg.Port, err)
 	}
-	if s.session != nil {
-		s.session.Close()
-	}
-	s.session, s.cfg.Keyspace = sess, keyspace
-	return nil
+	return sess, nil
 }
+
+// Host is the address the shell is connected to, as host:port.
+func (s *Shell) Host() string { return net.JoinHostPort(s.host, strconv.Itoa(s.cfg.Port)) }
+
+// Keyspace is the keyspace in use, "" if none.
+func (s *Shell) Keyspace() string { return s.cfg.Keyspace }
 
 // Close ends the session.
 func (s *Shell) Close() {
@@ -87,186 +173,500 @@ func (s *Shell) Close() {
 	}
 }
 
-var (
-	useRe         = regexp.MustCompile(`(?is)^\s*use\s+("?)([A-Za-z0-9_]+)("?)\s*$`)
-	consistencyRe = regexp.MustCompile(`(?is)^\s*consistency(\s+([A-Za-z_]+))?\s*$`)
-)
+// errExit ends Run without an error (EXIT, QUIT).
+var errExit = errors.New("exit")
 
-// Run reads statements from in until EOF or EXIT, printing results to out.
-// With interactive set, it prints prompts.
-func (s *Shell) Run(in io.Reader, out io.Writer, interactive bool) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	var stmt strings.Builder
-	prompt := func() {
-		if !interactive {
-			return
-		}
-		if stmt.Len() == 0 {
-			ks := s.cfg.Keyspace
-			if ks != "" {
-				ks = ":" + ks
-			}
-			fmt.Fprintf(out, "idemkv%s> ", ks)
-		} else {
-			fmt.Fprint(out, "   ...> ")
-		}
+// ScriptError is the first failed statement of a non-interactive input.
+type ScriptError struct {
+	Source string // "<stdin>", "-e" or a file name
+	Line   int    // the line the statement ended on
+	Err    error
+}
+
+// Error is "source:line: message".
+func (e *ScriptError) Error() string {
+	return fmt.Sprintf("%s:%d: %s", e.Source, e.Line, FormatError(e.Err))
+}
+
+// Unwrap returns the statement's error.
+func (e *ScriptError) Unwrap() error { return e.Err }
+
+// Run reads statements from lr until its end or EXIT and executes them,
+// writing results to out and errors and notices to errOut. An interactive
+// reader gets prompts, a welcome line and paging; its errors are printed and
+// the shell goes on, Ctrl-C drops the statement being typed and Ctrl-D ends
+// the session without executing an unfinished statement. A non-interactive
+// reader stops at the first error, which Run returns (a *ScriptError); an
+// unfinished statement at its end is an error too.
+func (s *Shell) Run(lr LineReader, out, errOut io.Writer) error {
+	interactive := lr.Interactive()
+	if interactive && s.depth == 0 {
+		fmt.Fprintf(out, "Connected to %s at %s.\n", s.clusterName(), s.Host())
+		fmt.Fprintln(out, s.versionLine())
+		fmt.Fprintln(out, "Use HELP for help.")
 	}
-	prompt()
-	for sc.Scan() {
-		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
-		if stmt.Len() == 0 {
-			switch strings.ToLower(strings.TrimSuffix(trimmed, ";")) {
-			case "exit", "quit":
-				return nil
-			case "history":
-				for i, h := range s.history {
-					fmt.Fprintf(out, "%4d  %s\n", i+1, h)
-				}
-				prompt()
-				continue
-			case "":
-				prompt()
-				continue
-			}
-		}
-		stmt.WriteString(line)
-		stmt.WriteByte('\n')
-		if !strings.HasSuffix(trimmed, ";") {
-			prompt()
+	var sp splitter
+	for {
+		line, err := lr.ReadLine(s.prompt(sp.busy()))
+		switch {
+		case errors.Is(err, ErrInterrupt):
+			sp.reset()
 			continue
+		case errors.Is(err, io.EOF):
+			if interactive {
+				fmt.Fprintln(out)
+				if sp.busy() {
+					fmt.Fprintln(errOut, "(the unfinished statement was not executed)")
+				}
+				return nil
+			}
+			if sp.busy() {
+				return s.scriptError(lr, fmt.Errorf("incomplete statement at end of input (missing ';'): %s", sp.pending()))
+			}
+			return nil
+		case err != nil:
+			return err
 		}
-		text := strings.TrimSpace(stmt.String())
-		stmt.Reset()
-		s.remember(text)
-		if err := s.Exec(strings.TrimSuffix(text, ";"), out); err != nil {
-			fmt.Fprintln(out, formatError(err))
+		for _, st := range sp.feed(line) {
+			if interactive {
+				entry := strings.Join(strings.Fields(st), " ")
+				if !isShellCommand(st) {
+					entry += ";"
+				}
+				lr.AddHistory(entry)
+				s.history = append(s.history, entry)
+			}
+			err := s.executeInterruptible(st, lr, out, errOut)
+			switch {
+			case errors.Is(err, errExit):
+				return nil
+			case err == nil:
+			case interactive:
+				fmt.Fprintln(errOut, FormatError(err))
+			default:
+				return s.scriptError(lr, err)
+			}
 		}
-		prompt()
 	}
-	if rest := strings.TrimSpace(stmt.String()); rest != "" {
-		if err := s.Exec(strings.TrimSuffix(rest, ";"), out); err != nil {
-			fmt.Fprintln(out, formatError(err))
-		}
-	}
-	return sc.Err()
 }
 
-func (s *Shell) remember(stmt string) {
-	flat := strings.Join(strings.Fields(stmt), " ")
-	s.history = append(s.history, flat)
-	if s.cfg.HistoryFile == "" {
-		return
+func (s *Shell) scriptError(lr LineReader, err error) error {
+	var se *ScriptError
+	if errors.As(err, &se) {
+		return err // from a SOURCE file: its own location
 	}
-	if f, err := os.OpenFile(s.cfg.HistoryFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
-		fmt.Fprintln(f, flat)
-		f.Close()
+	e := &ScriptError{Source: "<stdin>", Err: err}
+	if l, ok := lr.(*Lines); ok {
+		e.Line = l.Line()
+		if l.Name != "" {
+			e.Source = l.Name
+		}
 	}
+	return e
 }
 
-func formatError(err error) string {
+// ExecString runs the statements of text (the -e flag): several may share
+// it, and the last needs no semicolon. It stops at the first error.
+func (s *Shell) ExecString(text string, out, errOut io.Writer) error {
+	l := NewLines(strings.NewReader(text + "\n;"))
+	l.Name = "-e"
+	return s.Run(l, out, errOut)
+}
+
+func (s *Shell) prompt(continued bool) string {
+	if continued {
+		return "   ... "
+	}
+	if s.cfg.Keyspace != "" {
+		return "idemkv:" + s.cfg.Keyspace + "> "
+	}
+	return "idemkv> "
+}
+
+// errorNames are cqlsh's names of the protocol's error codes.
+var errorNames = map[int]string{
+	0x0000: "ServerError", 0x000A: "ProtocolError", 0x0100: "AuthenticationFailed",
+	0x1000: "Unavailable", 0x1001: "Overloaded", 0x1002: "IsBootstrapping", 0x1003: "TruncateError",
+	0x1100: "WriteTimeout", 0x1200: "ReadTimeout", 0x1300: "ReadFailure", 0x1400: "FunctionFailure",
+	0x1500: "WriteFailure", 0x2000: "SyntaxException", 0x2100: "Unauthorized", 0x2200: "InvalidRequest",
+	0x2300: "ConfigurationException", 0x2400: "AlreadyExists", 0x2500: "Unprepared",
+}
+
+// FormatError prints an error as cqlsh does: a server error with its class
+// and code, others as they are.
+func FormatError(err error) string {
+	var se *ScriptError
+	if errors.As(err, &se) {
+		return se.Error() // with its place in the script
+	}
 	var re gocql.RequestError
 	if errors.As(err, &re) {
-		return fmt.Sprintf("error %04x: %s", re.Code(), re.Message())
+		name := errorNames[re.Code()]
+		if name == "" {
+			name = "Error"
+		}
+		return fmt.Sprintf("%s: Error from server: code=%04x message=%q", name, re.Code(), re.Message())
 	}
-	return "error: " + err.Error()
+	if errors.Is(err, context.Canceled) {
+		return "Query cancelled (Ctrl-C); it may still have run on the server."
+	}
+	return err.Error()
 }
 
-// Exec runs one statement (without its semicolon) and prints its result.
-func (s *Shell) Exec(stmt string, out io.Writer) error {
+var (
+	useRe         = regexp.MustCompile(`(?is)^use\s+("([^"]|"")+"|[A-Za-z0-9_]+)$`)
+	consistencyRe = regexp.MustCompile(`(?is)^(serial\s+)?consistency(\s+([A-Za-z_]+))?$`)
+)
+
+// executeInterruptible runs a statement; in an interactive shell, Ctrl-C
+// (SIGINT: the terminal is out of raw mode while a statement runs) cancels
+// it instead of ending the shell.
+func (s *Shell) executeInterruptible(stmt string, lr LineReader, out, errOut io.Writer) error {
+	if !lr.Interactive() || s.ctx != nil {
+		return s.execute(stmt, lr, out, errOut)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	s.ctx = ctx
+	defer func() { s.ctx = nil }()
+	return s.execute(stmt, lr, out, errOut)
+}
+
+// execute runs one statement (without its semicolon).
+func (s *Shell) execute(stmt string, lr LineReader, out, errOut io.Writer) error {
+	fields := strings.Fields(stmt)
+	arg := func(i int) string {
+		if i < len(fields) {
+			return strings.ToUpper(fields[i])
+		}
+		return ""
+	}
+	switch firstWord(stmt) {
+	case "exit", "quit":
+		return errExit
+	case "help", "?":
+		return s.help(strings.Join(fields[1:], " "), out)
+	case "describe", "desc":
+		return s.describe(fields[1:], out)
+	case "expand":
+		switch arg(1) {
+		case "":
+			fmt.Fprintf(out, "Expanded output is currently %s.\n", onOff(s.expand))
+		case "ON":
+			s.expand = true
+			fmt.Fprintln(out, "Now Expanded output is enabled")
+		case "OFF":
+			s.expand = false
+			fmt.Fprintln(out, "Disabled Expanded output.")
+		default:
+			return fmt.Errorf("improper EXPAND command: EXPAND [ON|OFF]")
+		}
+		return nil
+	case "paging":
+		switch a := arg(1); a {
+		case "":
+			fmt.Fprintf(out, "Query paging is currently %s (page size %d).\n", onOff(s.paging), s.pageSize)
+		case "ON":
+			s.paging = true
+			fmt.Fprintf(out, "Now Query paging is enabled\nPage size: %d\n", s.pageSize)
+		case "OFF":
+			s.paging = false
+			fmt.Fprintln(out, "Disabled Query paging.")
+		default:
+			n, err := strconv.Atoi(a)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("improper PAGING command: PAGING [ON|OFF|<page size>]")
+			}
+			s.paging, s.pageSize = true, n
+			fmt.Fprintf(out, "Page size: %d\n", n)
+		}
+		return nil
+	case "tracing":
+		switch arg(1) {
+		case "", "OFF":
+			fmt.Fprintln(out, "Tracing is disabled: idemkv does not record traces.")
+		case "ON":
+			fmt.Fprintln(errOut, "Tracing is not supported: idemkv does not record traces (system_traces does not exist). Statements run untraced.")
+		default:
+			return fmt.Errorf("improper TRACING command: TRACING [ON|OFF]")
+		}
+		return nil
+	case "show":
+		switch arg(1) {
+		case "VERSION":
+			fmt.Fprintln(out, s.versionLine())
+		case "HOST":
+			fmt.Fprintf(out, "Connected to %s at %s.\n", s.clusterName(), s.Host())
+		case "SESSION":
+			return fmt.Errorf("SHOW SESSION needs a trace, and idemkv does not record traces")
+		default:
+			return fmt.Errorf("improper SHOW command: SHOW VERSION | SHOW HOST")
+		}
+		return nil
+	case "source":
+		return s.source(strings.TrimSpace(stmt[len(fields[0]):]), out, errOut)
+	case "history":
+		for i, h := range s.history {
+			fmt.Fprintf(out, "%4d  %s\n", i+1, h)
+		}
+		return nil
+	case "clear", "cls":
+		if lr.Interactive() {
+			fmt.Fprint(out, "\x1b[H\x1b[2J")
+		}
+		return nil
+	}
 	if m := useRe.FindStringSubmatch(stmt); m != nil {
-		ks := m[2]
-		if m[1] == "" {
-			ks = strings.ToLower(ks)
-		}
-		// gocql refuses USE statements: the shell reconnects with the
-		// keyspace instead, after checking it exists.
-		if err := s.session.Query(`SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).Exec(); err != nil {
-			return err
-		}
-		return s.connect(ks)
+		return s.use(m[1])
 	}
 	if m := consistencyRe.FindStringSubmatch(stmt); m != nil {
-		if m[2] == "" {
-			fmt.Fprintf(out, "Current consistency level is %s.\n", s.cfg.Consistency)
-			return nil
-		}
-		cl, err := gocql.ParseConsistencyWrapper(strings.ToUpper(m[2]))
-		if err != nil {
-			return err
-		}
-		s.cfg.Consistency = cl
-		s.session.SetConsistency(cl)
-		fmt.Fprintf(out, "Consistency level set to %s.\n", cl)
-		return nil
+		return s.consistency(m[1] != "", m[3], out)
 	}
-	iter := s.session.Query(stmt).Iter()
-	cols := iter.Columns()
-	var rows [][]string
-	for {
-		row := map[string]any{}
-		if !iter.MapScan(row) {
-			break
-		}
-		var cells []string
-		for _, c := range cols {
-			cells = append(cells, render(row[c.Name]))
-		}
-		rows = append(rows, cells)
+	return s.selectRows(stmt, lr, out)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "ON"
 	}
-	if err := iter.Close(); err != nil {
+	return "OFF"
+}
+
+// use switches keyspace. gocql refuses USE statements, and a session's
+// keyspace is fixed: the shell checks the keyspace exists, then reconnects
+// to the same host with it.
+func (s *Shell) use(name string) error {
+	ks := name
+	if strings.HasPrefix(ks, `"`) {
+		ks = strings.ReplaceAll(ks[1:len(ks)-1], `""`, `"`)
+	} else {
+		ks = strings.ToLower(ks)
+	}
+	var found string
+	err := s.query(`SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?`, ks).Scan(&found)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return fmt.Errorf("keyspace '%s' does not exist", ks)
+	}
+	if err != nil {
+		return fmt.Errorf("look up keyspace %s: %w", ks, err)
+	}
+	sess, err := s.dial(s.host, ks)
+	if err != nil {
 		return err
 	}
-	if len(cols) == 0 {
-		return nil
-	}
-	tw := tabwriter.NewWriter(out, 0, 0, 1, ' ', 0)
-	var head, rule []string
-	for _, c := range cols {
-		head = append(head, " "+c.Name)
-		rule = append(rule, strings.Repeat("-", len(c.Name)+2))
-	}
-	fmt.Fprintln(tw, strings.Join(head, "\t|"))
-	fmt.Fprintln(tw, strings.Join(rule, "\t+"))
-	for _, r := range rows {
-		for i := range r {
-			r[i] = " " + r[i]
-		}
-		fmt.Fprintln(tw, strings.Join(r, "\t|"))
-	}
-	tw.Flush()
-	fmt.Fprintf(out, "\n(%d rows)\n", len(rows))
+	s.session.Close()
+	s.session, s.cfg.Keyspace = sess, ks
 	return nil
 }
 
-func render(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "null"
-	case []byte:
-		return fmt.Sprintf("0x%x", x)
-	case []string:
-		return "{" + strings.Join(quoteAll(x), ", ") + "}"
-	case map[string]string:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
+func (s *Shell) consistency(serial bool, level string, out io.Writer) error {
+	if serial {
+		if level == "" {
+			fmt.Fprintln(out, "Current serial consistency level is SERIAL.")
+			return nil
 		}
-		sort.Strings(keys)
-		var parts []string
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("'%s': '%s'", k, x[k]))
-		}
-		return "{" + strings.Join(parts, ", ") + "}"
+		return fmt.Errorf("idemkv has no lightweight transactions: SERIAL CONSISTENCY does not apply")
 	}
-	return fmt.Sprint(v)
+	if level == "" {
+		fmt.Fprintf(out, "Current consistency level is %s.\n", s.cfg.Consistency)
+		return nil
+	}
+	cl, err := gocql.ParseConsistencyWrapper(strings.ToUpper(level))
+	if err != nil {
+		return fmt.Errorf("improper CONSISTENCY command: %w", err)
+	}
+	s.cfg.Consistency = cl
+	s.session.SetConsistency(cl)
+	fmt.Fprintf(out, "Consistency level set to %s.\n", cl)
+	return nil
 }
 
-func quoteAll(xs []string) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = "'" + x + "'"
+// source runs the statements of a file; the first error ends it.
+func (s *Shell) source(arg string, out, errOut io.Writer) error {
+	name := strings.TrimSpace(arg)
+	if len(name) >= 2 && name[0] == '\'' && name[len(name)-1] == '\'' {
+		name = strings.ReplaceAll(name[1:len(name)-1], "''", "'")
 	}
-	return out
+	if name == "" {
+		return fmt.Errorf("improper SOURCE command: SOURCE '<file>'")
+	}
+	if strings.HasPrefix(name, "~/") {
+		if h, err := os.UserHomeDir(); err == nil {
+			name = h + name[1:]
+		}
+	}
+	if s.depth >= 10 {
+		return fmt.Errorf("SOURCE %s: nested too deep", name)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return fmt.Errorf("SOURCE: %w", err)
+	}
+	defer f.Close()
+	l := NewLines(f)
+	l.Name = name
+	s.depth++
+	defer func() { s.depth-- }()
+	return s.Run(l, out, errOut)
+}
+
+// selectRows sends a CQL statement and prints its rows, if any. An
+// interactive shell with paging on shows a page at a time.
+func (s *Shell) selectRows(stmt string, lr LineReader, out io.Writer) error {
+	pause := lr.Interactive() && s.paging
+	size := batchPageSize
+	if pause {
+		size = s.pageSize
+	}
+	var (
+		state   []byte
+		names   []string
+		pending [][]string // rows fetched and not yet printed
+		total   int        // rows printed
+		shown   bool       // the header was printed
+	)
+	flush := func() {
+		if len(pending) > 0 || !shown {
+			s.printRows(out, names, pending, total)
+			shown = true
+		}
+		total += len(pending)
+		pending = nil
+	}
+	for {
+		iter := s.query(stmt).PageSize(size).PageState(state).Iter()
+		cols := iter.Columns()
+		for {
+			cells := make([]cell, len(cols))
+			dest := make([]any, len(cols))
+			for i := range cells {
+				dest[i] = &cells[i]
+			}
+			if !iter.Scan(dest...) {
+				break
+			}
+			r := make([]string, len(cols))
+			for i, c := range cells {
+				info := c.info
+				if info == nil {
+					info = cols[i].TypeInfo
+				}
+				r[i] = FormatValue(info, c.data)
+			}
+			pending = append(pending, r)
+		}
+		next := iter.PageState()
+		if err := iter.Close(); err != nil {
+			return err
+		}
+		if len(cols) == 0 {
+			return nil // not a query of rows
+		}
+		if names == nil {
+			names = make([]string, len(cols))
+			for i, c := range cols {
+				names[i] = c.Name
+			}
+		}
+		if len(next) == 0 {
+			break
+		}
+		state = next
+		if pause {
+			// A page at a time, as cqlsh: Enter shows the next one,
+			// Ctrl-C or Ctrl-D stops.
+			flush()
+			if _, err := lr.ReadLine("---MORE---"); err != nil {
+				break
+			}
+		}
+	}
+	flush()
+	fmt.Fprintf(out, "\n(%d rows)\n", total)
+	return nil
+}
+
+// printRows prints rows as cqlsh does: a table with the header left-aligned
+// and the values right-aligned, or with EXPAND ON one block per row. first
+// is the number of rows printed before (for the expanded row numbers).
+func (s *Shell) printRows(out io.Writer, names []string, rows [][]string, first int) {
+	if s.expand {
+		nw, vw := 0, 0
+		for _, n := range names {
+			nw = max(nw, width(n))
+		}
+		for _, r := range rows {
+			for _, v := range r {
+				vw = max(vw, width(v))
+			}
+		}
+		for i, r := range rows {
+			fmt.Fprintf(out, "\n@ Row %d\n", first+i+1)
+			fmt.Fprintf(out, "-%s-+-%s-\n", strings.Repeat("-", nw), strings.Repeat("-", vw))
+			for j, v := range r {
+				fmt.Fprintf(out, " %s | %s\n", pad(names[j], nw, false), v)
+			}
+		}
+		return
+	}
+	widths := make([]int, len(names))
+	for i, n := range names {
+		widths[i] = width(n)
+	}
+	for _, r := range rows {
+		for i, v := range r {
+			widths[i] = max(widths[i], width(v))
+		}
+	}
+	head := make([]string, len(names))
+	rule := make([]string, len(names))
+	for i, n := range names {
+		head[i] = pad(n, widths[i], false)
+		rule[i] = strings.Repeat("-", widths[i])
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, strings.TrimRight(" "+strings.Join(head, " | "), " "))
+	fmt.Fprintln(out, "-"+strings.Join(rule, "-+-")+"-")
+	for _, r := range rows {
+		cells := make([]string, len(r))
+		for i, v := range r {
+			cells[i] = pad(v, widths[i], true)
+		}
+		fmt.Fprintln(out, " "+strings.Join(cells, " | "))
+	}
+}
+
+// width is the number of terminal columns s takes (wide East Asian
+// characters take two).
+func width(s string) int { return runewidth.StringWidth(s) }
+
+func pad(s string, w int, right bool) string {
+	n := w - width(s)
+	if n <= 0 {
+		return s
+	}
+	if right {
+		return strings.Repeat(" ", n) + s
+	}
+	return s + strings.Repeat(" ", n)
+}
+
+// localInfo reads a few columns of the connected node's system.local.
+func (s *Shell) localInfo() (cluster, release, cqlVersion, proto string) {
+	_ = s.query(`SELECT cluster_name, release_version, cql_version, native_protocol_version FROM system.local WHERE key = 'local'`).
+		Scan(&cluster, &release, &cqlVersion, &proto)
+	return cluster, release, cqlVersion, proto
+}
+
+func (s *Shell) clusterName() string {
+	c, _, _, _ := s.localInfo()
+	if c == "" {
+		c = "(unknown cluster)"
+	}
+	return c
+}
+
+func (s *Shell) versionLine() string {
+	_, release, cqlVersion, proto := s.localInfo()
+	return fmt.Sprintf("[idemkv cql shell | Cassandra %s | CQL spec %s | Native protocol v%s]", release, cqlVersion, proto)
 }

@@ -46,6 +46,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -128,6 +129,7 @@ type Node struct {
 	peers   *peerStore
 	events  *events
 	cql     *cql.Server
+	dirLock *os.File // the data directory's LOCK, held while the node runs; nil off the OS filesystem
 
 	ready    atomic.Bool
 	cancel   context.CancelFunc
@@ -166,6 +168,14 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	logger := opts.Logger.With("node", cfg.ListenAddress)
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x1de4))
 	mode, _ := commitlog.ParseSyncMode(cfg.CommitLogSync)
+	// One node per data directory: a second one would share the host id
+	// and the commit log. Only the operating system's files are locked.
+	var dirLock *os.File
+	if opts.FS == vfs.Default {
+		if dirLock, err = lockDataDir(cfg.DataDirectory); err != nil {
+			return nil, err
+		}
+	}
 	rep, err := replica.Open(replica.Config{
 		Dir: cfg.DataDirectory, FS: opts.FS,
 		CommitLog: commitlog.Options{
@@ -180,9 +190,12 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		Logger:                 logger,
 	})
 	if err != nil {
+		if dirLock != nil {
+			dirLock.Close()
+		}
 		return nil, err
 	}
-	n := &Node{cfg: cfg, fsys: opts.FS, logger: logger, replica: rep, events: &events{}, stepped: opts.Stepped}
+	n := &Node{cfg: cfg, fsys: opts.FS, logger: logger, replica: rep, events: &events{}, stepped: opts.Stepped, dirLock: dirLock}
 	fail := func(err error) (*Node, error) {
 		n.closeAll(true) // a replica with updates in doubt is not marked clean (see replica.Close)
 		return nil, err
@@ -205,9 +218,13 @@ func Start(cfg Config, opts Options) (*Node, error) {
 			rep.MarkInDoubt(m.Table, m.Key, m.Cell.Column, m.OpID)
 		}
 	}
-	if n.tr, err = opts.Listen(transport.Addr(cfg.PeerAddr()), n.handle); err != nil {
+	// A failed Listen may return a typed nil: n.tr stays an untyped nil
+	// then, which closeAll skips.
+	tr, err := opts.Listen(transport.Addr(cfg.PeerAddr()), n.handle)
+	if err != nil {
 		return fail(fmt.Errorf("node: listen on %s: %w", cfg.PeerAddr(), err))
 	}
+	n.tr = tr
 	hostID := rep.HostID().String()
 	var seeds []transport.Addr
 	for _, s := range cfg.Seeds {
@@ -425,6 +442,10 @@ func (n *Node) closeAll(clean bool) error {
 		errs = append(errs, n.replica.Close())
 	} else {
 		errs = append(errs, n.replica.Crash())
+	}
+	if n.dirLock != nil {
+		errs = append(errs, n.dirLock.Close()) // as a killed process's would, after Crash too
+		n.dirLock = nil
 	}
 	return errors.Join(errs...)
 }
