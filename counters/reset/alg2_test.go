@@ -18,15 +18,6 @@ func newAlg2(self ID) *alg2 {
 	return &alg2{self: self, c: map[ID]uint64{}, m: map[string]map[ID]pnc{}}
 }
 
-func (a *alg2) clone() *alg2 {
-	d := newAlg2(a.self)
-	maps.Copy(d.c, a.c)
-	for k, m := range a.m {
-		d.m[k] = maps.Clone(m)
-	}
-	return d
-}
-
 // genInc is the inc generator: the op's p and start flag.
 func (a *alg2) genInc(key string, w uint64) (uint64, bool) {
 	e, ok := a.m[key][a.self]
