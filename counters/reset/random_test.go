@@ -19,8 +19,9 @@ import (
 // TestRandomChecker ./counters/reset/).
 const stepsEnv = "IDEMKV_RESET_STEPS"
 
-// The randomized checker. A run has 2–5 replicas of one map cell (several
-// counters sharing one C) and takes steps chosen at random:
+// The randomized checker. A run has 2–5 replicas of one cell, a map of
+// several counters sharing one C (three runs in four) or a single counter,
+// and takes steps chosen at random:
 //
 //   - inc: a replica increments a key (weight 1, or 2–5 now and then) and
 //     sends the op to every other replica;
@@ -65,7 +66,7 @@ const stepsEnv = "IDEMKV_RESET_STEPS"
 // until every outbox is empty), and every replica must hold the same state,
 // read the oracle's values, and hold no entry for a counter that reads 0.
 
-var simKeys = []string{"a", "b", "c", "d", "e"}
+var mapKeys = []string{"a", "b", "c", "d", "e"}
 
 type span struct{ lo, hi uint64 } // units lo … hi of one increment
 
@@ -145,6 +146,7 @@ type sim struct {
 	net   []packet
 	sent  []map[string][]span // per sender and key: its increments, in order
 	snaps []snapshot
+	keys  []string // the cell's keys
 	step  int
 	rate  int // ops generated per 20 steps of the current phase
 	trace []string
@@ -163,14 +165,18 @@ func simID(n int) ID {
 func newSim(seed uint64, cfg simConfig) *sim {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	n := 2 + r.IntN(4)
-	s := &sim{cfg: cfg, r: r, byID: map[ID]int{}, trace: make([]string, 30)}
+	s := &sim{cfg: cfg, r: r, byID: map[ID]int{}, trace: make([]string, 30), keys: mapKeys}
+	newState := NewMap
+	if r.IntN(4) == 0 { // a one-counter cell
+		newState, s.keys = NewCounter, []string{""}
+	}
 	s.ch = make([][][][]byte, n)
 	s.down = make([][]bool, n)
 	for i := range n {
 		id := simID(i)
-		rep := &simRep{id: id, st: NewMap(id), shade: newAlg2(id), orc: map[string][]*track{},
+		rep := &simRep{id: id, st: newState(id), shade: newAlg2(id), orc: map[string][]*track{},
 			out: make([]Outbox, n), in: make([]Inbox, n)}
-		for _, k := range simKeys {
+		for _, k := range s.keys {
 			rep.orc[k] = make([]*track, n)
 			for j := range n {
 				rep.orc[k][j] = &track{}
@@ -287,7 +293,7 @@ func opString(op Op) string {
 
 func (s *sim) inc(i int) error {
 	rep := s.reps[i]
-	key := simKeys[s.r.IntN(len(simKeys))]
+	key := s.keys[s.r.IntN(len(s.keys))]
 	w := uint64(1)
 	if s.r.IntN(4) == 0 {
 		w = 2 + s.r.Uint64N(4)
@@ -326,14 +332,14 @@ func (s *sim) observe(i int, all bool) (Context, error) {
 	if all {
 		ctx = rep.st.ObserveAll()
 	} else {
-		ctx = rep.st.Observe(simKeys[s.r.IntN(len(simKeys))])
+		ctx = rep.st.Observe(s.keys[s.r.IntN(len(s.keys))])
 	}
 	for _, kc := range ctx.Keys {
 		if want := rep.shade.observe(kc.Key); !s.cfg.oracleOnly && !slices.Equal(want, kc.Entries) {
 			return ctx, s.fail("Proposition 4.2: context of %q at %d is %v, Algorithm 2's %v", kc.Key, i, kc.Entries, want)
 		}
 	}
-	keys := simKeys
+	keys := s.keys
 	if !all && len(ctx.Keys) == 1 {
 		keys = []string{ctx.Keys[0].Key}
 	} else if !all {
@@ -584,7 +590,7 @@ func (s *sim) check() error {
 				return s.fail("unknown key %q at %d", key, i)
 			}
 		}
-		for _, key := range simKeys {
+		for _, key := range s.keys {
 			m, m2 := st.m[key], sh.m[key]
 			var v uint64
 			for j, t := range rep.orc[key] {
@@ -619,7 +625,7 @@ func (s *sim) check() error {
 // checkOracle checks only the values against the oracle.
 func (s *sim) checkOracle() error {
 	for i, rep := range s.reps {
-		for _, key := range simKeys {
+		for _, key := range s.keys {
 			var v uint64
 			for _, t := range rep.orc[key] {
 				v += t.value()
@@ -692,7 +698,7 @@ func (s *sim) heal() error {
 		if string(b[2+IDLen:]) != string(ref[2+IDLen:]) {
 			return s.fail("after healing %d's state differs from 0's:\n%x\n%x", i, b, ref)
 		}
-		for _, k := range simKeys {
+		for _, k := range s.keys {
 			if rep.st.Value(k) == 0 && len(rep.st.m[k]) != 0 {
 				return s.fail("after healing %q reads 0 at %d but holds %v", k, i, rep.st.Entries(k))
 			}
@@ -727,8 +733,8 @@ func (s *sim) run() error {
 }
 
 func (s *sim) stats() string {
-	return fmt.Sprintf("%d replicas, lossy=%v: %d incs, %d resets (%d from old contexts), %d delivered, %d crashes, %d lost, %d duplicated, %d resent, at most %d in flight, %d step·entries waiting for cancelled increments",
-		len(s.reps), s.cfg.lossy, s.incs, s.resets, s.oldResets, s.delivered, s.crashes, s.lost, s.dups, s.resends, s.maxPending, s.pendingSeen)
+	return fmt.Sprintf("%d replicas, %d keys, lossy=%v: %d incs, %d resets (%d from old contexts), %d delivered, %d crashes, %d lost, %d duplicated, %d resent, at most %d in flight, %d step·entries waiting for cancelled increments",
+		len(s.reps), len(s.keys), s.cfg.lossy, s.incs, s.resets, s.oldResets, s.delivered, s.crashes, s.lost, s.dups, s.resends, s.maxPending, s.pendingSeen)
 }
 
 func stepsFromEnv(t *testing.T, def int) int {
