@@ -1,6 +1,7 @@
 package reset
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/idemkv/idemkv/internal/testseed"
@@ -105,12 +106,20 @@ func TestLinkExactlyOnceFIFO(t *testing.T) {
 
 // Why C is scoped per cell: when one C is shared by cells that different
 // replicas receive (vnodes give each partition its own replica set), a
-// receiver's C[j] misses the increments of j it never receives, a reset's
-// c ≥ C[j] + 1 waits for them forever, and the counter is never forgotten.
+// receiver's C[j] misses the increments of j it never receives. Apply
+// refuses such an increment (ErrOrder: its p is not C[j] + w); forced in,
+// a reset's c stays beyond the receiver's C[j], waits for ever, and the
+// counter is never forgotten.
 func TestSharedClockAcrossReplicaSetsLeaks(t *testing.T) {
 	a, b := NewMap(rid(1)), NewMap(rid(2))
 	must(a.Inc("other partition", 1)) // b does not replicate it
-	apply(t, b, must(a.Inc("x", 1)))
+	inc := must(a.Inc("x", 1))
+	if err := b.Apply(inc); !errors.Is(err, ErrOrder) {
+		t.Fatalf("apply: %v, want ErrOrder", err)
+	}
+	if err := b.effectInc(inc.From, inc.Key, inc.P, inc.W, inc.Start); err != nil {
+		t.Fatal(err)
+	}
 	apply(t, b, must(a.ResetKey("x")))
 	if a.Value("x") != 0 || b.Value("x") != 0 {
 		t.Fatal("the reset did not reset")
@@ -124,5 +133,29 @@ func TestSharedClockAcrossReplicaSetsLeaks(t *testing.T) {
 	apply(t, b, must(a.ResetKey("x")))
 	if len(a.Entries("x"))+len(b.Entries("x")) != 0 {
 		t.Fatal("per-cell clock left an entry")
+	}
+}
+
+// Apply detects some FIFO violations: a duplicated or early start
+// increment, an increment beyond what its sender can have generated.
+func TestApplyDetectsDisorder(t *testing.T) {
+	a, b := NewCounter(rid(1)), NewCounter(rid(2))
+	i1 := must(a.Inc("", 1))
+	i2 := must(a.Inc("", 1))
+	if err := b.Apply(i2); !errors.Is(err, ErrOrder) {
+		t.Errorf("second before first: %v", err)
+	}
+	apply(t, b, i1)
+	if err := b.Apply(i1); !errors.Is(err, ErrOrder) {
+		t.Errorf("duplicate start: %v", err)
+	}
+	apply(t, b, i2)
+	if b.Value("") != 2 {
+		t.Errorf("b reads %d", b.Value(""))
+	}
+	// A context naming increments of b it never made.
+	forged := Context{Keys: []KeyContext{{Entries: []Observed{{rid(2), 1, 9}}}}}
+	if _, err := b.Reset(forged); !errors.Is(err, ErrInvalidOp) {
+		t.Errorf("forged context: %v", err)
 	}
 }

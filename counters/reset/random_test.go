@@ -134,6 +134,11 @@ type simConfig struct {
 	// oracleOnly leaves out the checks of Propositions 4.2 and 5.1: only
 	// the oracle's values, Section 2's constraints and the healing checks.
 	oracleOnly bool
+	// notFIFO breaks the transport: a queue delivers any of its ops.
+	notFIFO bool
+	// duplicates breaks the transport: a queue delivers its head again
+	// now and then.
+	duplicates bool
 }
 
 type sim struct {
@@ -426,8 +431,15 @@ func (s *sim) deliverFIFO() error {
 		if len(s.ch[from][to]) == 0 || s.down[from][to] {
 			continue
 		}
-		b := s.ch[from][to][0]
-		s.ch[from][to] = s.ch[from][to][1:]
+		q := s.ch[from][to]
+		x := 0
+		if s.cfg.notFIFO {
+			x = s.r.IntN(len(q))
+		}
+		b := q[x]
+		if !s.cfg.duplicates || s.r.IntN(8) != 0 {
+			s.ch[from][to] = append(q[:x:x], q[x+1:]...)
+		}
 		return s.receive(from, to, b)
 	}
 	return nil
@@ -782,14 +794,17 @@ func TestRandomCatchesBrokenRules(t *testing.T) {
 	cases := []struct {
 		name string
 		mut  mutation
+		cfg  simConfig
 	}{
-		{"start-of-generation fix left out (n = 0 always)", mutNoGenerationFix},
-		{"no n = p − w for an increment after its entry was deleted", mutNoAbsentFix},
-		{"start flag ignored where the entry exists", mutNoStartFix},
-		{"delete on p = n without waiting for c ≤ C[j]", mutDeleteEager},
-		{"the inc effector's last lines read with i", mutLiteralI},
-		{"a reset for a missing entry drops increments not yet received", mutResetDropsPending},
-		{"a reset for a missing entry is kept when c ≤ C[j]", mutResetKeepsAll},
+		{"start-of-generation fix left out (n = 0 always)", mutNoGenerationFix, simConfig{}},
+		{"no n = p − w for an increment after its entry was deleted", mutNoAbsentFix, simConfig{}},
+		{"start flag ignored where the entry exists", mutNoStartFix, simConfig{}},
+		{"delete on p = n without waiting for c ≤ C[j]", mutDeleteEager, simConfig{}},
+		{"the inc effector's last lines read with i", mutLiteralI, simConfig{}},
+		{"a reset for a missing entry drops increments not yet received", mutResetDropsPending, simConfig{}},
+		{"a reset for a missing entry is kept when c ≤ C[j]", mutResetKeepsAll, simConfig{}},
+		{"queues deliver out of order", mutNone, simConfig{notFIFO: true}},
+		{"queues deliver duplicates", mutNone, simConfig{duplicates: true}},
 	}
 	for _, c := range cases {
 		for _, oracleOnly := range []bool{false, true} {
@@ -802,7 +817,10 @@ func TestRandomCatchesBrokenRules(t *testing.T) {
 				defer func() { mut = mutNone }()
 				r := rand.New(rand.NewPCG(seed, uint64(c.mut)+100))
 				for run := range 40 {
-					s := newSim(r.Uint64(), simConfig{steps: 3_000, lossy: run%2 == 1, oracleOnly: oracleOnly})
+					cfg := c.cfg
+					cfg.steps, cfg.oracleOnly = 3_000, oracleOnly
+					cfg.lossy = run%2 == 1 && !cfg.notFIFO && !cfg.duplicates
+					s := newSim(r.Uint64(), cfg)
 					if err := s.run(); err != nil {
 						msg := err.Error()
 						t.Logf("caught in run %d: %s", run, msg[:strings.IndexByte(msg, '\n')])
