@@ -58,17 +58,19 @@
 // of Proposition 4.2 and the text of §3 all mean j, the sender. Read with i,
 // a receiver never advances C[j], so every later reset entry for j waits for
 // increments that arrived long ago and a fully reset counter is never
-// forgotten (TestLiteralIReadingBreaksObliviousness), and the receiver's own
-// clock counts other replicas' increments, so its next start increment
-// reuses units (the checker catches both, TestRandomCatchesBrokenRules).
-// This package reads j.
+// forgotten (TestLiteralIReadingBreaksObliviousness); and the receiver's
+// own C[i] is overwritten with a count of j's increments, so its next
+// generation can reuse unit numbers (the checker catches the literal
+// reading within a run, TestRandomCatchesBrokenRules). This package reads
+// j.
 //
 // (b) C is scoped per cell. c = C[j] + w at a receiver equals c at j only
 // if the receiver applies exactly j's stream of increments that C[j] counts
 // at j. With vnodes, different partitions have different replica sets, so
 // one C per node would count, at j, increments of cells some receivers never
 // see: a reset's c then stays above the receiver's C[j] for ever and the
-// counter is never forgotten (TestSharedClockAcrossReplicaSetsLeaks). So
+// counter is never forgotten (TestSharedClockAcrossReplicaSetsLeaks; Apply
+// notices the mismatch at the first start increment, ErrOrder). So
 // every State is one cell: a single counter (KindCounter), or a map of named
 // counters sharing one C (KindMap, the embedded form), and each (sender,
 // cell) is one FIFO stream. The cost: a cell keeps one C entry (16-byte id
@@ -121,6 +123,11 @@
 // one durable write. A crashed replica reloads both and forgets what its
 // inboxes held beyond a gap. An op is never applied by its own generator
 // twice (Apply refuses ops from self: Inc and Reset already applied them).
+// Apply detects some violations of the order (ErrOrder: a start increment
+// must have p = C[j] + w, any increment p ≤ C[j] + w), not all: a
+// duplicated increment that does not start a generation, for one, goes
+// unnoticed and miscounts. The checker shows that queues that reorder or
+// duplicate are caught (TestRandomCatchesBrokenRules).
 //
 // # Storage
 //
