@@ -14,9 +14,10 @@ import (
 	"github.com/idemkv/idemkv/internal/testseed"
 )
 
-// StepsEnv sets the number of steps of TestRandomChecker (default 100,000;
-// 10^8 on demand: IDEMKV_RESET_STEPS=100000000 go test -timeout 0 -run
-// TestRandomChecker ./counters/reset/).
+// stepsEnv names the environment variable that sets the number of steps of
+// TestRandomChecker (default 100,000; 10^8 on demand:
+// IDEMKV_RESET_STEPS=100000000 go test -timeout 0 -run TestRandomChecker
+// ./counters/reset/).
 const stepsEnv = "IDEMKV_RESET_STEPS"
 
 // The randomized checker. A run has 2–5 replicas of one cell, a map of
