@@ -17,8 +17,9 @@
 // unit of j's increments known here, every unit of j up to n is cancelled,
 // and c is the value C[j] had at j once the increment carrying p was
 // applied there. The value is Σ (p − n). An increment of j is sent as
-// (inc, j, p, start); a reset as (reset, R), R the set of (j, p, c) of the
-// entries its issuer observed. The effectors are Algorithm 1's:
+// (inc, j, p, start) with its weight w; a reset as (reset, R), R the set of
+// (j, p, c) of the entries its issuer observed. The effectors are Algorithm
+// 1's:
 //
 //	inc from j:   c := C[j] + w
 //	              M[j] := max(M[j], (p, p − w, c)) if start or M[j] absent,
