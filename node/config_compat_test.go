@@ -222,3 +222,31 @@ key_cache_size:
 		t.Errorf("the ignored keys are logged %d times:\n%s", n, log.String())
 	}
 }
+
+// TestConfigSample loads docs/node.yaml.sample: every key is idemkv's, the
+// values are the defaults, and every key Config has is in the sample.
+func TestConfigSample(t *testing.T) {
+	b, err := os.ReadFile("../docs/node.yaml.sample")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.IgnoredKeys) > 0 {
+		t.Errorf("the sample sets keys idemkv ignores: %v", c.IgnoredKeys)
+	}
+	eff, err := c.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, eff) {
+		t.Errorf("the sample's values are not the defaults:\n%+v\nwant\n%+v", c, eff)
+	}
+	for k := range configKeys() {
+		if !strings.Contains(string(b), "\n"+k+":") && !strings.Contains(string(b), "\n# "+k+":") {
+			t.Errorf("the sample does not show %s", k)
+		}
+	}
+}
