@@ -103,6 +103,7 @@ type NodeError struct {
 	LogTail string
 }
 
+// Error names the node, the failure, and shows the log's end.
 func (e *NodeError) Error() string {
 	if e.LogTail == "" {
 		return fmt.Sprintf("node %d: %v", e.Node, e.Err)
@@ -110,6 +111,7 @@ func (e *NodeError) Error() string {
 	return fmt.Sprintf("node %d: %v; its log ends:\n%s", e.Node, e.Err, indent(e.LogTail))
 }
 
+// Unwrap returns the failure.
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // errExited is a node process that exited while it was awaited.

@@ -93,6 +93,8 @@ var ringVerbs = map[string]ringVerb{
 			printResults(w, res)
 			fmt.Fprintln(w, summarize(res, localring.DidStart, "started", "node"))
 			if err != nil {
+				// What runs and what does not, before the failure.
+				_ = printStatus(context.Background(), w, r, 0)
 				return err
 			}
 			return printStatus(ctx, w, r, 0)
@@ -130,6 +132,7 @@ var ringVerbs = map[string]ringVerb{
 			res, err := r.Restart(ctx, o.node, o.grace)
 			printResults(w, res)
 			if err != nil {
+				_ = printStatus(context.Background(), w, r, 0)
 				return err
 			}
 			return printStatus(ctx, w, r, o.node)
