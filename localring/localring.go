@@ -151,9 +151,14 @@ func (r Ring) Up(ctx context.Context, o UpOptions) error {
 		return fmt.Errorf("%w\nring not up: the nodes that started were stopped, and the node directories removed from %s", cause, r.Dir)
 	}
 	for i := 1; i <= o.Nodes; i++ {
+		// Absolute: a node may be started again from another directory.
+		data, err := filepath.Abs(filepath.Join(r.NodeDir(i), "data"))
+		if err != nil {
+			return cleanup(fmt.Errorf("localring: %w", err))
+		}
 		c := node.Config{
 			ClusterName:   "idemkv-local",
-			DataDirectory: filepath.Join(r.NodeDir(i), "data"),
+			DataDirectory: data,
 			ListenAddress: Address(i),
 			Seeds:         []string{Address(1)},
 			NumTokens:     o.NumTokens,
@@ -194,6 +199,7 @@ func (r Ring) configPath(i int) string {
 	}
 	return p
 }
+
 func (r Ring) logPath(i int) string { return filepath.Join(r.NodeDir(i), "node.log") }
 func (r Ring) pidPath(i int) string { return filepath.Join(r.NodeDir(i), "pid") }
 
