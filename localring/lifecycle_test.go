@@ -87,9 +87,6 @@ func wantWhat(t *testing.T, step string, got Result, node int, what string) {
 // its storage port: Up fails naming node 2 with its log, and no process of
 // the ring is left running.
 func TestUpFailureLeavesNothingRunning(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs real node processes")
-	}
 	bin := buildBinary(t)
 	port := freePorts(t, 3)
 	hold, err := net.Listen("tcp", fmt.Sprintf("%s:%d", Address(2), port))
@@ -127,9 +124,6 @@ func TestUpFailureLeavesNothingRunning(t *testing.T) {
 // one, twice each: the second time is no error, and a node's start neither
 // waits for nor reports another node that cannot start.
 func TestRingLifeCycle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs real node processes")
-	}
 	bin := buildBinary(t)
 	port := freePorts(t, 2)
 	r := Ring{Dir: filepath.Join(t.TempDir(), "ring"), Binary: bin}
