@@ -21,15 +21,32 @@ import (
 	"github.com/idemkv/idemkv/schema"
 )
 
-// buildBinary compiles the idemkv command for the real-process tests.
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// buildBinary compiles the idemkv command for the real-process tests, once
+// per test binary.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "idemkv")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/idemkv/idemkv/cmd/idemkv").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build idemkv: %v\n%s", err, out)
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "idemkv-localring-test")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "idemkv")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/idemkv/idemkv/cmd/idemkv").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("build idemkv: %w\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	return bin
+	return binPath
 }
 
 // TestRingSurvivesSIGKILL runs a 3-node ring of real processes over TCP,
@@ -54,7 +71,7 @@ func TestRingSurvivesSIGKILL(t *testing.T) {
 		c.CounterWriteTimeoutMS = 2000
 	}})
 	t.Cleanup(func() {
-		if err := r.Stop(5 * time.Second); err != nil {
+		if _, err := r.Stop(5 * time.Second); err != nil {
 			t.Errorf("stop: %v", err)
 		}
 	})
@@ -123,11 +140,11 @@ func TestRingSurvivesSIGKILL(t *testing.T) {
 		}()
 	}
 	time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
-	if err := r.Kill(2); err != nil {
+	if _, err := r.Kill(2); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
-	if err := r.Start(2); err != nil {
+	if _, err := r.StartNode(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.WaitUp(ctx); err != nil {
@@ -180,4 +197,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-func TestMain(m *testing.M) { os.Exit(m.Run()) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/coordinator"
 )
@@ -16,6 +14,8 @@ import (
 // Config is a node's configuration, read from a YAML file in the spirit of
 // cassandra.yaml (same key names where Cassandra has one).
 type Config struct {
+	Compat `yaml:",inline"` // cassandra.yaml's key names: see config_compat.go
+
 	ClusterName         string   `yaml:"cluster_name"`
 	DataDirectory       string   `yaml:"data_directory"`
 	ListenAddress       string   `yaml:"listen_address"`        // this node's IP, e.g. 127.0.0.2
@@ -48,29 +48,25 @@ type Config struct {
 	Credentials               map[string]string `yaml:"credentials"`                           // users and passwords for PasswordAuthenticator (default cassandra: cassandra)
 }
 
-// LoadConfig reads a YAML configuration file; unknown keys are an error.
+// LoadConfig reads a YAML configuration file with idemkv's keys and
+// cassandra.yaml's (see ParseConfig); unknown keys are an error.
 func LoadConfig(path string) (Config, error) {
-	var c Config
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return c, fmt.Errorf("node: config: %w", err)
+		return Config{}, fmt.Errorf("node: config: %w", err)
 	}
-	defer f.Close()
-	dec := yaml.NewDecoder(f)
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
+	c, err := ParseConfig(b)
+	if err != nil {
 		return c, fmt.Errorf("node: config %s: %w", path, err)
 	}
 	return c, nil
 }
 
-// Write saves the configuration as YAML.
+// Write saves the configuration as YAML, with the effective values: the
+// defaults filled in, and the settings left empty omitted. A configuration
+// that would not start is not written.
 func (c Config) Write(path string) error {
-	b, err := yaml.Marshal(c)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
+	return writeConfig(c, path)
 }
 
 // withDefaults fills the defaults and validates.

@@ -166,6 +166,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	}
 	opts.FS = vfs.Or(opts.FS)
 	logger := opts.Logger.With("node", cfg.ListenAddress)
+	cfg.logIgnored(logger)
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x1de4))
 	mode, _ := commitlog.ParseSyncMode(cfg.CommitLogSync)
 	// One node per data directory: a second one would share the host id
@@ -179,6 +180,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	rep, err := replica.Open(replica.Config{
 		Dir: cfg.DataDirectory, FS: opts.FS,
 		CommitLog: commitlog.Options{
+			Dir:  cfg.CommitLogDirectory, // "": inside the data directory
 			Sync: mode, SyncPeriod: ms(cfg.CommitLogSyncPeriodMS), GroupWindow: ms(cfg.CommitLogGroupWindowMS),
 			SegmentSize: int64(cfg.CommitLogSegmentSizeMB) << 20,
 		},
@@ -207,7 +209,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if n.hints, err = coordinator.OpenHints(opts.FS, filepath.Join(cfg.DataDirectory, "hints"), logger); err != nil {
+	if n.hints, err = coordinator.OpenHints(opts.FS, cfg.hintsDir(), logger); err != nil {
 		return fail(err)
 	}
 	// An update this node led whose replication a hint still waits to

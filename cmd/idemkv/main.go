@@ -40,7 +40,7 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nrun 'idemkv <command> -h' for a command's flags")
+	fmt.Fprintln(w, "\nrun 'idemkv <command> -h' (or 'idemkv help <command>') for a command's flags")
 }
 
 func main() {
@@ -48,12 +48,22 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	switch {
+	case len(args) == 0:
 		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	case args[0] == "-h" || args[0] == "-help" || args[0] == "--help":
+		usage(stderr)
 		return 0
+	case args[0] == "help":
+		if len(args) == 1 {
+			usage(stderr)
+			return 0
+		}
+		// idemkv help <command> is idemkv <command> -h.
+		return run([]string{args[1], "-h"}, stdout, stderr)
+	case args[0] == "-version" || args[0] == "--version":
+		args = []string{"version"}
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
