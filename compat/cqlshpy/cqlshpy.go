@@ -26,17 +26,25 @@ const DriverVersion = "3.30.1"
 // rather than fail when cqlsh cannot be provisioned (no python3, no PyPI).
 const SkipEnv = "IDEMKV_SKIP_CQLSH"
 
+// PythonEnv names the Python interpreter that creates the venv
+// (default python3); the venv is made only once, so set it before the
+// first run or remove the venv.
+const PythonEnv = "IDEMKV_CQLSH_PYTHON"
+
+// VenvEnv, if set, is the venv's directory instead of the cache's.
+const VenvEnv = "IDEMKV_CQLSH_VENV"
+
 // ErrUnavailable wraps every provisioning failure.
 var ErrUnavailable = errors.New("the real cqlsh is unavailable")
 
 // doneMarker is written into the venv once pip has installed everything.
 const doneMarker = ".idemkv-complete"
 
-// Dir is the virtual environment's directory: under $IDEMKV_CQLSH_VENV if
+// Dir is the virtual environment's directory: $IDEMKV_CQLSH_VENV if
 // set, else the user's cache directory ($XDG_CACHE_HOME or ~/.cache) in
 // idemkv/cqlsh-venv-<cqlsh>-<driver>.
 func Dir() (string, error) {
-	if d := os.Getenv("IDEMKV_CQLSH_VENV"); d != "" {
+	if d := os.Getenv(VenvEnv); d != "" {
 		return d, nil
 	}
 	base, err := os.UserCacheDir()
@@ -73,12 +81,17 @@ func Ensure(ctx context.Context) (string, error) {
 	if err := os.RemoveAll(dir); err != nil { // a half-made venv
 		return "", fmt.Errorf("%w: remove %s: %w", ErrUnavailable, dir, err)
 	}
-	python, err := exec.LookPath("python3")
+	name := os.Getenv(PythonEnv)
+	if name == "" {
+		name = "python3"
+	}
+	python, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("%w: python3 not found (install Python 3.9-3.11 with venv and pip): %w", ErrUnavailable, err)
+		return "", fmt.Errorf("%w: %s not found (install Python 3 with venv and pip, or set %s): %w", ErrUnavailable, name, PythonEnv, err)
 	}
 	if err := run(ctx, python, "-m", "venv", dir); err != nil {
-		return "", fmt.Errorf("%w: python3 -m venv %s: %w", ErrUnavailable, dir, err)
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("%w: %s -m venv %s: %w", ErrUnavailable, name, dir, err)
 	}
 	pip := filepath.Join(dir, "bin", "pip")
 	if err := run(ctx, pip, "install", "--disable-pip-version-check", "--quiet",
