@@ -298,6 +298,30 @@ CREATE TABLE ks.h (k text PRIMARY KEY, c handoff_counter);
 		}
 	})
 
+	t.Run("shell commands", func(t *testing.T) {
+		capture := filepath.Join(home, "capture.txt")
+		res := c.ok(t, fmt.Sprintf("SERIAL CONSISTENCY LOCAL_SERIAL; USE ks; SELECT count(*) FROM plain; "+
+			"EXPAND ON; SELECT k, c FROM t WHERE k = 'a'; EXPAND OFF; "+
+			"CAPTURE '%s'; SELECT k, c FROM plain WHERE k = 'p3'; CAPTURE OFF", capture))
+		for _, want := range []string{
+			"Serial consistency level set to LOCAL_SERIAL.",
+			" count\n-------\n     7\n",
+			"EXPAND set to ON", "@ Row 1\n---+----\n k | a\n c | 25\n",
+			"Now capturing query output to '" + capture + "'.",
+		} {
+			if !strings.Contains(res.stdout, want) {
+				t.Errorf("want %q: %v", want, res)
+			}
+		}
+		data, err := os.ReadFile(capture)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tableRows(string(data)); got["p3"] != "3" || len(got) != 1 {
+			t.Errorf("CAPTURE file: %q", data)
+		}
+	})
+
 	t.Run("source", func(t *testing.T) {
 		src := file("src.cql", "UPDATE ks.t SET c = c + 1 WHERE k = 's';\nUPDATE ks.t SET c = c + 2 WHERE k = 's';\nSELECT k, c FROM ks.t WHERE k = 's';\n")
 		res := c.ok(t, fmt.Sprintf("SOURCE '%s'", src))
@@ -371,6 +395,7 @@ from cassandra.cluster import Cluster
 cluster = Cluster([sys.argv[1]], port=int(sys.argv[2]), protocol_version=4, connect_timeout=30)
 cluster.connect()
 ks = cluster.metadata.keyspaces
+print("hosts:", " ".join(sorted(h.address for h in cluster.metadata.all_hosts())))
 print("keyspaces:", " ".join(sorted(ks)))
 print(ks["ks"].export_as_string())
 print("extensions:", ks["ks"].tables["t"].extensions)
@@ -383,6 +408,7 @@ cluster.shutdown()
 			t.Fatalf("python driver metadata: %v\n%s", err, out)
 		}
 		for _, want := range []string{
+			"hosts: 127.0.0.1 127.0.0.2 127.0.0.3",
 			"keyspaces: ks system system_schema",
 			"CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': '3'}",
 			"CREATE TABLE ks.t (\n    k text PRIMARY KEY,\n    c counter\n)",
