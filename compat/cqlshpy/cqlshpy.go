@@ -94,7 +94,9 @@ func Ensure(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%w: %s -m venv %s: %w", ErrUnavailable, name, dir, err)
 	}
 	pip := filepath.Join(dir, "bin", "pip")
-	if err := run(ctx, pip, "install", "--disable-pip-version-check", "--quiet",
+	// Few retries and a short socket timeout: an unreachable PyPI should
+	// fail the test in a minute or two, not hang it.
+	if err := run(ctx, pip, "install", "--disable-pip-version-check", "--quiet", "--retries", "2", "--timeout", "30",
 		"cqlsh=="+Version, "cassandra-driver=="+DriverVersion); err != nil {
 		_ = os.RemoveAll(dir)
 		return "", fmt.Errorf("%w: pip install cqlsh==%s cassandra-driver==%s (is PyPI reachable?): %w",
@@ -109,14 +111,23 @@ func Ensure(ctx context.Context) (string, error) {
 	return bin, nil
 }
 
+// ready reports whether dir holds a complete venv whose interpreter
+// still exists (a venv's python is a symlink to the one that made it).
 func ready(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, doneMarker))
-	return err == nil
+	for _, f := range []string{doneMarker, "bin/python", "bin/cqlsh"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // run runs a command, returning its combined output in the error.
 func run(ctx context.Context, name string, args ...string) error {
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%w)\n%s", ctx.Err(), err, strings.TrimSpace(string(out)))
+	}
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, strings.TrimSpace(string(out)))
 	}
