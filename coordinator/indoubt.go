@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/transport"
@@ -33,7 +34,7 @@ const inDoubtParallel = 16
 type inDoubtStore interface {
 	InDoubt() []replica.InDoubtOp
 	OpStatus(table uint64, key []byte, column string, opID [16]byte) (replica.OpAnswer, error)
-	ResolveInDoubt(op replica.InDoubtOp, keep bool) (replica.Mutation, error)
+	ResolveInDoubt(op replica.InDoubtOp, keep bool) (coltype.Mutation, error)
 }
 
 // ResolveInDoubt tries once to settle every update the local replica
@@ -137,7 +138,7 @@ func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, ops []re
 			answers[i] = append(answers[i], a)
 		}
 	}
-	var ms []replica.Mutation
+	var ms []coltype.Mutation
 	for i, op := range ops {
 		keep, reason := replica.Decide(op, answers[i])
 		m, err := st.ResolveInDoubt(op, keep)
@@ -259,7 +260,7 @@ func decodeOpAnswer(b []byte) (replica.OpAnswer, error) {
 type filterRecovery interface {
 	FilterIncomplete(table uint64, column string) bool
 	OpSeen(table uint64, key []byte, column string, opID [16]byte) bool
-	ApplyMutation(m replica.Mutation) error
+	ApplyMutation(m coltype.Mutation) error
 }
 
 // learnOp asks the other live natural replicas about an op before this
@@ -268,7 +269,7 @@ type filterRecovery interface {
 // filter dismisses the op as the retry it is. Replicas that do not answer
 // cannot help; the asked ones reserve the op until this node's mutation
 // arrives (replica.OpStatus).
-func (c *Coordinator) learnOp(ctx context.Context, u replica.Update) {
+func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update) {
 	fr, ok := c.cfg.Store.(filterRecovery)
 	if !ok || !fr.FilterIncomplete(u.Table, u.Column) || fr.OpSeen(u.Table, u.Key, u.Column, u.OpID) {
 		return
@@ -297,7 +298,7 @@ func (c *Coordinator) learnOp(ctx context.Context, u replica.Update) {
 		if err != nil || !a.Seen || !a.Found {
 			continue
 		}
-		m := replica.Mutation{Table: u.Table, Key: u.Key, Cell: a.Cell, HasOp: true, OpID: u.OpID, OpTime: u.OpTime}
+		m := coltype.Mutation{Table: u.Table, Key: u.Key, Cell: a.Cell, HasOp: true, OpID: u.OpID, OpTime: u.OpTime}
 		if err := fr.ApplyMutation(m); err != nil {
 			c.logger.Warn("merging a replica's copy of a cell failed", "table", u.Table, "err", err)
 			continue

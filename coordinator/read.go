@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
@@ -202,7 +203,7 @@ func (c *Coordinator) merge(table uint64, key row.Key, answers []readAnswer) (ro
 func (c *Coordinator) repair(ctx context.Context, table uint64, key []byte, merged row.Row, answers []readAnswer) error {
 	type job struct {
 		e ring.Endpoint
-		m replica.Mutation
+		m coltype.Mutation
 	}
 	var jobs []job
 	rp, _ := c.cfg.Store.(repairPolicy)
@@ -215,7 +216,7 @@ func (c *Coordinator) repair(ctx context.Context, table uint64, key []byte, merg
 			if ok && have.Tombstone == mc.Tombstone && bytes.Equal(have.Value, mc.Value) {
 				continue
 			}
-			jobs = append(jobs, job{a.e, replica.Mutation{Table: table, Key: key, Cell: mc}})
+			jobs = append(jobs, job{a.e, coltype.Mutation{Table: table, Key: key, Cell: mc}})
 		}
 	}
 	if len(jobs) == 0 {

@@ -6,7 +6,7 @@ import (
 	"math"
 	"sync"
 
-	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
@@ -305,9 +305,9 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 		return err
 	}
 	ts := c.cfg.Now().UnixMicro()
-	var muts []replica.Mutation
+	var muts []coltype.Mutation
 	for _, col := range columns {
-		muts = append(muts, replica.Mutation{Table: table, Key: key, Cell: row.Cell{Column: col, Timestamp: ts, Tombstone: true}})
+		muts = append(muts, coltype.Mutation{Table: table, Key: key, Cell: row.Cell{Column: col, Timestamp: ts, Tombstone: true}})
 	}
 	ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
 	defer cancel()

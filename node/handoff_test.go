@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/counters/handoff"
 	"github.com/idemkv/idemkv/internal/testseed"
@@ -18,7 +19,7 @@ const handoffTableID = 44
 // createHandoffTable makes ks.h (id 44) with handoff counter c; ks must exist.
 func (c *testCluster) createHandoffTable() {
 	c.t.Helper()
-	def := replica.TableDef{ID: handoffTableID, Keyspace: "ks", Name: "h", Columns: []replica.ColumnDef{{Name: "c", Type: replica.HandoffCounterType}}}
+	def := coltype.TableDef{ID: handoffTableID, Keyspace: "ks", Name: "h", Columns: []coltype.ColumnDef{{Name: "c", Type: replica.HandoffCounterType}}}
 	if err := c.node(1).Schema().CreateTable(def, false); err != nil {
 		c.t.Fatal(err)
 	}

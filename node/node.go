@@ -53,6 +53,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	_ "github.com/idemkv/idemkv/coltype/builtin" // the counter designs idemkv ships
+
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql"
@@ -233,9 +236,9 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		return fail(err)
 	}
 	n.view = newClusterView(n.gossip, ring.Endpoint{ID: hostID, DC: cfg.DC, Rack: cfg.Rack}, logger)
-	rule := coordinator.LeaderRandom
+	rule := coltype.LeaderRandom
 	if cfg.CounterLeader != "" {
-		rule, _ = coordinator.ParseLeaderRule(cfg.CounterLeader)
+		rule, _ = coltype.ParseLeaderRule(cfg.CounterLeader)
 	}
 	n.coord, err = coordinator.New(coordinator.Config{
 		Cluster: n.view, Tables: n.schema, Store: rep, Transport: n.tr, Hints: n.hints,

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters/handoff"
 	"github.com/idemkv/idemkv/ring"
@@ -149,7 +150,80 @@ type handoffCounter struct{}
 
 func (handoffCounter) Name() string { return HandoffCounterType }
 
-func (handoffCounter) Lead(Leader, Update) (Mutation, error) { return Mutation{}, ErrHandoffLead }
+func (handoffCounter) Lead(coltype.Leader, coltype.Update) (coltype.Mutation, error) {
+	return coltype.Mutation{}, ErrHandoffLead
+}
+
+// replicaOf returns the replica behind a Leader: the handoff states live
+// in the replica (Replica.Exchange and the anti-entropy methods), until
+// they move behind the Exchanger and AntiEntropy capabilities.
+func replicaOf(l coltype.Leader) (leader, error) {
+	ld, ok := l.(leader)
+	if !ok {
+		return leader{}, fmt.Errorf("replica: %s needs the replica's own leader, got %T", HandoffCounterType, l)
+	}
+	return ld, nil
+}
+
+// ApplyReplicated implements coltype.Replicated: see applyHandoffMutation.
+func (handoffCounter) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
+	ld, err := replicaOf(l)
+	if err != nil {
+		return err
+	}
+	return ld.r.applyHandoffMutation(ld.t, m)
+}
+
+// CheckDelete implements coltype.Deleter: a handoff counter cannot be
+// deleted (a client's state would bring it back).
+func (handoffCounter) CheckDelete(column string) error {
+	return fmt.Errorf("%s columns cannot be deleted (%s)", HandoffCounterType, column)
+}
+
+// Delete implements coltype.Deleter: it refuses.
+func (h handoffCounter) Delete(_ coltype.Leader, d coltype.Deletion) (coltype.Mutation, error) {
+	return coltype.Mutation{}, h.CheckDelete(d.Column)
+}
+
+// ReadRule implements coltype.ReadPolicy: every replica holds its own
+// state, so the merged cell (the largest fetch) differs from all but one;
+// replicas converge by anti-entropy, not read repair.
+func (handoffCounter) ReadRule() coltype.ReadRule { return coltype.ReadNoRepair }
+
+// CQLType implements coltype.CQL.
+func (handoffCounter) CQLType() string { return "counter" }
+
+// CheckDelta implements coltype.CQL: handoff counters only grow.
+func (handoffCounter) CheckDelta(d int64) error {
+	if d < 0 {
+		return fmt.Errorf("%s columns can only be incremented (got %d)", HandoffCounterType, d)
+	}
+	return nil
+}
+
+// HandoffPayloadKey is the CQL custom payload key of a handoff exchange.
+const HandoffPayloadKey = "idemkv-handoff"
+
+// PayloadKey implements coltype.Exchanger.
+func (handoffCounter) PayloadKey() string { return HandoffPayloadKey }
+
+// Exchange implements coltype.Exchanger: see Replica.Exchange.
+func (handoffCounter) Exchange(l coltype.Leader, table uint64, key []byte, column string, incoming []byte) ([]byte, error) {
+	ld, err := replicaOf(l)
+	if err != nil {
+		return nil, err
+	}
+	return ld.r.Exchange(table, key, column, incoming)
+}
+
+// Check implements coltype.Replayer: a replayed record must hold a handoff cell.
+func (handoffCounter) Check(payload []byte) error {
+	_, _, _, err := decodeHandoffCell(payload)
+	return err
+}
+
+// Replayed implements coltype.Replayer: the states reload from storage.
+func (handoffCounter) Replayed(commitlog.Record) error { return nil }
 
 func (handoffCounter) Merge(a, b row.Cell) (row.Cell, error) {
 	ts := max(a.Timestamp, b.Timestamp)
@@ -453,7 +527,7 @@ func (r *Replica) commitHandoffCell(t *table, hc HandoffCell, c *handoffCell, ne
 		return expired, nil
 	}
 	version := c.version + 1
-	m := Mutation{Table: hc.Table, Key: hc.Key, Cell: row.Cell{Column: hc.Column, Value: encodeHandoffCell(version, enc), Timestamp: r.cfg.Now().UnixMicro()}}
+	m := coltype.Mutation{Table: hc.Table, Key: hc.Key, Cell: row.Cell{Column: hc.Column, Value: encodeHandoffCell(version, enc), Timestamp: r.cfg.Now().UnixMicro()}}
 	if err := t.write(row.Key{Token: ring.Token(hc.Key), Partition: hc.Key}, m, commitlog.PayloadShard); err != nil {
 		return nil, err
 	}
@@ -572,7 +646,7 @@ func (r *Replica) HandoffStats() HandoffStats {
 // coordinator's read repair, an operator's tool). This replica's own state
 // is stored as is (storage keeps the higher version) and reloaded; another
 // replica's state is merged into ours by an exchange, never stored as ours.
-func (r *Replica) applyHandoffMutation(t *table, m Mutation) error {
+func (r *Replica) applyHandoffMutation(t *table, m coltype.Mutation) error {
 	if m.Cell.Tombstone {
 		return fmt.Errorf("replica: %s columns cannot be deleted", HandoffCounterType)
 	}
@@ -602,7 +676,14 @@ func (r *Replica) applyHandoffMutation(t *table, m Mutation) error {
 }
 
 // Repairs reports whether a coordinator's read repair should send a merged
-// cell of the column back to replicas. It is false for handoff columns:
-// every replica holds its own state, so the merged cell (the largest fetch)
-// differs from all but one, and replicas converge by anti-entropy instead.
-func (r *Replica) Repairs(tableID uint64, column string) bool { return !r.IsHandoff(tableID, column) }
+// cell of the column back to replicas: false for the types whose ReadPolicy
+// says so (handoff counters: every replica holds its own state, and
+// replicas converge by anti-entropy instead).
+func (r *Replica) Repairs(tableID uint64, column string) bool {
+	t, err := r.table(tableID)
+	if err != nil {
+		return true
+	}
+	col, ok := t.col(column)
+	return !ok || coltype.ReadRuleOf(col) == coltype.ReadMerge
+}

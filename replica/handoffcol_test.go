@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters/handoff"
 	"github.com/idemkv/idemkv/internal/testseed"
 	"github.com/idemkv/idemkv/row"
 )
 
-var handoffTable = TableDef{ID: 21, Keyspace: "ks", Name: "h", Columns: []ColumnDef{{"c", "counter"}, {"h", HandoffCounterType}}}
+var handoffTable = coltype.TableDef{ID: 21, Keyspace: "ks", Name: "h", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}, {Name: "h", Type: HandoffCounterType}}}
 
 func newID(t testing.TB) handoff.ID {
 	var id handoff.ID
@@ -251,7 +252,7 @@ func TestHandoffTierZeroExchange(t *testing.T) {
 		exchange(t, a, "k", ca)
 	}
 	cell, _, _ := a.Read(handoffTable.ID, []byte("k"), "h")
-	if err := b.ApplyMutation(Mutation{Table: handoffTable.ID, Key: []byte("k"), Cell: cell}); err != nil {
+	if err := b.ApplyMutation(coltype.Mutation{Table: handoffTable.ID, Key: []byte("k"), Cell: cell}); err != nil {
 		t.Fatal(err)
 	}
 	bc, _, _ := b.Read(handoffTable.ID, []byte("k"), "h")
@@ -264,7 +265,7 @@ func TestHandoffTierZeroExchange(t *testing.T) {
 	if _, err := b.Delete(handoffTable.ID, []byte("k"), 0); err == nil {
 		t.Fatal("deleting a row with a handoff column succeeded")
 	}
-	if _, err := b.Apply(Update{Table: handoffTable.ID, Key: []byte("k"), Column: "h", Delta: 1}); err == nil {
+	if _, err := b.Apply(coltype.Update{Table: handoffTable.ID, Key: []byte("k"), Column: "h", Delta: 1}); err == nil {
 		t.Fatal("the leader path accepted a handoff update")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/ring"
@@ -387,8 +388,8 @@ func (r *Replica) FilterIncomplete(table uint64, column string) bool {
 	if err != nil {
 		return false
 	}
-	f, ok := t.fbfCol(column)
-	return ok && r.cfg.Now().Sub(r.openedAt) < f.window()
+	d, ok := t.dedup(column)
+	return ok && r.cfg.Now().Sub(r.openedAt) < d.Window()
 }
 
 // OpSeen reports whether an FBF column's filter holds an op id, without
@@ -398,12 +399,8 @@ func (r *Replica) OpSeen(table uint64, key []byte, column string, opID [16]byte)
 	if err != nil {
 		return false
 	}
-	f, ok := t.fbfCol(column)
-	if !ok {
-		return false
-	}
-	h := f.opHash(opID, key)
-	return f.filter.ContainsHash(h) || f.retired != nil && r.cfg.Now().UnixNano() < f.retiredUntil && f.retired.ContainsHash(h)
+	d, ok := t.dedup(column)
+	return ok && d.OpSeen(key, opID)
 }
 
 // CellInDoubt reports whether a partition of a table holds an update in
@@ -421,8 +418,8 @@ func (r *Replica) OpStatus(table uint64, key []byte, column string, opID [16]byt
 		return OpAnswer{}, err
 	}
 	var a OpAnswer
-	if f, ok := t.fbfCol(column); ok {
-		r.expireLedOps(f.window())
+	if d, ok := t.dedup(column); ok {
+		r.expireLedOps(d.Window())
 		a.Seen = r.OpSeen(table, key, column, opID)
 	}
 	k := ledKey{table, column, string(key), opID}
@@ -449,29 +446,31 @@ func (r *Replica) OpStatus(table uint64, key []byte, column string, opID [16]byt
 // compensation is logged. Either way the returned mutation, this replica's
 // copy of the cell with the op id, is what the other replicas must receive
 // so that their filters learn the op and their cells hold the decision.
-func (r *Replica) ResolveInDoubt(op InDoubtOp, keep bool) (Mutation, error) {
+func (r *Replica) ResolveInDoubt(op InDoubtOp, keep bool) (coltype.Mutation, error) {
 	t, err := r.table(op.Table)
 	if err != nil {
-		return Mutation{}, err
+		return coltype.Mutation{}, err
 	}
 	l := &r.led
 	l.mu.Lock()
 	e, ok := l.ops[ledKey{op.Table, op.Column, string(op.Key), op.OpID}]
 	if !ok || e.status != OpPending {
 		l.mu.Unlock()
-		return Mutation{}, fmt.Errorf("replica: op %x on %s.%s is not in doubt", op.OpID, t.def.Keyspace, t.def.Name)
+		return coltype.Mutation{}, fmt.Errorf("replica: op %x on %s.%s is not in doubt", op.OpID, t.def.Keyspace, t.def.Name)
 	}
 	l.mu.Unlock()
 	if !keep {
-		f, ok := t.fbfCol(op.Column)
+		d, ok := t.dedup(op.Column)
 		if !ok {
-			return Mutation{}, fmt.Errorf("replica: column %s.%s.%s is no longer an FBF counter", t.def.Keyspace, t.def.Name, op.Column)
+			return coltype.Mutation{}, fmt.Errorf("replica: column %s.%s.%s no longer deduplicates op ids (an FBF counter)", t.def.Keyspace, t.def.Name, op.Column)
 		}
+		u := coltype.Update{Table: op.Table, Key: op.Key, Column: op.Column, Delta: op.Delta, Timestamp: r.cfg.Now().UnixMicro(),
+			HasOp: true, OpID: op.OpID, OpTime: op.OpTime}
 		t.modeMu.RLock()
-		err := f.compensate(leader{r: r, t: t}, op)
+		err := d.Compensate(leader{r: r, t: t}, u)
 		t.modeMu.RUnlock()
 		if err != nil {
-			return Mutation{}, fmt.Errorf("replica: take back op %x on %s.%s: %w", op.OpID, t.def.Keyspace, t.def.Name, err)
+			return coltype.Mutation{}, fmt.Errorf("replica: take back op %x on %s.%s: %w", op.OpID, t.def.Keyspace, t.def.Name, err)
 		}
 	}
 	l.mu.Lock()
@@ -483,10 +482,10 @@ func (r *Replica) ResolveInDoubt(op InDoubtOp, keep bool) (Mutation, error) {
 		e.status = OpDropped
 	}
 	l.mu.Unlock()
-	m := Mutation{Table: op.Table, Key: op.Key, HasOp: true, OpID: op.OpID, OpTime: op.OpTime}
+	m := coltype.Mutation{Table: op.Table, Key: op.Key, HasOp: true, OpID: op.OpID, OpTime: op.OpTime}
 	rw, found, err := t.read(row.Key{Token: ring.Token(op.Key), Partition: op.Key})
 	if err != nil {
-		return Mutation{}, err
+		return coltype.Mutation{}, err
 	}
 	m.Cell.Column = op.Column
 	if found {

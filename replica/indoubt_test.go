@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/row"
 )
@@ -92,7 +93,7 @@ func TestInDoubtResolution(t *testing.T) {
 		}
 	}
 	// A vanilla-path update without an op id is never in doubt.
-	if _, err := r.Apply(Update{Table: fbfTable.ID, Key: []byte("a"), Column: "c", Delta: 100}); err != nil {
+	if _, err := r.Apply(coltype.Update{Table: fbfTable.ID, Key: []byte("a"), Column: "c", Delta: 100}); err != nil {
 		t.Fatal(err)
 	}
 	unclean := func() {
@@ -188,7 +189,7 @@ func TestOpStatusReserves(t *testing.T) {
 		t.Fatalf("another op on the cell: %v", err)
 	}
 	// The asker's decision arrives with the op id: the retry is dismissed.
-	m := Mutation{Table: fbfTable.ID, Key: []byte("k"), Cell: ctxCell(t, counters.Shard{ID: counters.ID{7}, Clock: 1, Count: 1, Kind: counters.Global}),
+	m := coltype.Mutation{Table: fbfTable.ID, Key: []byte("k"), Cell: ctxCell(t, counters.Shard{ID: counters.ID{7}, Clock: 1, Count: 1, Kind: counters.Global}),
 		HasOp: true, OpID: op(3, 1)}
 	if err := r.ApplyMutation(m); err != nil {
 		t.Fatal(err)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"net"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/schema"
 )
@@ -26,7 +26,7 @@ type Backend interface {
 	// CounterWrite coordinates one counter update (coordinator semantics
 	// and typed errors: *coordinator.UnavailableError, *WriteTimeoutError,
 	// *InvalidError).
-	CounterWrite(ctx context.Context, u replica.Update, cl coordinator.ConsistencyLevel) error
+	CounterWrite(ctx context.Context, u coltype.Update, cl coordinator.ConsistencyLevel) error
 	// HandoffExchange coordinates a client's exchange with a tier-0 replica
 	// of a handoff_counter cell: state is the client's encoded handoff state
 	// (or view); the answer is the replica's view for the client, returned

@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/cql/parse"
-	"github.com/idemkv/idemkv/replica"
 )
 
 // batchItem is one modification of a request, with its values.
@@ -19,7 +19,7 @@ type batchItem struct {
 
 // write is one change to apply: a counter update or a deletion.
 type write struct {
-	update  *replica.Update
+	update  *coltype.Update
 	handoff bool // update is of a handoff_counter column
 	table   uint64
 	key     []byte
@@ -106,15 +106,20 @@ func checkDelete(t *tableInfo, st *parse.Delete) error {
 		}
 	}
 	for _, c := range t.regular {
-		if c.cqlType != replica.HandoffCounterType {
+		d, ok := columnDesign(c).(coltype.Deleter)
+		if !ok {
+			continue
+		}
+		err := d.CheckDelete(c.name)
+		if err == nil {
 			continue
 		}
 		if len(st.Columns) == 0 {
-			return invalid("%s columns cannot be deleted: table %s has %s (delete the other columns by name)", replica.HandoffCounterType, t.name, c.name)
+			return invalid("%v: table %s has %s (delete the other columns by name)", err, t.name, c.name)
 		}
 		for _, n := range st.Columns {
 			if n == c.name {
-				return invalid("%s columns cannot be deleted (%s)", replica.HandoffCounterType, c.name)
+				return invalid("%v", err)
 			}
 		}
 	}
@@ -272,11 +277,14 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 			if sc.Op == '-' {
 				d = -d
 			}
-			isHandoff := c.cqlType == replica.HandoffCounterType
-			if isHandoff && d < 0 {
-				return nil, invalid("%s column %s can only be incremented (got %d)", replica.HandoffCounterType, c.name, d)
+			design := columnDesign(c)
+			if q, ok := design.(coltype.CQL); ok {
+				if err := q.CheckDelta(d); err != nil {
+					return nil, invalid("column %s: %v", c.name, err)
+				}
 			}
-			out = append(out, write{update: &replica.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: d}, handoff: isHandoff, index: i})
+			_, exchanged := design.(coltype.Exchanger)
+			out = append(out, write{update: &coltype.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: d}, handoff: exchanged, index: i})
 		}
 		return out, nil
 	case *parse.Delete:
