@@ -6,6 +6,7 @@ import (
 
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
+	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 )
 
@@ -135,6 +136,9 @@ type Deletion struct {
 	// counter); nil when the client sent none.
 	Context []byte
 }
+
+// RowKey is the deletion's partition as the storage engine keys it.
+func (d Deletion) RowKey() row.Key { return row.Key{Token: ring.Token(d.Key), Partition: d.Key} }
 
 // Deleter is the capability of types whose DELETE is not Cassandra's final
 // tombstone. Without it, DELETE writes a tombstone that wins over every

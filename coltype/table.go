@@ -90,6 +90,13 @@ type Update struct {
 	HasOp  bool
 	OpID   [16]byte
 	OpTime int64 // unix nanoseconds
+
+	// Delete makes the update a DELETE of the cell (Delta is unused): the
+	// coordinator leads the deletions of a Deleter type's columns through
+	// the counter write path, and the leader calls the type's Delete.
+	Delete bool
+	// Context is what the client observed, for a Delete (Deletion.Context).
+	Context []byte
 }
 
 // RowKey is the update's partition as the storage engine keys it.

@@ -126,11 +126,18 @@ func (e *enc) update(u coltype.Update) {
 	e.i64(u.Delta)
 	e.i64(u.Timestamp)
 	e.op(u.HasOp, u.OpID, u.OpTime)
+	e.boolean(u.Delete)
+	if u.Delete {
+		e.bytes(u.Context)
+	}
 }
 
 func (d *dec) update() coltype.Update {
 	u := coltype.Update{Table: d.u64(), Key: d.bytes(), Column: d.str(), Delta: d.i64(), Timestamp: d.i64()}
 	u.HasOp, u.OpID, u.OpTime = d.op()
+	if u.Delete = d.boolean(); u.Delete {
+		u.Context = d.bytes()
+	}
 	return u
 }
 

@@ -657,7 +657,9 @@ func (r *Replica) Apply(u coltype.Update) (coltype.Mutation, error) {
 	t.modeMu.RLock()
 	col, _ := t.col(u.Column) // the column type in force under the mode lock
 	var m coltype.Mutation
-	if lc, ok := col.(coltype.Leading); ok {
+	if u.Delete {
+		m, err = r.leadDelete(t, col, u)
+	} else if lc, ok := col.(coltype.Leading); ok {
 		m, err = lc.Lead(leader{r: r, t: t}, u)
 	} else {
 		err = fmt.Errorf("column %s: %w", u.Column, coltype.ErrNotLed)
@@ -682,6 +684,43 @@ func (r *Replica) Apply(u coltype.Update) (coltype.Mutation, error) {
 	}
 	r.stats.leaderApplies.Add(1)
 	return m, nil
+}
+
+// leadDelete leads a DELETE of one cell (Update.Delete): the type's own
+// Delete when it is a Deleter, else Cassandra's final tombstone.
+func (r *Replica) leadDelete(t *table, col coltype.ColumnType, u coltype.Update) (coltype.Mutation, error) {
+	l := leader{r: r, t: t}
+	if d, ok := col.(coltype.Deleter); ok {
+		if err := d.CheckDelete(u.Column); err != nil {
+			return coltype.Mutation{}, err
+		}
+		return d.Delete(l, coltype.Deletion{Table: u.Table, Key: u.Key, Column: u.Column, Timestamp: u.Timestamp, Context: u.Context})
+	}
+	rk := u.RowKey()
+	m := coltype.Mutation{Table: u.Table, Key: u.Key, Cell: row.Cell{Column: u.Column, Timestamp: u.Timestamp, Tombstone: true}}
+	unlock := l.Lock(rk, u.Column)
+	defer unlock()
+	if err := t.write(rk, m, commitlog.PayloadTombstone); err != nil {
+		return coltype.Mutation{}, err
+	}
+	l.ForgetLocalShard(rk, u.Column)
+	return m, nil
+}
+
+// LedDelete reports whether a DELETE of a table's column is led like an
+// update (Update.Delete) because its type defines DELETE (coltype.Deleter),
+// rather than sent as a tombstone to every replica.
+func (r *Replica) LedDelete(tableID uint64, column string) bool {
+	t, err := r.table(tableID)
+	if err != nil {
+		return false
+	}
+	col, ok := t.col(column)
+	if !ok {
+		return false
+	}
+	_, ok = col.(coltype.Deleter)
+	return ok
 }
 
 // ApplyMutation merges state received from another replica (a leader's

@@ -66,6 +66,16 @@ func columnDesign(c *column) coltype.ColumnType {
 	return t
 }
 
+// valueType is the CQL type drivers see for a column of a registered
+// counter design (its coltype.CQL capability): counter unless it says
+// bigint.
+func valueType(design string) frame.DataType {
+	if t, ok := coltype.Lookup(design); ok && coltype.CQLTypeOf(t) == "bigint" {
+		return frame.Bigint
+	}
+	return frame.Counter
+}
+
 // isCounterType reports whether a CQL type name is a registered counter
 // design (see package coltype): the column types a counter table holds.
 func isCounterType(name string) bool {
@@ -90,7 +100,7 @@ func newTableInfo(def coltype.TableDef) *tableInfo {
 		t.cols[c.name] = c
 	}
 	for _, col := range def.Columns {
-		c := &column{name: col.Name, typ: frame.Counter, cqlType: col.Type, pkIndex: -1}
+		c := &column{name: col.Name, typ: valueType(col.Type), cqlType: col.Type, pkIndex: -1}
 		t.regular = append(t.regular, c)
 		t.cols[c.name] = c
 	}
