@@ -277,6 +277,6 @@ type AntiEntropy interface {
 // CellRef names one cell of a table.
 type CellRef struct {
 	Table  uint64
-	Key    string
+	Key    []byte // serialized partition key
 	Column string
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/idemkv/idemkv/coltype"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 )
@@ -114,7 +113,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(EncodeMutation(coltype.Mutation{Table: 1, Key: []byte("k"), Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
 	f.Add(EncodeResult(&WriteTimeoutError{CL: One, WriteType: WriteTypeCounter}))
 	f.Add(EncodeReadResult(row.Row{Cells: []row.Cell{{Column: "c"}}}, true, nil))
-	f.Add(encodeOpAnswer(replica.OpAnswer{Seen: true, Status: replica.OpPending, Clock: 3, Found: true, Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
+	f.Add(encodeOpAnswer(coltype.OpAnswer{Seen: true, Status: coltype.OpPending, Clock: 3, Found: true, Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if cl, u, err := DecodeWriteRequest(b); err == nil {
 			if again := EncodeWriteRequest(cl, u); string(again) != string(b) {

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
@@ -381,7 +380,7 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		c.learnOp(ctx, w.u) // free unless the filter may be incomplete
 	}
 	m, err := c.cfg.Store.Apply(w.u)
-	for errors.Is(err, replica.ErrOpInDoubt) {
+	for errors.Is(err, coltype.ErrOpInDoubt) {
 		// A retry of the very update this node holds in doubt: it waits
 		// for the update to be settled (then the filter dismisses it), so
 		// that no other leader counts it meanwhile.
@@ -392,7 +391,7 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		}
 		m, err = c.cfg.Store.Apply(w.u)
 	}
-	if errors.Is(err, replica.ErrInDoubt) {
+	if errors.Is(err, coltype.ErrInDoubt) {
 		// The cell holds another update this node led before an unclean
 		// stop: nothing was applied; the coordinator tries another leader.
 		return errLeaderInDoubt

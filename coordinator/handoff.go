@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters/handoff"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/transport"
 )
@@ -29,8 +29,8 @@ const TypeHandoffExchange transport.Type = 20
 type HandoffStore interface {
 	Exchange(table uint64, key []byte, column string, incoming []byte) ([]byte, error)
 	HandoffView(table uint64, key []byte, column string, peer handoff.ID) ([]byte, error)
-	TakeHandoffDirty() []replica.HandoffCell
-	MarkHandoffDirty(c replica.HandoffCell)
+	TakeHandoffDirty() []coltype.CellRef
+	MarkHandoffDirty(c coltype.CellRef)
 	SweepHandoffNotices() (held int, err error)
 }
 
@@ -351,7 +351,7 @@ func (c *Coordinator) HandoffSyncRound(ctx context.Context, h HandoffStore) {
 	if len(cells) == 0 {
 		return
 	}
-	jobs := make(chan replica.HandoffCell)
+	jobs := make(chan coltype.CellRef)
 	var wg sync.WaitGroup
 	for range min(handoffSyncWorkers, len(cells)) {
 		wg.Add(1)
@@ -373,7 +373,7 @@ func (c *Coordinator) HandoffSyncRound(ctx context.Context, h HandoffStore) {
 
 // syncCell exchanges one cell with every other natural replica; false if
 // some exchange did not complete.
-func (c *Coordinator) syncCell(ctx context.Context, h HandoffStore, cell replica.HandoffCell) bool {
+func (c *Coordinator) syncCell(ctx context.Context, h HandoffStore, cell coltype.CellRef) bool {
 	s, err := c.cfg.Tables.Strategy(cell.Table)
 	if err != nil {
 		return true // a dropped table: nothing to do
@@ -396,7 +396,7 @@ func (c *Coordinator) syncCell(ctx context.Context, h HandoffStore, cell replica
 	return ok
 }
 
-func (c *Coordinator) syncWith(ctx context.Context, h HandoffStore, cell replica.HandoffCell, e ring.Endpoint) error {
+func (c *Coordinator) syncWith(ctx context.Context, h HandoffStore, cell coltype.CellRef, e ring.Endpoint) error {
 	peer, err := parseHostID(e.ID)
 	if err != nil {
 		return err

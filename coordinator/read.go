@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
@@ -161,13 +160,13 @@ func (c *Coordinator) readFrom(ctx context.Context, e ring.Endpoint, table uint6
 }
 
 // readLocal reads the local replica's row; a row that holds an update in
-// doubt (replica.ErrInDoubt) is read once that update is settled, which
+// doubt (coltype.ErrInDoubt) is read once that update is settled, which
 // takes one exchange with the other replicas when they are up, or fails
 // when ctx ends first.
 func (c *Coordinator) readLocal(ctx context.Context, table uint64, key []byte) (row.Row, bool, error) {
 	for {
 		r, found, err := c.cfg.Store.ReadRow(table, key)
-		if !errors.Is(err, replica.ErrInDoubt) {
+		if !errors.Is(err, coltype.ErrInDoubt) {
 			return r, found, err
 		}
 		select {

@@ -299,7 +299,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		// other replicas first, and its hints wait for that (up to a bound:
 		// a replica may be down for long), since a hint of such an update
 		// could reach a replica that counted a retry of it and blur the
-		// evidence (see replica.Decide).
+		// evidence (see coltype.Decide).
 		select {
 		case <-settled:
 		case <-time.After(max(10*time.Second, 2*ms(cfg.CounterWriteTimeoutMS))):

@@ -261,14 +261,8 @@ func (handoffCounter) Value(c row.Cell) (int64, error) {
 	return int64(st.Fetch()), nil
 }
 
-// HandoffCell names one handoff counter cell.
-type HandoffCell struct {
-	Table  uint64
-	Key    []byte
-	Column string
-}
-
-func (c HandoffCell) cacheKey() string { return cacheKey(c.Table, c.Column, c.Key) }
+// handoffKey is a handoff cell's key in the replica's maps.
+func handoffKey(c coltype.CellRef) string { return cacheKey(c.Table, c.Column, c.Key) }
 
 // handoffCell is this replica's state of one cell, loaded once from storage
 // and then changed only under mu.
@@ -296,34 +290,34 @@ type handoffCells struct {
 	cells sync.Map // cache key → *handoffCell
 
 	dirtyMu sync.Mutex
-	dirty   map[string]HandoffCell
+	dirty   map[string]coltype.CellRef
 
 	noticeMu    sync.Mutex
-	noticeCells map[string]HandoffCell // cells holding notices, for the sweep
+	noticeCells map[string]coltype.CellRef // cells holding notices, for the sweep
 
 	exchanges, writes, collected atomic.Uint64
 }
 
 // trackNotices records whether a cell holds notices (for the sweep).
-func (h *handoffCells) trackNotices(c HandoffCell, holds bool) {
+func (h *handoffCells) trackNotices(c coltype.CellRef, holds bool) {
 	h.noticeMu.Lock()
 	defer h.noticeMu.Unlock()
 	if !holds {
-		delete(h.noticeCells, c.cacheKey())
+		delete(h.noticeCells, handoffKey(c))
 		return
 	}
 	if h.noticeCells == nil {
-		h.noticeCells = map[string]HandoffCell{}
+		h.noticeCells = map[string]coltype.CellRef{}
 	}
-	h.noticeCells[c.cacheKey()] = c
+	h.noticeCells[handoffKey(c)] = c
 }
 
-func (h *handoffCells) markDirty(c HandoffCell) {
+func (h *handoffCells) markDirty(c coltype.CellRef) {
 	h.dirtyMu.Lock()
 	if h.dirty == nil {
-		h.dirty = map[string]HandoffCell{}
+		h.dirty = map[string]coltype.CellRef{}
 	}
-	h.dirty[c.cacheKey()] = c
+	h.dirty[handoffKey(c)] = c
 	h.dirtyMu.Unlock()
 }
 
@@ -351,8 +345,8 @@ func (r *Replica) IsHandoff(tableID uint64, column string) bool {
 
 // handoffCell returns the cell's in-memory state, locked, loading it from
 // storage on first use. The caller unlocks c.mu.
-func (r *Replica) lockHandoffCell(t *table, hc HandoffCell) (*handoffCell, error) {
-	k := hc.cacheKey()
+func (r *Replica) lockHandoffCell(t *table, hc coltype.CellRef) (*handoffCell, error) {
+	k := handoffKey(hc)
 	v, ok := r.handoff.cells.Load(k)
 	if !ok {
 		v, _ = r.handoff.cells.LoadOrStore(k, &handoffCell{})
@@ -432,7 +426,7 @@ func (r *Replica) Exchange(tableID uint64, key []byte, column string, incoming [
 		}
 	}
 	r.handoff.exchanges.Add(1)
-	hc := HandoffCell{Table: tableID, Key: key, Column: column}
+	hc := coltype.CellRef{Table: tableID, Key: key, Column: column}
 	c, err := r.lockHandoffCell(t, hc)
 	if err != nil {
 		return nil, err
@@ -502,7 +496,7 @@ func (r *Replica) noticeExpired(h *handoff.HeldNotice, nowMilli int64) bool {
 // the caller made), marks this replica as having processed each, drops the
 // expired ones (and returns them) and, if the cell changed, writes it with a
 // new version and installs it in c. c.mu is held.
-func (r *Replica) commitHandoffCell(t *table, hc HandoffCell, c *handoffCell, next *handoff.Counter, notices map[handoff.ID]*handoff.HeldNotice) (expired map[handoff.ID]*handoff.HeldNotice, err error) {
+func (r *Replica) commitHandoffCell(t *table, hc coltype.CellRef, c *handoffCell, next *handoff.Counter, notices map[handoff.ID]*handoff.HeldNotice) (expired map[handoff.ID]*handoff.HeldNotice, err error) {
 	self := handoff.ID(r.hostID)
 	now := r.cfg.Now().UnixMilli()
 	var collected uint64
@@ -586,7 +580,7 @@ func (r *Replica) HandoffView(tableID uint64, key []byte, column string, peer ha
 	if err != nil {
 		return nil, err
 	}
-	c, err := r.lockHandoffCell(t, HandoffCell{Table: tableID, Key: key, Column: column})
+	c, err := r.lockHandoffCell(t, coltype.CellRef{Table: tableID, Key: key, Column: column})
 	if err != nil {
 		return nil, err
 	}
@@ -596,11 +590,11 @@ func (r *Replica) HandoffView(tableID uint64, key []byte, column string, peer ha
 
 // TakeHandoffDirty returns the handoff cells changed since the last call
 // and forgets them.
-func (r *Replica) TakeHandoffDirty() []HandoffCell {
+func (r *Replica) TakeHandoffDirty() []coltype.CellRef {
 	h := &r.handoff
 	h.dirtyMu.Lock()
 	defer h.dirtyMu.Unlock()
-	out := make([]HandoffCell, 0, len(h.dirty))
+	out := make([]coltype.CellRef, 0, len(h.dirty))
 	for _, c := range h.dirty {
 		out = append(out, c)
 	}
@@ -610,7 +604,7 @@ func (r *Replica) TakeHandoffDirty() []HandoffCell {
 
 // MarkHandoffDirty puts a cell back in the set of cells to synchronise (an
 // anti-entropy exchange with a peer failed).
-func (r *Replica) MarkHandoffDirty(c HandoffCell) { r.handoff.markDirty(c) }
+func (r *Replica) MarkHandoffDirty(c coltype.CellRef) { r.handoff.markDirty(c) }
 
 // HandoffStats are this replica's handoff counters.
 type HandoffStats struct {
@@ -662,7 +656,7 @@ func (r *Replica) applyHandoffMutation(t *table, m coltype.Mutation) error {
 		_, err = r.Exchange(m.Table, m.Key, m.Cell.Column, enc)
 		return err
 	}
-	hc := HandoffCell{Table: m.Table, Key: m.Key, Column: m.Cell.Column}
+	hc := coltype.CellRef{Table: m.Table, Key: m.Key, Column: m.Cell.Column}
 	c, err := r.lockHandoffCell(t, hc)
 	if err != nil {
 		return err

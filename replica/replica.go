@@ -647,12 +647,12 @@ func (r *Replica) Apply(u coltype.Update) (coltype.Mutation, error) {
 	}
 	if r.led.inDoubt(u.Table, u.Key) {
 		if u.HasOp && r.led.pendingOp(u.Table, u.Key, u.Column, u.OpID) {
-			return coltype.Mutation{}, ErrOpInDoubt
+			return coltype.Mutation{}, coltype.ErrOpInDoubt
 		}
-		return coltype.Mutation{}, ErrInDoubt
+		return coltype.Mutation{}, coltype.ErrInDoubt
 	}
 	if u.HasOp && r.reserved.held(u.Table, u.Column, u.Key, u.OpID, r.cfg.Now().UnixNano()) {
-		return coltype.Mutation{}, ErrOpInDoubt
+		return coltype.Mutation{}, coltype.ErrOpInDoubt
 	}
 	t.modeMu.RLock()
 	col, _ := t.col(u.Column) // the column type in force under the mode lock
@@ -831,7 +831,7 @@ func (r *Replica) Read(tableID uint64, key []byte, column string) (cell row.Cell
 		return row.Cell{}, false, err
 	}
 	if r.led.inDoubt(tableID, key) {
-		return row.Cell{}, false, ErrInDoubt
+		return row.Cell{}, false, coltype.ErrInDoubt
 	}
 	rw, ok, err := t.read(row.Key{Token: ring.Token(key), Partition: key})
 	if err != nil || !ok {
@@ -870,7 +870,7 @@ func (r *Replica) ReadRow(tableID uint64, key []byte) (row.Row, bool, error) {
 		return row.Row{}, false, err
 	}
 	if r.led.inDoubt(tableID, key) {
-		return row.Row{}, false, ErrInDoubt
+		return row.Row{}, false, coltype.ErrInDoubt
 	}
 	return t.read(row.Key{Token: ring.Token(key), Partition: key})
 }
@@ -1086,7 +1086,7 @@ func (r *Replica) Scan(tableID uint64, after *row.Key, startToken, endToken int6
 	if err == nil && r.led.pending.Load() > 0 {
 		for _, rw := range rows {
 			if r.led.inDoubt(tableID, rw.Key.Partition) {
-				return nil, ErrInDoubt
+				return nil, coltype.ErrInDoubt
 			}
 		}
 	}

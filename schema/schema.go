@@ -15,7 +15,6 @@ import (
 	"sync"
 
 	"github.com/idemkv/idemkv/coltype"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/vfs"
 )
@@ -166,13 +165,22 @@ type Schema struct {
 	path string
 	raw  Doc // everything learned: what is persisted and exchanged
 	doc  Doc // raw.visible(): what the node serves
-	rep  *replica.Replica
+	rep  Store
 	// strategies caches each keyspace's parsed replication, rebuilt on
 	// every change, since every write needs it.
 	strategies map[string]ring.Strategy
 	// leaders caches the leader rule of each FBF table, for the same reason.
 	leaders  map[uint64]tableLeader
 	onChange func(version string)
+}
+
+// Store is the local storage engine whose tables the schema keeps in step
+// with the document (replica.Replica implements it).
+type Store interface {
+	Tables() []coltype.TableDef
+	CreateTable(d coltype.TableDef) error
+	AlterTable(d coltype.TableDef) error
+	DropTable(id uint64) error
 }
 
 // tableLeader is a table's counter leader rule and where it comes from.
@@ -183,12 +191,12 @@ type tableLeader struct {
 }
 
 // Open loads the schema kept in dir and makes rep's tables match it.
-func Open(dir string, rep *replica.Replica) (*Schema, error) {
+func Open(dir string, rep Store) (*Schema, error) {
 	return OpenFS(nil, dir, rep)
 }
 
 // OpenFS is Open on the filesystem fsys (nil means vfs.Default).
-func OpenFS(fsys vfs.FS, dir string, rep *replica.Replica) (*Schema, error) {
+func OpenFS(fsys vfs.FS, dir string, rep Store) (*Schema, error) {
 	fsys = vfs.Or(fsys)
 	s := &Schema{fsys: fsys, dir: dir, path: filepath.Join(dir, schemaFile), raw: emptyDoc(), doc: emptyDoc(), rep: rep}
 	b, err := fsys.ReadFile(s.path)
