@@ -148,6 +148,8 @@ func HandoffCellValue(v []byte) (fetch uint64, owner handoff.ID, version uint64,
 // handoff cells.
 type handoffCounter struct{}
 
+func init() { coltype.MustRegister(handoffCounter{}) }
+
 func (handoffCounter) Name() string { return HandoffCounterType }
 
 func (handoffCounter) Lead(coltype.Leader, coltype.Update) (coltype.Mutation, error) {

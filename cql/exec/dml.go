@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"encoding/binary"
+	"strings"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
@@ -19,13 +20,15 @@ type batchItem struct {
 
 // write is one change to apply: a counter update or a deletion.
 type write struct {
-	update  *coltype.Update
-	handoff bool // update is of a handoff_counter column
-	table   uint64
-	key     []byte
-	delete  bool
-	columns []string
-	index   int
+	update *coltype.Update
+	// exchanger is the column's type when it is updated by a client
+	// exchange in a custom payload (coltype.Exchanger: handoff counters).
+	exchanger coltype.Exchanger
+	table     uint64
+	key       []byte
+	delete    bool
+	columns   []string
+	index     int
 }
 
 func notModifiable(t *tableInfo) error {
@@ -198,10 +201,10 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 		}
 		writes = append(writes, ws...)
 	}
-	state, exchange := payload[HandoffPayloadKey]
+	payloadKey, state, exchange := exchangePayload(payload)
 	if exchange {
-		if len(writes) != 1 || !writes[0].handoff {
-			return invalid("custom payload %s needs a request of exactly one handoff_counter update", HandoffPayloadKey)
+		if len(writes) != 1 || writes[0].exchanger == nil || writes[0].exchanger.PayloadKey() != payloadKey {
+			return invalid("custom payload %s needs a request of exactly one %s update", payloadKey, exchangeTypes(payloadKey))
 		}
 	}
 	if len(writes) == 0 {
@@ -216,7 +219,7 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 		if err != nil {
 			return err
 		}
-		reply[HandoffPayloadKey] = out
+		reply[payloadKey] = out
 		return nil
 	}
 	now := e.opts.Now().UnixNano()
@@ -227,7 +230,7 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 			}
 			continue
 		}
-		if w.handoff {
+		if w.exchanger != nil {
 			u := w.update
 			if err := e.b.HandoffIncrement(ctx, u.Table, u.Key, u.Column, uint64(u.Delta)); err != nil {
 				return err
@@ -283,8 +286,8 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 					return nil, invalid("column %s: %v", c.name, err)
 				}
 			}
-			_, exchanged := design.(coltype.Exchanger)
-			out = append(out, write{update: &coltype.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: d}, handoff: exchanged, index: i})
+			x, _ := design.(coltype.Exchanger)
+			out = append(out, write{update: &coltype.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: d}, exchanger: x, index: i})
 		}
 		return out, nil
 	case *parse.Delete:
@@ -299,4 +302,30 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 		return []write{{delete: true, table: t.id, key: ks[0], columns: st.Columns, index: i}}, nil
 	}
 	return nil, nil
+}
+
+// exchangePayload finds, in a request's custom payload, the key of a
+// registered Exchanger type (coltype.Exchanger.PayloadKey) and its value.
+func exchangePayload(payload map[string][]byte) (key string, value []byte, ok bool) {
+	for _, name := range coltype.Names() {
+		t, _ := coltype.Lookup(name)
+		if x, isX := t.(coltype.Exchanger); isX {
+			if v, found := payload[x.PayloadKey()]; found {
+				return x.PayloadKey(), v, true
+			}
+		}
+	}
+	return "", nil, false
+}
+
+// exchangeTypes names the registered types exchanged under a payload key.
+func exchangeTypes(key string) string {
+	var names []string
+	for _, name := range coltype.Names() {
+		t, _ := coltype.Lookup(name)
+		if x, isX := t.(coltype.Exchanger); isX && x.PayloadKey() == key {
+			names = append(names, name)
+		}
+	}
+	return strings.Join(names, " or ")
 }

@@ -2,10 +2,6 @@ package replica
 
 import "github.com/idemkv/idemkv/coltype"
 
-func init() {
-	coltype.MustRegister(handoffCounter{})
-}
-
 // FBFStats are the running counts of a replica's op-id-deduplicating
 // columns (the FBF counters), summed.
 type FBFStats = coltype.DedupStats
