@@ -98,6 +98,11 @@ type Env interface {
 	CounterID() counters.ID
 	// CounterWriteTimeout is the cluster's counter write timeout.
 	CounterWriteTimeout() time.Duration
+	// HostID is this node's host id, its identity in the ring.
+	HostID() counters.ID
+	// Setting is the replica's setting of a name for its designs
+	// ("" when unset), e.g. handoff_notice_retention.
+	Setting(name string) string
 }
 
 // Configurable is the capability of types that hold state per table
@@ -235,10 +240,9 @@ type CQL interface {
 // carried in a CQL custom payload rather than by a delta: handoff counters
 // (the client's state for the replica's view) and, next, Borrow-Counter
 // (borrow a dot, count into it, retire). PayloadKey names the custom
-// payload; Exchange runs on the replica that serves the client and returns
-// the answer to put in the response's custom payload. Handoff counters
-// still reach their replica through replica.Replica's Exchange method
-// and the coordinator's HandoffStore; this is the contract they move to.
+// payload; Exchange runs on the replica that serves the client (and on a
+// peer in anti-entropy) and returns the answer to put in the response's
+// custom payload.
 type Exchanger interface {
 	PayloadKey() string
 	Exchange(l Leader, table uint64, key []byte, column string, incoming []byte) ([]byte, error)
@@ -265,13 +269,18 @@ type Channel interface {
 }
 
 // AntiEntropy is the capability of types whose replicas reconcile cells in
-// the background rather than by read repair (handoff sync, which today
-// reaches the replica through the coordinator's HandoffStore): Dirty lists
-// the cells changed since the last round and Sync exchanges one cell with
-// a peer.
+// the background rather than by read repair (handoff sync; the
+// coordinator runs the rounds): TakeDirty lists the cells changed since
+// the last round, View is this replica's payload for a peer, which the
+// peer answers through its Exchanger, MarkDirty keeps a cell whose
+// exchange failed for the next round, and Sweep is the type's housekeeping
+// before a round (handoff drops expired retirement notices), returning how
+// many items it still holds.
 type AntiEntropy interface {
-	Dirty() []CellRef
-	Sync(l Leader, c CellRef, exchange func(payload []byte) ([]byte, error)) error
+	TakeDirty() []CellRef
+	MarkDirty(c CellRef)
+	View(l Leader, key []byte, peer counters.ID) ([]byte, error)
+	Sweep(l Leader) (held int, err error)
 }
 
 // CellRef names one cell of a table.

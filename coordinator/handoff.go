@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/counters/handoff"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/transport"
@@ -28,10 +29,10 @@ const TypeHandoffExchange transport.Type = 20
 // counters.
 type HandoffStore interface {
 	Exchange(table uint64, key []byte, column string, incoming []byte) ([]byte, error)
-	HandoffView(table uint64, key []byte, column string, peer handoff.ID) ([]byte, error)
-	TakeHandoffDirty() []coltype.CellRef
-	MarkHandoffDirty(c coltype.CellRef)
-	SweepHandoffNotices() (held int, err error)
+	SyncView(table uint64, key []byte, column string, peer counters.ID) ([]byte, error)
+	TakeDirty() []coltype.CellRef
+	MarkDirty(c coltype.CellRef)
+	Sweep() (held int, err error)
 }
 
 // repairPolicy is implemented by Stores with columns that must not be read
@@ -344,10 +345,10 @@ func (c *Coordinator) RunHandoffSync(ctx context.Context, interval time.Duration
 // HandoffSyncRound runs one anti-entropy round (see RunHandoffSync), after
 // dropping the retirement notices whose retention has passed.
 func (c *Coordinator) HandoffSyncRound(ctx context.Context, h HandoffStore) {
-	if _, err := h.SweepHandoffNotices(); err != nil {
+	if _, err := h.Sweep(); err != nil {
 		c.logger.Warn("handoff notice sweep failed", "err", err)
 	}
-	cells := h.TakeHandoffDirty()
+	cells := h.TakeDirty()
 	if len(cells) == 0 {
 		return
 	}
@@ -359,7 +360,7 @@ func (c *Coordinator) HandoffSyncRound(ctx context.Context, h HandoffStore) {
 			defer wg.Done()
 			for cell := range jobs {
 				if !c.syncCell(ctx, h, cell) {
-					h.MarkHandoffDirty(cell)
+					h.MarkDirty(cell)
 				}
 			}
 		}()
@@ -401,7 +402,7 @@ func (c *Coordinator) syncWith(ctx context.Context, h HandoffStore, cell coltype
 	if err != nil {
 		return err
 	}
-	view, err := h.HandoffView(cell.Table, cell.Key, cell.Column, peer)
+	view, err := h.SyncView(cell.Table, cell.Key, cell.Column, counters.ID(peer))
 	if err != nil {
 		return err
 	}

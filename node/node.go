@@ -54,6 +54,7 @@ import (
 	"time"
 
 	_ "github.com/idemkv/idemkv/coltype/builtin" // the counter designs idemkv ships
+	"github.com/idemkv/idemkv/coltype/handoffcol"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
@@ -175,12 +176,12 @@ func Start(cfg Config, opts Options) (*Node, error) {
 			Sync: mode, SyncPeriod: ms(cfg.CommitLogSyncPeriodMS), GroupWindow: ms(cfg.CommitLogGroupWindowMS),
 			SegmentSize: int64(cfg.CommitLogSegmentSizeMB) << 20,
 		},
-		MemtableFlushBytes:     int64(cfg.MemtableFlushMB) << 20,
-		CounterWriteTimeout:    ms(cfg.CounterWriteTimeoutMS),
-		HandoffNoticeRetention: ms(cfg.HandoffNoticeMS),
-		Now:                    opts.Clock,
-		IDs:                    ids,
-		Logger:                 logger,
+		MemtableFlushBytes:  int64(cfg.MemtableFlushMB) << 20,
+		CounterWriteTimeout: ms(cfg.CounterWriteTimeoutMS),
+		Settings:            map[string]string{handoffcol.NoticeRetentionSetting: ms(cfg.HandoffNoticeMS).String()},
+		Now:                 opts.Clock,
+		IDs:                 ids,
+		Logger:              logger,
 	})
 	if err != nil {
 		return nil, err

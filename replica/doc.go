@@ -6,10 +6,12 @@
 // asks a Configurable type for the column's instance, leads an update
 // through Leading, lets an Observer see replicated state, hands a
 // Replicated type its mutations, asks a Deleter what DELETE means, checks
-// and re-feeds replayed records through a Replayer, and runs the in-doubt
-// protocol below for any Deduplicator. Designs register themselves
-// (coltype/counter for vanilla, legacy and FBF counters; handoff counters,
-// whose per-replica states still live here, in handoffcol.go).
+// and re-feeds replayed records through a Replayer, serves an Exchanger's
+// client exchanges and an AntiEntropy type's sync rounds, and runs the
+// in-doubt protocol below for any Deduplicator. Designs register
+// themselves (coltype/counter: vanilla, legacy and FBF counters;
+// coltype/handoffcol: handoff counters), imported by package node through
+// coltype/builtin.
 //
 // # Data directory
 //
@@ -61,7 +63,7 @@
 //   - counter, legacy_counter and the FBF counter: a counter context
 //     (package counters: global shards of (counter id, clock, count), and
 //     the legacy local shards, which sum).
-//   - handoff_counter (handoffcol.go): one format byte, then a uvarint
+//   - handoff counters (coltype/handoffcol): one format byte, then a uvarint
 //     version the replica bumps on every change, then, for format 2, an
 //     encoded handoff.Message (this replica's tier-0 state and the
 //     retirement notices it holds), or, for format 1 (still read), a bare

@@ -80,11 +80,9 @@ type Config struct {
 	// CounterWriteTimeout is the cluster's counter write timeout, from which
 	// the FBF options' defaults derive (default 5 s).
 	CounterWriteTimeout time.Duration
-	// HandoffNoticeRetention is how long a handoff retirement notice is
-	// kept once every replica of its cell has processed it, so that late
-	// or duplicated messages from the retired client still have their slots
-	// dropped (default DefaultHandoffNoticeRetention).
-	HandoffNoticeRetention time.Duration
+	// Settings are settings of the column types by name (coltype.Env's
+	// Setting), e.g. "handoff_notice_retention": "1m".
+	Settings map[string]string
 	// Logger receives flush, compaction and replay events; default slog.Default().
 	Logger *slog.Logger
 }
@@ -139,9 +137,6 @@ func (c *Config) fill(r *Replica) error {
 	if c.CounterWriteTimeout <= 0 {
 		c.CounterWriteTimeout = 5 * time.Second
 	}
-	if c.HandoffNoticeRetention <= 0 {
-		c.HandoffNoticeRetention = DefaultHandoffNoticeRetention
-	}
 	retain := c.CommitLog.Retain
 	c.CommitLog.Retain = func(s commitlog.SegmentInfo) bool {
 		return (retain != nil && retain(s)) || (r != nil && r.needsOpIDs(s))
@@ -184,7 +179,6 @@ type Replica struct {
 	locks    []sync.Mutex
 	lockSeed maphash.Seed
 	cache    *lru.Cache[string, [2]int64] // (table, column, key) → (clock, count) of our shard
-	handoff  handoffCells                 // this replica's handoff counter states
 
 	stats struct {
 		leaderApplies, mutations, cacheHits, cacheMisses atomic.Uint64
@@ -738,7 +732,7 @@ func (r *Replica) ApplyMutation(m coltype.Mutation) error {
 	l := leader{r: r, t: t}
 	if rc, ok := col.(coltype.Replicated); ok {
 		if err := rc.ApplyReplicated(l, m); err != nil {
-			return err
+			return fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 		}
 		r.stats.mutations.Add(1)
 		return nil
@@ -1139,3 +1133,120 @@ type env struct{ r *Replica }
 func (e env) Now() time.Time                     { return e.r.cfg.Now() }
 func (e env) CounterID() counters.ID             { return e.r.counterIDs.current }
 func (e env) CounterWriteTimeout() time.Duration { return e.r.cfg.CounterWriteTimeout }
+func (e env) HostID() counters.ID                { return e.r.hostID }
+func (e env) Setting(name string) string         { return e.r.cfg.Settings[name] }
+
+// designColumn resolves a table's column and its type's instance.
+func (r *Replica) designColumn(tableID uint64, column string) (*table, coltype.ColumnType, error) {
+	t, err := r.table(tableID)
+	if err != nil {
+		return nil, nil, err
+	}
+	col, ok := t.col(column)
+	if !ok {
+		return nil, nil, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, column)
+	}
+	return t, col, nil
+}
+
+// Exchange is a client's (or a peer's) exchange with this replica for one
+// cell of a type updated by exchange (coltype.Exchanger: handoff
+// counters); it returns the answer for the sender.
+func (r *Replica) Exchange(tableID uint64, key []byte, column string, incoming []byte) ([]byte, error) {
+	t, col, err := r.designColumn(tableID, column)
+	if err != nil {
+		return nil, err
+	}
+	x, ok := col.(coltype.Exchanger)
+	if !ok {
+		return nil, fmt.Errorf("replica: column %s.%s.%s (%s) is not updated by exchange", t.def.Keyspace, t.def.Name, column, col.Name())
+	}
+	out, err := x.Exchange(leader{r: r, t: t}, tableID, key, column, incoming)
+	if err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	return out, nil
+}
+
+// SyncView is this replica's anti-entropy payload of one cell for a peer
+// (coltype.AntiEntropy.View).
+func (r *Replica) SyncView(tableID uint64, key []byte, column string, peer counters.ID) ([]byte, error) {
+	t, col, err := r.designColumn(tableID, column)
+	if err != nil {
+		return nil, err
+	}
+	ae, ok := col.(coltype.AntiEntropy)
+	if !ok {
+		return nil, fmt.Errorf("replica: column %s.%s.%s (%s) has no anti-entropy", t.def.Keyspace, t.def.Name, column, col.Name())
+	}
+	return ae.View(leader{r: r, t: t}, key, peer)
+}
+
+// antiEntropy calls f with every column instance that has anti-entropy.
+func (r *Replica) antiEntropy(f func(t *table, ae coltype.AntiEntropy)) {
+	if r.closed.Load() {
+		return
+	}
+	for _, t := range *r.tables.Load() {
+		for _, col := range t.colset.Load().cols {
+			if ae, ok := col.(coltype.AntiEntropy); ok {
+				f(t, ae)
+			}
+		}
+	}
+}
+
+// TakeDirty returns the cells changed since the last call, of every column
+// with anti-entropy, and forgets them.
+func (r *Replica) TakeDirty() []coltype.CellRef {
+	var out []coltype.CellRef
+	r.antiEntropy(func(_ *table, ae coltype.AntiEntropy) { out = append(out, ae.TakeDirty()...) })
+	return out
+}
+
+// MarkDirty puts a cell back in the set to synchronise (an anti-entropy
+// exchange with a peer failed).
+func (r *Replica) MarkDirty(c coltype.CellRef) {
+	if _, col, err := r.designColumn(c.Table, c.Column); err == nil {
+		if ae, ok := col.(coltype.AntiEntropy); ok {
+			ae.MarkDirty(c)
+		}
+	}
+}
+
+// Sweep runs the housekeeping of every column with anti-entropy (handoff
+// counters drop expired retirement notices) and returns how many items
+// they still hold.
+func (r *Replica) Sweep() (held int, err error) {
+	r.antiEntropy(func(t *table, ae coltype.AntiEntropy) {
+		n, e := ae.Sweep(leader{r: r, t: t})
+		held += n
+		err = errors.Join(err, e)
+	})
+	return held, err
+}
+
+// ColumnTypes returns the column type instances of every table (for the
+// designs' own statistics, e.g. handoffcol.ReplicaStats).
+func (r *Replica) ColumnTypes() []coltype.ColumnType {
+	var out []coltype.ColumnType
+	for _, t := range *r.tables.Load() {
+		for _, col := range t.colset.Load().cols {
+			out = append(out, col)
+		}
+	}
+	return out
+}
+
+// Repairs reports whether a coordinator's read repair should send a merged
+// cell of the column back to replicas: false for the types whose ReadPolicy
+// says so (handoff counters: every replica holds its own state, and
+// replicas converge by anti-entropy instead).
+func (r *Replica) Repairs(tableID uint64, column string) bool {
+	t, err := r.table(tableID)
+	if err != nil {
+		return true
+	}
+	col, ok := t.col(column)
+	return !ok || coltype.ReadRuleOf(col) == coltype.ReadMerge
+}

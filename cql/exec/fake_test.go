@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/idemkv/idemkv/coltype/builtin" // the counter designs the tests use
+
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/counters/handoff"
