@@ -36,6 +36,7 @@ const (
 	OpDropped
 )
 
+// String names the status.
 func (s OpStatus) String() string {
 	switch s {
 	case OpNotLed:

@@ -14,6 +14,7 @@ const (
 	LeaderFirst
 )
 
+// String is the rule as ParseLeaderRule reads it.
 func (r LeaderRule) String() string {
 	if r == LeaderFirst {
 		return "first"
