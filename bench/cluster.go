@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype/handoffcol"
 	"github.com/idemkv/idemkv/node"
 )
 
@@ -172,7 +173,7 @@ func (c *Cluster) HandoffStats() ClusterHandoffStats {
 			st := nd.Coordinator().Stats()
 			out.SyncMessages += st.HandoffSyncMessages
 			out.SyncBytes += st.HandoffSyncBytes
-			hs := nd.Replica().HandoffStats()
+			hs := handoffcol.ReplicaStats(nd.Replica())
 			out.Slots += hs.Slots
 			out.Notices += hs.Notices
 		}

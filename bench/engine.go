@@ -17,6 +17,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/replica"
 )
@@ -76,8 +77,8 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (EngineResult, error) {
 	}
 	defer r.Close()
 	const table = 1
-	if err := r.CreateTable(replica.TableDef{ID: table, Keyspace: "bench", Name: "counters",
-		Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}); err != nil {
+	if err := r.CreateTable(coltype.TableDef{ID: table, Keyspace: "bench", Name: "counters",
+		Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}}); err != nil {
 		return EngineResult{}, err
 	}
 	keys := make([][]byte, cfg.Keys)
@@ -104,7 +105,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (EngineResult, error) {
 			for runCtx.Err() == nil {
 				k := rng.IntN(cfg.Keys)
 				start := time.Now()
-				_, err := r.Apply(replica.Update{Table: table, Key: keys[k], Column: "c", Delta: 1})
+				_, err := r.Apply(coltype.Update{Table: table, Key: keys[k], Column: "c", Delta: 1})
 				if err != nil {
 					errOnce.Do(func() { firstErr = err; cancel() })
 					return

@@ -19,9 +19,10 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/counter"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/node"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/schema"
 )
 
@@ -96,11 +97,11 @@ func FreePort(n int, rng *rand.Rand) (int, error) {
 
 // Benchmark tables: bench.counters (vanilla) and bench.fbf_counters (the FBF on).
 var (
-	VanillaTable = replica.TableDef{ID: 1001, Keyspace: "bench", Name: "counters", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}},
-		PartitionKey: []replica.ColumnDef{{Name: "k", Type: "text"}}}
-	FBFTable = replica.TableDef{ID: 1002, Keyspace: "bench", Name: "fbf_counters", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}},
-		PartitionKey: []replica.ColumnDef{{Name: "k", Type: "text"}},
-		Options:      map[string]string{replica.IdempotenceOption: `{"class": "fbf"}`}}
+	VanillaTable = coltype.TableDef{ID: 1001, Keyspace: "bench", Name: "counters", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}},
+		PartitionKey: []coltype.ColumnDef{{Name: "k", Type: "text"}}}
+	FBFTable = coltype.TableDef{ID: 1002, Keyspace: "bench", Name: "fbf_counters", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}},
+		PartitionKey: []coltype.ColumnDef{{Name: "k", Type: "text"}},
+		Options:      map[string]string{counter.IdempotenceOption: `{"class": "fbf"}`}}
 )
 
 // StartRing starts an embedded ring and creates keyspace bench (SimpleStrategy,
@@ -137,7 +138,7 @@ func StartRing(ctx context.Context, cfg RingConfig, logger *slog.Logger) ([]*nod
 		nodes = append(nodes, n)
 	}
 	err := nodes[0].Schema().CreateKeyspace(schema.Keyspace{Name: "bench", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": strconv.Itoa(cfg.RF)}}, true)
-	for _, def := range []replica.TableDef{VanillaTable, FBFTable} {
+	for _, def := range []coltype.TableDef{VanillaTable, FBFTable} {
 		if err == nil {
 			err = nodes[0].Schema().CreateTable(def, true)
 		}
@@ -234,7 +235,7 @@ func dismissedOn(nodes []*node.Node) uint64 {
 	return n
 }
 
-func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def replica.TableDef, cl coordinator.ConsistencyLevel, keys int, prefix string) (RingResult, error) {
+func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def coltype.TableDef, cl coordinator.ConsistencyLevel, keys int, prefix string) (RingResult, error) {
 	names := make([][]byte, keys)
 	for i := range names {
 		names[i] = []byte(prefix + strconv.Itoa(i))
@@ -258,7 +259,7 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def re
 			for runCtx.Err() == nil {
 				k := rng.IntN(keys)
 				coord := nodes[rng.IntN(len(nodes))].Coordinator()
-				u := replica.Update{Table: def.ID, Key: names[k], Column: "c", Delta: 1}
+				u := coltype.Update{Table: def.ID, Key: names[k], Column: "c", Delta: 1}
 				if def.ID == FBFTable.ID {
 					seq++
 					u.HasOp, u.OpTime = true, time.Now().UnixNano()

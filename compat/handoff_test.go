@@ -11,6 +11,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/idemkv/idemkv/client"
+	"github.com/idemkv/idemkv/coltype/handoffcol"
 )
 
 // TestGocqlHandoffCounter: clients using client.HandoffCounter over gocql
@@ -111,7 +112,7 @@ func TestGocqlHandoffCounter(t *testing.T) {
 	for {
 		slots, notices := 0, 0
 		for _, nd := range r.nodes {
-			st := nd.Replica().HandoffStats()
+			st := handoffcol.ReplicaStats(nd.Replica())
 			slots, notices = slots+st.Slots, notices+st.Notices
 		}
 		if slots == 0 && notices > 0 {

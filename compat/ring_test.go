@@ -25,6 +25,8 @@ type ring struct {
 	t     *testing.T
 	port  int
 	nodes []*node.Node
+	cfgs  []node.Config  // each node's configuration, for restarts
+	opts  []node.Options // each node's options, for restarts
 }
 
 func startRing(t *testing.T, n int, wrap func(i int) func(cql.Executor) cql.Executor) *ring {
@@ -42,7 +44,7 @@ func startRing(t *testing.T, n int, wrap func(i int) func(cql.Executor) cql.Exec
 		if wrap != nil {
 			opts.WrapExecutor = wrap(i)
 		}
-		nd, err := node.Start(node.Config{
+		cfg := node.Config{
 			DataDirectory: filepath.Join(dir, fmt.Sprintf("node%d", i)),
 			ListenAddress: fmt.Sprintf("127.0.0.%d", i),
 			StoragePort:   r.port, NativeTransportPort: r.port + 1,
@@ -50,11 +52,14 @@ func startRing(t *testing.T, n int, wrap func(i int) func(cql.Executor) cql.Exec
 			NumTokens:        8,
 			GossipIntervalMS: 100, PhiConvictThreshold: 12,
 			CounterWriteTimeoutMS: 2000,
-		}, opts)
+		}
+		nd, err := node.Start(cfg, opts)
 		if err != nil {
 			t.Fatalf("start node %d: %v", i, err)
 		}
 		r.nodes = append(r.nodes, nd)
+		r.cfgs = append(r.cfgs, cfg)
+		r.opts = append(r.opts, opts)
 	}
 	t.Cleanup(func() {
 		for _, nd := range r.nodes {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 )
@@ -87,7 +87,7 @@ func TestValidateLevels(t *testing.T) {
 }
 
 func TestWireRoundTrips(t *testing.T) {
-	u := replica.Update{Table: 9, Key: []byte("k"), Column: "c", Delta: -4, Timestamp: 77, HasOp: true, OpID: [16]byte{1, 2, 3}, OpTime: 5}
+	u := coltype.Update{Table: 9, Key: []byte("k"), Column: "c", Delta: -4, Timestamp: 77, HasOp: true, OpID: [16]byte{1, 2, 3}, OpTime: 5}
 	cl, got, err := DecodeWriteRequest(EncodeWriteRequest(LocalQuorum, u))
 	if err != nil || cl != LocalQuorum || got.Delta != -4 || got.OpID != u.OpID || string(got.Key) != "k" || got.OpTime != 5 {
 		t.Fatalf("write request round trip: %v %+v %v", cl, got, err)
@@ -109,11 +109,11 @@ func TestWireRoundTrips(t *testing.T) {
 // FuzzDecode feeds arbitrary bytes to every decoder of the package: none
 // may panic, and whatever decodes re-encodes to the same bytes.
 func FuzzDecode(f *testing.F) {
-	f.Add(EncodeWriteRequest(Quorum, replica.Update{Table: 1, Key: []byte("k"), Column: "c", Delta: 1}))
-	f.Add(EncodeMutation(replica.Mutation{Table: 1, Key: []byte("k"), Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
+	f.Add(EncodeWriteRequest(Quorum, coltype.Update{Table: 1, Key: []byte("k"), Column: "c", Delta: 1}))
+	f.Add(EncodeMutation(coltype.Mutation{Table: 1, Key: []byte("k"), Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
 	f.Add(EncodeResult(&WriteTimeoutError{CL: One, WriteType: WriteTypeCounter}))
 	f.Add(EncodeReadResult(row.Row{Cells: []row.Cell{{Column: "c"}}}, true, nil))
-	f.Add(encodeOpAnswer(replica.OpAnswer{Seen: true, Status: replica.OpPending, Clock: 3, Found: true, Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
+	f.Add(encodeOpAnswer(coltype.OpAnswer{Seen: true, Status: coltype.OpPending, Clock: 3, Found: true, Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if cl, u, err := DecodeWriteRequest(b); err == nil {
 			if again := EncodeWriteRequest(cl, u); string(again) != string(b) {

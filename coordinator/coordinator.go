@@ -21,7 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
@@ -48,62 +48,15 @@ type Tables interface {
 // leaderRules is implemented by Tables that know a table's leader rule:
 // the one its options set, or its counter design's default.
 type leaderRules interface {
-	LeaderRule(table uint64) (LeaderRule, RuleSource)
+	LeaderRule(table uint64) (coltype.LeaderRule, coltype.RuleSource)
 }
-
-// RuleSource says where a table's leader rule comes from. The rule that
-// applies is, in order: the table's own option (RuleTableOption); the
-// node's rule when the operator set one (Config.LeaderRuleSet: the
-// counter_leader key, or --counter-leader); the counter design's default
-// (RuleDesignDefault: FBF tables lead with LeaderFirst, so that a retry
-// meets the same filter); the node's default, LeaderRandom.
-type RuleSource int
-
-const (
-	// RuleNone: the table has no rule of its own.
-	RuleNone RuleSource = iota
-	// RuleDesignDefault: the rule is its counter design's default.
-	RuleDesignDefault
-	// RuleTableOption: the table's options set the rule.
-	RuleTableOption
-)
 
 // Store is the local replica.
 type Store interface {
-	Apply(u replica.Update) (replica.Mutation, error)
-	ApplyMutation(m replica.Mutation) error
+	Apply(u coltype.Update) (coltype.Mutation, error)
+	ApplyMutation(m coltype.Mutation) error
 	ReadRow(table uint64, key []byte) (row.Row, bool, error)
 	MergeCells(table uint64, a, b row.Cell) (row.Cell, error)
-}
-
-// LeaderRule chooses the leader of a counter write among the live replicas.
-type LeaderRule int
-
-const (
-	// LeaderRandom is Cassandra's rule: a uniformly random live replica in
-	// the coordinator's data center (else the first live replica).
-	LeaderRandom LeaderRule = iota
-	// LeaderFirst is the deterministic rule: the first live replica in ring
-	// order, so that a retry meets the same leader while it lives.
-	LeaderFirst
-)
-
-func (r LeaderRule) String() string {
-	if r == LeaderFirst {
-		return "first"
-	}
-	return "random"
-}
-
-// ParseLeaderRule reads "random" or "first".
-func ParseLeaderRule(s string) (LeaderRule, error) {
-	switch s {
-	case "random", "cassandra":
-		return LeaderRandom, nil
-	case "first", "deterministic":
-		return LeaderFirst, nil
-	}
-	return 0, fmt.Errorf("unknown leader rule %q (want random or first)", s)
 }
 
 // Config configures a coordinator.
@@ -114,11 +67,11 @@ type Config struct {
 	Transport transport.Transport
 	Hints     *Hints // nil: no hints are kept
 
-	// LeaderRule chooses counter leaders (default LeaderRandom,
+	// LeaderRule chooses counter leaders (default coltype.LeaderRandom,
 	// Cassandra's). LeaderRuleSet says the operator chose it: it then
 	// overrides the counter designs' defaults, but not a table's own
-	// option (see RuleSource).
-	LeaderRule    LeaderRule
+	// option (see coltype.RuleSource).
+	LeaderRule    coltype.LeaderRule
 	LeaderRuleSet bool
 	// CounterWriteTimeout bounds a counter write (Cassandra's
 	// counter_write_request_timeout_in_ms, default 5 s).
@@ -271,11 +224,11 @@ func (c *Coordinator) chooseLeader(table uint64, live []ring.Endpoint) ring.Endp
 	rule := c.cfg.LeaderRule
 	if lr, ok := c.cfg.Tables.(leaderRules); ok {
 		r, src := lr.LeaderRule(table)
-		if src == RuleTableOption || src == RuleDesignDefault && !c.cfg.LeaderRuleSet {
+		if src == coltype.RuleTableOption || src == coltype.RuleDesignDefault && !c.cfg.LeaderRuleSet {
 			rule = r
 		}
 	}
-	if rule == LeaderFirst {
+	if rule == coltype.LeaderFirst {
 		return live[0]
 	}
 	dc := c.cfg.Cluster.Self().DC
@@ -298,7 +251,7 @@ func (c *Coordinator) chooseLeader(table uint64, live []ring.Endpoint) ring.Endp
 // chooses a leader, forwards the update, and waits for the leader's answer
 // up to the counter write timeout. On a timeout the update may or may not
 // have been applied: the error is a *WriteTimeoutError of type COUNTER.
-func (c *Coordinator) CounterWrite(ctx context.Context, u replica.Update, cl ConsistencyLevel) error {
+func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl ConsistencyLevel) error {
 	c.stats.writes.Add(1)
 	if err := validateCounterWrite(cl); err != nil {
 		return err
@@ -427,7 +380,7 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		c.learnOp(ctx, w.u) // free unless the filter may be incomplete
 	}
 	m, err := c.cfg.Store.Apply(w.u)
-	for errors.Is(err, replica.ErrOpInDoubt) {
+	for errors.Is(err, coltype.ErrOpInDoubt) {
 		// A retry of the very update this node holds in doubt: it waits
 		// for the update to be settled (then the filter dismisses it), so
 		// that no other leader counts it meanwhile.
@@ -438,7 +391,7 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		}
 		m, err = c.cfg.Store.Apply(w.u)
 	}
-	if errors.Is(err, replica.ErrInDoubt) {
+	if errors.Is(err, coltype.ErrInDoubt) {
 		// The cell holds another update this node led before an unclean
 		// stop: nothing was applied; the coordinator tries another leader.
 		return errLeaderInDoubt
@@ -516,7 +469,7 @@ func newRequirementFor(w counterWrite, c *Coordinator) requirement {
 // replicate sends the leader's new state to one replica; a replica that is
 // down or does not answer gets a hint. It reports the replica's DC on ack,
 // "" on failure.
-func (c *Coordinator) replicate(ctx context.Context, e ring.Endpoint, m replica.Mutation, acks chan<- string) {
+func (c *Coordinator) replicate(ctx context.Context, e ring.Endpoint, m coltype.Mutation, acks chan<- string) {
 	addr, ok := c.cfg.Cluster.Addr(e.ID)
 	if !ok || !c.cfg.Cluster.IsUp(e.ID) {
 		c.hint(e.ID, m)
@@ -533,7 +486,7 @@ func (c *Coordinator) replicate(ctx context.Context, e ring.Endpoint, m replica.
 	acks <- e.DC
 }
 
-func (c *Coordinator) hint(hostID string, m replica.Mutation) {
+func (c *Coordinator) hint(hostID string, m coltype.Mutation) {
 	if c.cfg.Hints == nil {
 		return
 	}

@@ -10,8 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/counters/handoff"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/transport"
 )
@@ -28,10 +29,10 @@ const TypeHandoffExchange transport.Type = 20
 // counters.
 type HandoffStore interface {
 	Exchange(table uint64, key []byte, column string, incoming []byte) ([]byte, error)
-	HandoffView(table uint64, key []byte, column string, peer handoff.ID) ([]byte, error)
-	TakeHandoffDirty() []replica.HandoffCell
-	MarkHandoffDirty(c replica.HandoffCell)
-	SweepHandoffNotices() (held int, err error)
+	SyncView(table uint64, key []byte, column string, peer counters.ID) ([]byte, error)
+	TakeDirty() []coltype.CellRef
+	MarkDirty(c coltype.CellRef)
+	Sweep() (held int, err error)
 }
 
 // repairPolicy is implemented by Stores with columns that must not be read
@@ -344,14 +345,14 @@ func (c *Coordinator) RunHandoffSync(ctx context.Context, interval time.Duration
 // HandoffSyncRound runs one anti-entropy round (see RunHandoffSync), after
 // dropping the retirement notices whose retention has passed.
 func (c *Coordinator) HandoffSyncRound(ctx context.Context, h HandoffStore) {
-	if _, err := h.SweepHandoffNotices(); err != nil {
+	if _, err := h.Sweep(); err != nil {
 		c.logger.Warn("handoff notice sweep failed", "err", err)
 	}
-	cells := h.TakeHandoffDirty()
+	cells := h.TakeDirty()
 	if len(cells) == 0 {
 		return
 	}
-	jobs := make(chan replica.HandoffCell)
+	jobs := make(chan coltype.CellRef)
 	var wg sync.WaitGroup
 	for range min(handoffSyncWorkers, len(cells)) {
 		wg.Add(1)
@@ -359,7 +360,7 @@ func (c *Coordinator) HandoffSyncRound(ctx context.Context, h HandoffStore) {
 			defer wg.Done()
 			for cell := range jobs {
 				if !c.syncCell(ctx, h, cell) {
-					h.MarkHandoffDirty(cell)
+					h.MarkDirty(cell)
 				}
 			}
 		}()
@@ -373,7 +374,7 @@ func (c *Coordinator) HandoffSyncRound(ctx context.Context, h HandoffStore) {
 
 // syncCell exchanges one cell with every other natural replica; false if
 // some exchange did not complete.
-func (c *Coordinator) syncCell(ctx context.Context, h HandoffStore, cell replica.HandoffCell) bool {
+func (c *Coordinator) syncCell(ctx context.Context, h HandoffStore, cell coltype.CellRef) bool {
 	s, err := c.cfg.Tables.Strategy(cell.Table)
 	if err != nil {
 		return true // a dropped table: nothing to do
@@ -396,12 +397,12 @@ func (c *Coordinator) syncCell(ctx context.Context, h HandoffStore, cell replica
 	return ok
 }
 
-func (c *Coordinator) syncWith(ctx context.Context, h HandoffStore, cell replica.HandoffCell, e ring.Endpoint) error {
+func (c *Coordinator) syncWith(ctx context.Context, h HandoffStore, cell coltype.CellRef, e ring.Endpoint) error {
 	peer, err := parseHostID(e.ID)
 	if err != nil {
 		return err
 	}
-	view, err := h.HandoffView(cell.Table, cell.Key, cell.Column, peer)
+	view, err := h.SyncView(cell.Table, cell.Key, cell.Column, counters.ID(peer))
 	if err != nil {
 		return err
 	}

@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/transport"
 	"github.com/idemkv/idemkv/vfs"
 )
@@ -67,7 +67,7 @@ func (h *Hints) Resume() {
 
 type hintQueue struct {
 	log     *commitlog.Log
-	pending []replica.Mutation
+	pending []coltype.Mutation
 }
 
 // OpenHints opens the hints directory dir on fsys (nil means vfs.Default)
@@ -134,7 +134,7 @@ func (h *Hints) queue(target string) (*hintQueue, error) {
 	return q, nil
 }
 
-func mutationRecord(m replica.Mutation) commitlog.Record {
+func mutationRecord(m coltype.Mutation) commitlog.Record {
 	kind := commitlog.PayloadShard
 	if m.Cell.Tombstone {
 		kind = commitlog.PayloadTombstone
@@ -146,8 +146,8 @@ func mutationRecord(m replica.Mutation) commitlog.Record {
 	}
 }
 
-func recordMutation(r commitlog.Record) replica.Mutation {
-	return replica.Mutation{
+func recordMutation(r commitlog.Record) coltype.Mutation {
+	return coltype.Mutation{
 		Table: r.Table, Key: r.Key,
 		Cell:  replicaCell(r),
 		HasOp: r.HasOp, OpID: r.OpID, OpTime: r.OpTime,
@@ -155,7 +155,7 @@ func recordMutation(r commitlog.Record) replica.Mutation {
 }
 
 // Store keeps a mutation for a target node.
-func (h *Hints) Store(target string, m replica.Mutation) error {
+func (h *Hints) Store(target string, m coltype.Mutation) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q, err := h.queue(target)
@@ -172,10 +172,10 @@ func (h *Hints) Store(target string, m replica.Mutation) error {
 }
 
 // Queued returns a copy of every hint waiting, for every target.
-func (h *Hints) Queued() []replica.Mutation {
+func (h *Hints) Queued() []coltype.Mutation {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []replica.Mutation
+	var out []coltype.Mutation
 	for _, q := range h.targets {
 		out = append(out, q.pending...)
 	}
@@ -252,7 +252,7 @@ func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, t
 		return nil
 	}
 	skip := min(h.held[target], len(q.pending))
-	batch := append([]replica.Mutation(nil), q.pending[skip:]...)
+	batch := append([]coltype.Mutation(nil), q.pending[skip:]...)
 	h.mu.Unlock()
 	// Hints are replicated state, merged in any order: they go
 	// hintWindow at a time. sent counts the leading run that arrived; a
@@ -290,7 +290,7 @@ func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, t
 	}
 	// The hints held stay at the head; those stored while this delivery
 	// ran stay behind the ones it sent.
-	q.pending = append(append([]replica.Mutation(nil), q.pending[:skip]...), q.pending[skip+sent:]...)
+	q.pending = append(append([]coltype.Mutation(nil), q.pending[:skip]...), q.pending[skip+sent:]...)
 	if len(q.pending) > 0 {
 		return nil
 	}

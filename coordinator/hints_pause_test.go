@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
@@ -53,7 +53,7 @@ func TestHintsPauseHoldsOnlyWhatWasQueued(t *testing.T) {
 	defer h.Close()
 	hint := func(ts int64) {
 		t.Helper()
-		if err := h.Store("aa", replica.Mutation{Table: 1, Key: []byte("k"), Cell: row.Cell{Column: "c", Value: []byte{0, 0}, Timestamp: ts}}); err != nil {
+		if err := h.Store("aa", coltype.Mutation{Table: 1, Key: []byte("k"), Cell: row.Cell{Column: "c", Value: []byte{0, 0}, Timestamp: ts}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/vfs"
 )
@@ -23,7 +23,7 @@ func TestHintStoredAfterCloseIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := replica.Mutation{Table: 1, Key: []byte("k"), Cell: row.Cell{Column: "c", Value: []byte{1}}}
+	m := coltype.Mutation{Table: 1, Key: []byte("k"), Cell: row.Cell{Column: "c", Value: []byte{1}}}
 	if err := h.Store(target, m); err != nil {
 		t.Fatal(err)
 	}

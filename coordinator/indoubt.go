@@ -7,14 +7,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/transport"
 )
 
 // TypeOpStatus asks a replica what it knows of an op on one cell, for a
 // leader resolving an update it holds in doubt since an unclean restart
-// (see replica.Decide). Request: table (uint64), key, column (length-
+// (see coltype.Decide). Request: table (uint64), key, column (length-
 // prefixed), op id (16 bytes). Answer: seen (bool), status (uint8),
 // counter id (16 bytes), clock (int64), found (bool), then the cell when
 // found.
@@ -31,14 +31,14 @@ const inDoubtParallel = 16
 // inDoubtStore is implemented by stores whose column types can leave
 // updates in doubt after an unclean restart (FBF counters).
 type inDoubtStore interface {
-	InDoubt() []replica.InDoubtOp
-	OpStatus(table uint64, key []byte, column string, opID [16]byte) (replica.OpAnswer, error)
-	ResolveInDoubt(op replica.InDoubtOp, keep bool) (replica.Mutation, error)
+	InDoubt() []coltype.InDoubtOp
+	OpStatus(table uint64, key []byte, column string, opID [16]byte) (coltype.OpAnswer, error)
+	ResolveInDoubt(op coltype.InDoubtOp, keep bool) (coltype.Mutation, error)
 }
 
 // ResolveInDoubt tries once to settle every update the local replica
 // holds in doubt, one cell at a time: it asks every other natural replica
-// of the cell what it knows of each op, decides each with replica.Decide,
+// of the cell what it knows of each op, decides each with coltype.Decide,
 // settles them all, and only then sends the cell (once per op id, so that
 // every filter learns every op) to the other replicas. A cell's updates are
 // settled together because the cell carries all of them: sending it after
@@ -55,7 +55,7 @@ func (c *Coordinator) ResolveInDoubt(ctx context.Context) int {
 		table uint64
 		key   string
 	}
-	cells := map[cellKey][]replica.InDoubtOp{}
+	cells := map[cellKey][]coltype.InDoubtOp{}
 	var order []cellKey
 	for _, op := range st.InDoubt() {
 		k := cellKey{op.Table, string(op.Key)}
@@ -88,7 +88,7 @@ func (c *Coordinator) ResolveInDoubt(ctx context.Context) int {
 	return remaining
 }
 
-func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, ops []replica.InDoubtOp) error {
+func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, ops []coltype.InDoubtOp) error {
 	first := ops[0]
 	natural, _, _, err := c.placement(first.Table, first.Key, One)
 	if err != nil {
@@ -111,7 +111,7 @@ func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, ops []re
 		return fmt.Errorf("%d natural replicas known of %d", len(natural), want)
 	}
 	self := c.cfg.Cluster.Self().ID
-	answers := make([][]replica.OpAnswer, len(ops))
+	answers := make([][]coltype.OpAnswer, len(ops))
 	for _, e := range natural {
 		if e.ID == self {
 			continue
@@ -137,9 +137,9 @@ func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, ops []re
 			answers[i] = append(answers[i], a)
 		}
 	}
-	var ms []replica.Mutation
+	var ms []coltype.Mutation
 	for i, op := range ops {
-		keep, reason := replica.Decide(op, answers[i])
+		keep, reason := coltype.Decide(op, answers[i])
 		m, err := st.ResolveInDoubt(op, keep)
 		if err != nil {
 			return err
@@ -215,7 +215,7 @@ func (c *Coordinator) handleOpStatus(body []byte) (transport.Message, error) {
 	return transport.Message{Type: TypeOpStatus, Body: encodeOpAnswer(a)}, nil
 }
 
-func encodeOpStatusRequest(op replica.InDoubtOp) []byte {
+func encodeOpStatusRequest(op coltype.InDoubtOp) []byte {
 	e := newEnc()
 	e.u64(op.Table)
 	e.bytes(op.Key)
@@ -224,7 +224,7 @@ func encodeOpStatusRequest(op replica.InDoubtOp) []byte {
 	return e.b
 }
 
-func encodeOpAnswer(a replica.OpAnswer) []byte {
+func encodeOpAnswer(a coltype.OpAnswer) []byte {
 	e := newEnc()
 	e.boolean(a.Seen)
 	e.u8(uint8(a.Status))
@@ -237,12 +237,12 @@ func encodeOpAnswer(a replica.OpAnswer) []byte {
 	return e.b
 }
 
-func decodeOpAnswer(b []byte) (replica.OpAnswer, error) {
+func decodeOpAnswer(b []byte) (coltype.OpAnswer, error) {
 	d := newDec(b)
-	var a replica.OpAnswer
+	var a coltype.OpAnswer
 	a.Seen = d.boolean()
-	a.Status = replica.OpStatus(d.u8())
-	if a.Status > replica.OpDropped {
+	a.Status = coltype.OpStatus(d.u8())
+	if a.Status > coltype.OpDropped {
 		d.fail("op status %d", a.Status)
 	}
 	copy(a.CounterID[:], d.take(counters.IDLen))
@@ -259,7 +259,7 @@ func decodeOpAnswer(b []byte) (replica.OpAnswer, error) {
 type filterRecovery interface {
 	FilterIncomplete(table uint64, column string) bool
 	OpSeen(table uint64, key []byte, column string, opID [16]byte) bool
-	ApplyMutation(m replica.Mutation) error
+	ApplyMutation(m coltype.Mutation) error
 }
 
 // learnOp asks the other live natural replicas about an op before this
@@ -267,8 +267,8 @@ type filterRecovery interface {
 // it sends its cell, which this node merges with the op id, so that its
 // filter dismisses the op as the retry it is. Replicas that do not answer
 // cannot help; the asked ones reserve the op until this node's mutation
-// arrives (replica.OpStatus).
-func (c *Coordinator) learnOp(ctx context.Context, u replica.Update) {
+// arrives (coltype.OpStatus).
+func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update) {
 	fr, ok := c.cfg.Store.(filterRecovery)
 	if !ok || !fr.FilterIncomplete(u.Table, u.Column) || fr.OpSeen(u.Table, u.Key, u.Column, u.OpID) {
 		return
@@ -277,7 +277,7 @@ func (c *Coordinator) learnOp(ctx context.Context, u replica.Update) {
 	if err != nil {
 		return
 	}
-	op := replica.InDoubtOp{Table: u.Table, Key: u.Key, Column: u.Column, OpID: u.OpID}
+	op := coltype.InDoubtOp{Table: u.Table, Key: u.Key, Column: u.Column, OpID: u.OpID}
 	self := c.cfg.Cluster.Self().ID
 	for _, e := range natural {
 		if e.ID == self || !c.cfg.Cluster.IsUp(e.ID) {
@@ -297,7 +297,7 @@ func (c *Coordinator) learnOp(ctx context.Context, u replica.Update) {
 		if err != nil || !a.Seen || !a.Found {
 			continue
 		}
-		m := replica.Mutation{Table: u.Table, Key: u.Key, Cell: a.Cell, HasOp: true, OpID: u.OpID, OpTime: u.OpTime}
+		m := coltype.Mutation{Table: u.Table, Key: u.Key, Cell: a.Cell, HasOp: true, OpID: u.OpID, OpTime: u.OpTime}
 		if err := fr.ApplyMutation(m); err != nil {
 			c.logger.Warn("merging a replica's copy of a cell failed", "table", u.Table, "err", err)
 			continue

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
@@ -160,13 +160,13 @@ func (c *Coordinator) readFrom(ctx context.Context, e ring.Endpoint, table uint6
 }
 
 // readLocal reads the local replica's row; a row that holds an update in
-// doubt (replica.ErrInDoubt) is read once that update is settled, which
+// doubt (coltype.ErrInDoubt) is read once that update is settled, which
 // takes one exchange with the other replicas when they are up, or fails
 // when ctx ends first.
 func (c *Coordinator) readLocal(ctx context.Context, table uint64, key []byte) (row.Row, bool, error) {
 	for {
 		r, found, err := c.cfg.Store.ReadRow(table, key)
-		if !errors.Is(err, replica.ErrInDoubt) {
+		if !errors.Is(err, coltype.ErrInDoubt) {
 			return r, found, err
 		}
 		select {
@@ -202,7 +202,7 @@ func (c *Coordinator) merge(table uint64, key row.Key, answers []readAnswer) (ro
 func (c *Coordinator) repair(ctx context.Context, table uint64, key []byte, merged row.Row, answers []readAnswer) error {
 	type job struct {
 		e ring.Endpoint
-		m replica.Mutation
+		m coltype.Mutation
 	}
 	var jobs []job
 	rp, _ := c.cfg.Store.(repairPolicy)
@@ -215,7 +215,7 @@ func (c *Coordinator) repair(ctx context.Context, table uint64, key []byte, merg
 			if ok && have.Tombstone == mc.Tombstone && bytes.Equal(have.Value, mc.Value) {
 				continue
 			}
-			jobs = append(jobs, job{a.e, replica.Mutation{Table: table, Key: key, Cell: mc}})
+			jobs = append(jobs, job{a.e, coltype.Mutation{Table: table, Key: key, Cell: mc}})
 		}
 	}
 	if len(jobs) == 0 {

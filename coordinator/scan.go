@@ -6,7 +6,7 @@ import (
 	"math"
 	"sync"
 
-	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
@@ -281,6 +281,13 @@ func (c *Coordinator) handleScan(body []byte) (transport.Message, error) {
 	return transport.Message{Type: TypeScan, Body: encodeRows(rows)}, nil
 }
 
+// deletePolicy is implemented by Stores that know which columns' types
+// define DELETE themselves (coltype.Deleter): those are led like an update
+// (coltype.Update.Delete) instead of sent as tombstones to every replica.
+type deletePolicy interface {
+	LedDelete(table uint64, column string) bool
+}
+
 // WriteTypeSimple is the write type of a deletion's timeout.
 const WriteTypeSimple WriteType = "SIMPLE"
 
@@ -296,6 +303,25 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 	if len(columns) == 0 {
 		return &InvalidError{Msg: "a deletion names no column"}
 	}
+	if dp, ok := c.cfg.Store.(deletePolicy); ok {
+		// Columns whose type defines DELETE (coltype.Deleter) are deleted
+		// through a leader, like an update; the others get tombstones.
+		var plain []string
+		for _, col := range columns {
+			if !dp.LedDelete(table, col) {
+				plain = append(plain, col)
+				continue
+			}
+			u := coltype.Update{Table: table, Key: key, Column: col, Timestamp: c.cfg.Now().UnixMicro(), Delete: true}
+			if err := c.CounterWrite(ctx, u, cl); err != nil {
+				return err
+			}
+		}
+		if len(plain) == 0 {
+			return nil
+		}
+		columns = plain
+	}
 	natural, live, req, err := c.placement(table, key, cl)
 	if err != nil {
 		return err
@@ -305,9 +331,9 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 		return err
 	}
 	ts := c.cfg.Now().UnixMicro()
-	var muts []replica.Mutation
+	var muts []coltype.Mutation
 	for _, col := range columns {
-		muts = append(muts, replica.Mutation{Table: table, Key: key, Cell: row.Cell{Column: col, Timestamp: ts, Tombstone: true}})
+		muts = append(muts, coltype.Mutation{Table: table, Key: key, Cell: row.Cell{Column: col, Timestamp: ts, Tombstone: true}})
 	}
 	ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
 	defer cancel()

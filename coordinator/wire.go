@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
 )
@@ -119,18 +119,25 @@ func (d *dec) end() error {
 	return d.err
 }
 
-func (e *enc) update(u replica.Update) {
+func (e *enc) update(u coltype.Update) {
 	e.u64(u.Table)
 	e.bytes(u.Key)
 	e.str(u.Column)
 	e.i64(u.Delta)
 	e.i64(u.Timestamp)
 	e.op(u.HasOp, u.OpID, u.OpTime)
+	e.boolean(u.Delete)
+	if u.Delete {
+		e.bytes(u.Context)
+	}
 }
 
-func (d *dec) update() replica.Update {
-	u := replica.Update{Table: d.u64(), Key: d.bytes(), Column: d.str(), Delta: d.i64(), Timestamp: d.i64()}
+func (d *dec) update() coltype.Update {
+	u := coltype.Update{Table: d.u64(), Key: d.bytes(), Column: d.str(), Delta: d.i64(), Timestamp: d.i64()}
 	u.HasOp, u.OpID, u.OpTime = d.op()
+	if u.Delete = d.boolean(); u.Delete {
+		u.Context = d.bytes()
+	}
 	return u
 }
 
@@ -161,28 +168,28 @@ func (d *dec) cell() row.Cell {
 	return row.Cell{Column: d.str(), Tombstone: d.boolean(), Timestamp: d.i64(), Value: d.bytes()}
 }
 
-func (e *enc) mutation(m replica.Mutation) {
+func (e *enc) mutation(m coltype.Mutation) {
 	e.u64(m.Table)
 	e.bytes(m.Key)
 	e.cell(m.Cell)
 	e.op(m.HasOp, m.OpID, m.OpTime)
 }
 
-func (d *dec) mutation() replica.Mutation {
-	m := replica.Mutation{Table: d.u64(), Key: d.bytes(), Cell: d.cell()}
+func (d *dec) mutation() coltype.Mutation {
+	m := coltype.Mutation{Table: d.u64(), Key: d.bytes(), Cell: d.cell()}
 	m.HasOp, m.OpID, m.OpTime = d.op()
 	return m
 }
 
 // EncodeMutation is the body of a TypeMutation message.
-func EncodeMutation(m replica.Mutation) []byte {
+func EncodeMutation(m coltype.Mutation) []byte {
 	e := newEnc()
 	e.mutation(m)
 	return e.b
 }
 
 // DecodeMutation parses a TypeMutation body.
-func DecodeMutation(b []byte) (replica.Mutation, error) {
+func DecodeMutation(b []byte) (coltype.Mutation, error) {
 	d := newDec(b)
 	m := d.mutation()
 	return m, d.end()
@@ -193,7 +200,7 @@ func DecodeMutation(b []byte) (replica.Mutation, error) {
 type counterWrite struct {
 	cl      ConsistencyLevel
 	localDC string
-	u       replica.Update
+	u       coltype.Update
 }
 
 func encodeCounterWrite(w counterWrite) []byte {
@@ -335,7 +342,7 @@ func replicaCell(r commitlog.Record) row.Cell {
 // a counter write or a read (until the CQL server carries them).
 
 // EncodeWriteRequest is the body of a client's counter write request.
-func EncodeWriteRequest(cl ConsistencyLevel, u replica.Update) []byte {
+func EncodeWriteRequest(cl ConsistencyLevel, u coltype.Update) []byte {
 	e := newEnc()
 	e.u16(uint16(cl))
 	e.update(u)
@@ -343,7 +350,7 @@ func EncodeWriteRequest(cl ConsistencyLevel, u replica.Update) []byte {
 }
 
 // DecodeWriteRequest parses a client's counter write request.
-func DecodeWriteRequest(b []byte) (ConsistencyLevel, replica.Update, error) {
+func DecodeWriteRequest(b []byte) (ConsistencyLevel, coltype.Update, error) {
 	d := newDec(b)
 	cl, u := ConsistencyLevel(d.u16()), d.update()
 	return cl, u, d.end()

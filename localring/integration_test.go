@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/internal/testseed"
 	"github.com/idemkv/idemkv/node"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/schema"
 )
 
@@ -84,7 +84,7 @@ func TestRingSurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	table := replica.TableDef{ID: 77, Keyspace: "ks", Name: "hits", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}
+	table := coltype.TableDef{ID: 77, Keyspace: "ks", Name: "hits", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}}
 	if err := client.CreateKeyspace(ctx, addr(1), schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "3"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestRingSurvivesSIGKILL(t *testing.T) {
 				delta := int64(1 + wr.IntN(3))
 				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				err := client.Write(wctx, addr(1+wr.IntN(3)), coordinator.Quorum,
-					replica.Update{Table: table.ID, Key: []byte("key" + strconv.Itoa(k)), Column: "c", Delta: delta})
+					coltype.Update{Table: table.ID, Key: []byte("key" + strconv.Itoa(k)), Column: "c", Delta: delta})
 				cancel()
 				var un *coordinator.UnavailableError
 				switch {

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql/exec"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/schema"
 )
@@ -35,7 +35,7 @@ func (b backend) NewTableID() uint64 {
 	}
 }
 
-func (b backend) CounterWrite(ctx context.Context, u replica.Update, cl coordinator.ConsistencyLevel) error {
+func (b backend) CounterWrite(ctx context.Context, u coltype.Update, cl coordinator.ConsistencyLevel) error {
 	return b.n.coord.CounterWrite(ctx, u, cl)
 }
 

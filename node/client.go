@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/schema"
@@ -19,7 +19,7 @@ import (
 type schemaRequest struct {
 	Op       string           `json:"op"` // create_keyspace, create_table
 	Keyspace schema.Keyspace  `json:"keyspace,omitempty"`
-	Table    replica.TableDef `json:"table,omitempty"`
+	Table    coltype.TableDef `json:"table,omitempty"`
 }
 
 func (n *Node) applySchemaRequest(r schemaRequest) error {
@@ -60,7 +60,7 @@ func NewClient() (*Client, error) {
 func (c *Client) Close() error { return c.tr.Close() }
 
 // Write asks the node at addr to coordinate a counter update.
-func (c *Client) Write(ctx context.Context, addr string, cl coordinator.ConsistencyLevel, u replica.Update) error {
+func (c *Client) Write(ctx context.Context, addr string, cl coordinator.ConsistencyLevel, u coltype.Update) error {
 	resp, err := c.tr.Request(ctx, transport.Addr(addr), transport.Message{Type: TypeClientWrite, Body: coordinator.EncodeWriteRequest(cl, u)})
 	if err != nil {
 		return err
@@ -83,7 +83,7 @@ func (c *Client) CreateKeyspace(ctx context.Context, addr string, k schema.Keysp
 }
 
 // CreateTable creates a table (if it does not exist) through addr.
-func (c *Client) CreateTable(ctx context.Context, addr string, t replica.TableDef) error {
+func (c *Client) CreateTable(ctx context.Context, addr string, t coltype.TableDef) error {
 	return c.schema(ctx, addr, schemaRequest{Op: "create_table", Table: t})
 }
 

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/counter"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/internal/testseed"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/schema"
 	"github.com/idemkv/idemkv/transport"
@@ -137,13 +138,13 @@ func (c *testCluster) seenDown(from, target int) {
 
 // createTable makes keyspace ks (SimpleStrategy, rf) and table ks.t with
 // counter c through node 1, and waits until every running node has it.
-func (c *testCluster) createTable(rf int) replica.TableDef {
+func (c *testCluster) createTable(rf int) coltype.TableDef {
 	c.t.Helper()
 	n1 := c.node(1)
 	if err := n1.Schema().CreateKeyspace(schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": fmt.Sprint(rf)}}, false); err != nil {
 		c.t.Fatal(err)
 	}
-	def := replica.TableDef{ID: 42, Keyspace: "ks", Name: "t", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}
+	def := coltype.TableDef{ID: 42, Keyspace: "ks", Name: "t", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}}
 	if err := n1.Schema().CreateTable(def, false); err != nil {
 		c.t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func (c *testCluster) createTable(rf int) replica.TableDef {
 func (c *testCluster) write(via int, key string, delta int64, cl coordinator.ConsistencyLevel) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return c.node(via).Coordinator().CounterWrite(ctx, replica.Update{Table: 42, Key: []byte(key), Column: "c", Delta: delta}, cl)
+	return c.node(via).Coordinator().CounterWrite(ctx, coltype.Update{Table: 42, Key: []byte(key), Column: "c", Delta: delta}, cl)
 }
 
 func (c *testCluster) read(via int, key string, cl coordinator.ConsistencyLevel) (int64, error) {
@@ -501,8 +502,8 @@ func TestScanAndDelete(t *testing.T) {
 // createFBFTable makes table ks.f (id 43) with the FBF on.
 func (c *testCluster) createFBFTable() {
 	c.t.Helper()
-	def := replica.TableDef{ID: 43, Keyspace: "ks", Name: "f", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}},
-		Options: map[string]string{replica.IdempotenceOption: `{"class": "fbf"}`}}
+	def := coltype.TableDef{ID: 43, Keyspace: "ks", Name: "f", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}},
+		Options: map[string]string{counter.IdempotenceOption: `{"class": "fbf"}`}}
 	if err := c.node(1).Schema().CreateTable(def, false); err != nil {
 		c.t.Fatal(err)
 	}
@@ -521,7 +522,7 @@ func (c *testCluster) createFBFTable() {
 func (c *testCluster) writeOp(via int, key string, delta int64, seq uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	u := replica.Update{Table: 43, Key: []byte(key), Column: "c", Delta: delta, HasOp: true, OpTime: time.Now().UnixNano()}
+	u := coltype.Update{Table: 43, Key: []byte(key), Column: "c", Delta: delta, HasOp: true, OpTime: time.Now().UnixNano()}
 	u.OpID[7], u.OpID[15] = 1, byte(seq)
 	return c.node(via).Coordinator().CounterWrite(ctx, u, coordinator.Quorum)
 }
@@ -722,7 +723,7 @@ func TestFBFDuplicatedReorderedReplication(t *testing.T) {
 func (c *testCluster) writeOpFrom(client uint64, via int, key string, delta int64, seq uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	u := replica.Update{Table: 43, Key: []byte(key), Column: "c", Delta: delta, HasOp: true, OpTime: time.Now().UnixNano()}
+	u := coltype.Update{Table: 43, Key: []byte(key), Column: "c", Delta: delta, HasOp: true, OpTime: time.Now().UnixNano()}
 	binary.BigEndian.PutUint64(u.OpID[:], client+1)
 	binary.BigEndian.PutUint64(u.OpID[8:], seq)
 	return c.node(via).Coordinator().CounterWrite(ctx, u, coordinator.Quorum)

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
-	"github.com/idemkv/idemkv/coordinator"
 )
 
 // Config is a node's configuration, read from a YAML file in the spirit of
@@ -107,7 +107,7 @@ func (c Config) withDefaults() (Config, error) {
 	// An empty counter_leader is the default: random for vanilla tables,
 	// each counter design's own for the others (FBF: first).
 	if c.CounterLeader != "" {
-		if _, err := coordinator.ParseLeaderRule(c.CounterLeader); err != nil {
+		if _, err := coltype.ParseLeaderRule(c.CounterLeader); err != nil {
 			return c, fmt.Errorf("node: counter_leader: %w", err)
 		}
 	}

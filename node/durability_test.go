@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/transport"
 )
 
@@ -34,7 +34,7 @@ func (c *testCluster) fbfWithMutationsBlocked() *atomic.Bool {
 func (c *testCluster) writeOpAt(via int, key string, delta int64, seq uint64, cl coordinator.ConsistencyLevel) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	u := replica.Update{Table: 43, Key: []byte(key), Column: "c", Delta: delta, HasOp: true, OpTime: time.Now().UnixNano()}
+	u := coltype.Update{Table: 43, Key: []byte(key), Column: "c", Delta: delta, HasOp: true, OpTime: time.Now().UnixNano()}
 	u.OpID[7], u.OpID[15] = 1, byte(seq)
 	return c.node(via).Coordinator().CounterWrite(ctx, u, cl)
 }

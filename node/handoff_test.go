@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/handoffcol"
 	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/counters/handoff"
 	"github.com/idemkv/idemkv/internal/testseed"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/transport"
 )
 
@@ -18,7 +20,7 @@ const handoffTableID = 44
 // createHandoffTable makes ks.h (id 44) with handoff counter c; ks must exist.
 func (c *testCluster) createHandoffTable() {
 	c.t.Helper()
-	def := replica.TableDef{ID: handoffTableID, Keyspace: "ks", Name: "h", Columns: []replica.ColumnDef{{Name: "c", Type: replica.HandoffCounterType}}}
+	def := coltype.TableDef{ID: handoffTableID, Keyspace: "ks", Name: "h", Columns: []coltype.ColumnDef{{Name: "c", Type: handoffcol.TypeName}}}
 	if err := c.node(1).Schema().CreateTable(def, false); err != nil {
 		c.t.Fatal(err)
 	}
@@ -88,11 +90,11 @@ func (c *testCluster) retire(via int, cl *handoffClient, notice *handoff.Notice[
 // and describes each replica's handoff counts.
 func (c *testCluster) handoffLeft() (left int, report string) {
 	for i := 1; i <= 3; i++ {
-		st := c.node(i).Replica().HandoffStats()
+		st := handoffcol.ReplicaStats(c.node(i).Replica())
 		left += st.Slots + st.Tokens + st.Notices
 		report += fmt.Sprintf("node %d: %+v\n", i, st)
 		for _, k := range []string{"a", "b", "c"} {
-			b, err := c.node(i).Replica().HandoffView(handoffTableID, []byte(k), "c", handoff.ID{})
+			b, err := c.node(i).Replica().SyncView(handoffTableID, []byte(k), "c", counters.ID{})
 			if err != nil {
 				continue
 			}

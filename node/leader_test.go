@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/counter"
 	"github.com/idemkv/idemkv/coordinator"
-	"github.com/idemkv/idemkv/replica"
 )
 
 // leadersOf writes n updates with fresh op ids to one key of table 43
@@ -46,8 +47,8 @@ func TestLeaderRulePrecedence(t *testing.T) {
 			if tc.table != "" {
 				opts = fmt.Sprintf(`{"class": "fbf", "leader": %q}`, tc.table)
 			}
-			def := replica.TableDef{ID: 43, Keyspace: "ks", Name: "f", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}},
-				Options: map[string]string{replica.IdempotenceOption: opts}}
+			def := coltype.TableDef{ID: 43, Keyspace: "ks", Name: "f", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}},
+				Options: map[string]string{counter.IdempotenceOption: opts}}
 			if err := c.node(1).Schema().CreateTable(def, false); err != nil {
 				t.Fatal(err)
 			}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/internal/testseed"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/transport"
 )
 
@@ -31,7 +31,7 @@ func TestLostIdentityRefusesToStart(t *testing.T) {
 			c.setup(3, func(cfg *Config) { cfg.CommitLogSync = "batch" })
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			u := replica.Update{Table: rtVanilla, Key: []byte("k"), Column: "c", Delta: 5}
+			u := coltype.Update{Table: rtVanilla, Key: []byte("k"), Column: "c", Delta: 5}
 			if err := c.nodes[0].nd.Coordinator().CounterWrite(ctx, u, coordinator.All); err != nil {
 				t.Fatal(err)
 			}

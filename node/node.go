@@ -54,6 +54,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	_ "github.com/idemkv/idemkv/coltype/builtin" // the counter designs idemkv ships
+	"github.com/idemkv/idemkv/coltype/handoffcol"
+
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql"
@@ -184,12 +188,12 @@ func Start(cfg Config, opts Options) (*Node, error) {
 			Sync: mode, SyncPeriod: ms(cfg.CommitLogSyncPeriodMS), GroupWindow: ms(cfg.CommitLogGroupWindowMS),
 			SegmentSize: int64(cfg.CommitLogSegmentSizeMB) << 20,
 		},
-		MemtableFlushBytes:     int64(cfg.MemtableFlushMB) << 20,
-		CounterWriteTimeout:    ms(cfg.CounterWriteTimeoutMS),
-		HandoffNoticeRetention: ms(cfg.HandoffNoticeMS),
-		Now:                    opts.Clock,
-		IDs:                    ids,
-		Logger:                 logger,
+		MemtableFlushBytes:  int64(cfg.MemtableFlushMB) << 20,
+		CounterWriteTimeout: ms(cfg.CounterWriteTimeoutMS),
+		Settings:            map[string]string{handoffcol.NoticeRetentionSetting: ms(cfg.HandoffNoticeMS).String()},
+		Now:                 opts.Clock,
+		IDs:                 ids,
+		Logger:              logger,
 	})
 	if err != nil {
 		if dirLock != nil {
@@ -252,9 +256,9 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		return fail(err)
 	}
 	n.view = newClusterView(n.gossip, ring.Endpoint{ID: hostID, DC: cfg.DC, Rack: cfg.Rack}, logger)
-	rule := coordinator.LeaderRandom
+	rule := coltype.LeaderRandom
 	if cfg.CounterLeader != "" {
-		rule, _ = coordinator.ParseLeaderRule(cfg.CounterLeader)
+		rule, _ = coltype.ParseLeaderRule(cfg.CounterLeader)
 	}
 	n.coord, err = coordinator.New(coordinator.Config{
 		Cluster: n.view, Tables: n.schema, Store: rep, Transport: n.tr, Hints: n.hints,
@@ -315,7 +319,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		// other replicas first, and its hints wait for that (up to a bound:
 		// a replica may be down for long), since a hint of such an update
 		// could reach a replica that counted a retry of it and blur the
-		// evidence (see replica.Decide).
+		// evidence (see coltype.Decide).
 		select {
 		case <-settled:
 		case <-time.After(max(10*time.Second, 2*ms(cfg.CounterWriteTimeoutMS))):

@@ -18,10 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/counter"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/internal/testseed"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/schema"
 	"github.com/idemkv/idemkv/sstable"
@@ -530,7 +531,7 @@ func (c *rtCluster) seesAllUp(i int, running []int) bool {
 
 // try sends one attempt through a random running node that sees the
 // others up (see staleViews).
-func (c *rtCluster) try(rng *rand.Rand, u replica.Update, cl coordinator.ConsistencyLevel) int {
+func (c *rtCluster) try(rng *rand.Rand, u coltype.Update, cl coordinator.ConsistencyLevel) int {
 	c.mu.RLock()
 	var running, up []int
 	for i, r := range c.nodes {
@@ -589,7 +590,7 @@ func (c *rtCluster) client(id int, rng *rand.Rand, stop <-chan struct{}, out *[]
 		case x == 1:
 			cl = coordinator.All
 		}
-		u := replica.Update{Table: k.table, Key: []byte(k.key), Column: "c", Delta: delta}
+		u := coltype.Update{Table: k.table, Key: []byte(k.key), Column: "c", Delta: delta}
 		if fbf {
 			seq++
 			u.HasOp, u.OpTime = true, time.Now().UnixNano()
@@ -860,10 +861,10 @@ func (c *rtCluster) setup(n int, tweak func(*Config)) {
 	if err := n1.Schema().CreateKeyspace(schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "3"}}, false); err != nil {
 		t.Fatal(err)
 	}
-	for _, def := range []replica.TableDef{
-		{ID: rtVanilla, Keyspace: "ks", Name: "t", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}},
-		{ID: rtFBF, Keyspace: "ks", Name: "f", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}},
-			Options: map[string]string{replica.IdempotenceOption: `{"class": "fbf"}`}},
+	for _, def := range []coltype.TableDef{
+		{ID: rtVanilla, Keyspace: "ks", Name: "t", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}},
+		{ID: rtFBF, Keyspace: "ks", Name: "f", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}},
+			Options: map[string]string{counter.IdempotenceOption: `{"class": "fbf"}`}},
 	} {
 		if err := n1.Schema().CreateTable(def, false); err != nil {
 			t.Fatal(err)
@@ -958,7 +959,7 @@ func TestFBFPeriodicLeaderPowerCut(t *testing.T) {
 				cfg.CommitLogSync = mode
 				cfg.CommitLogSyncPeriodMS = 60000 // nothing synced during the test
 			})
-			u := replica.Update{Table: rtFBF, Key: []byte("x"), Column: "c", Delta: 1, HasOp: true, OpTime: time.Now().UnixNano()}
+			u := coltype.Update{Table: rtFBF, Key: []byte("x"), Column: "c", Delta: 1, HasOp: true, OpTime: time.Now().UnixNano()}
 			u.OpID[7], u.OpID[15] = 9, 1
 			write := func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -18,10 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/counter"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/gossip"
 	"github.com/idemkv/idemkv/internal/testseed"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/schema"
 	"github.com/idemkv/idemkv/transport"
@@ -617,12 +618,12 @@ func (s *scenario) cluster(c *scriptCmd) {
 	if err := n1.Schema().CreateKeyspace(schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": strconv.Itoa(rf)}}, false); err != nil {
 		s.t.Fatal(err)
 	}
-	def := replica.TableDef{ID: 42, Keyspace: "ks", Name: "t", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}
+	def := coltype.TableDef{ID: 42, Keyspace: "ks", Name: "t", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}}
 	switch kind := c.arg("table", "vanilla"); kind {
 	case "vanilla":
 	case "fbf":
-		def = replica.TableDef{ID: 43, Keyspace: "ks", Name: "f", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}},
-			Options: map[string]string{replica.IdempotenceOption: `{"class": "fbf"}`}}
+		def = coltype.TableDef{ID: 43, Keyspace: "ks", Name: "f", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}},
+			Options: map[string]string{counter.IdempotenceOption: `{"class": "fbf"}`}}
 	default:
 		s.t.Fatalf("line %d: table=%q: want vanilla or fbf", c.line, kind)
 	}
@@ -721,7 +722,7 @@ func (s *scenario) startOp(c *scriptCmd) {
 	case "write":
 		nd := s.node(c, "via")
 		cl := s.level(c, "QUORUM")
-		u := replica.Update{Table: s.table, Key: []byte(c.arg("key", "k")), Column: "c", Delta: int64(s.intArg(c, "delta", 1))}
+		u := coltype.Update{Table: s.table, Key: []byte(c.arg("key", "k")), Column: "c", Delta: int64(s.intArg(c, "delta", 1))}
 		if c.has("op") {
 			op := uint64(s.intArg(c, "op", 0))
 			u.HasOp = true

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/counter"
 	"github.com/idemkv/idemkv/commitlog"
 )
 
@@ -39,7 +41,7 @@ func BenchmarkApply(b *testing.B) {
 					i := 0
 					for pb.Next() {
 						i += 7919
-						if _, err := r.Apply(Update{Table: 7, Key: names[i%keys], Column: "a", Delta: 1}); err != nil {
+						if _, err := r.Apply(coltype.Update{Table: 7, Key: names[i%keys], Column: "a", Delta: 1}); err != nil {
 							b.Error(err)
 							return
 						}
@@ -67,7 +69,7 @@ func BenchmarkApplyFBF(b *testing.B) {
 				// a one-second horizon. An undersized filter saturates and
 				// dismisses fresh updates (see the dismissed metric).
 				def := fbfTable
-				def.Options = map[string]string{IdempotenceOption: `{"class": "fbf", "retry_horizon": "1s", "bits": "67108864", "adaptive": "false"}`}
+				def.Options = map[string]string{counter.IdempotenceOption: `{"class": "fbf", "retry_horizon": "1s", "bits": "67108864", "adaptive": "false"}`}
 				if err := r.CreateTable(def); err != nil {
 					b.Fatal(err)
 				}
@@ -86,7 +88,7 @@ func BenchmarkApplyFBF(b *testing.B) {
 					for pb.Next() {
 						i += 7919
 						seq++
-						u := Update{Table: fbfTable.ID, Key: names[i%keys], Column: "c", Delta: 1, HasOp: true, OpID: op(me, seq)}
+						u := coltype.Update{Table: fbfTable.ID, Key: names[i%keys], Column: "c", Delta: 1, HasOp: true, OpID: op(me, seq)}
 						if _, err := r.Apply(u); err != nil {
 							b.Error(err)
 							return

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters"
 )
 
@@ -42,7 +43,7 @@ func copyDir(t *testing.T, src, dst string) {
 func TestLeaderShardGoneBackLosesNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		table TableDef
+		table coltype.TableDef
 		op    bool
 	}{
 		{"vanilla", counterTable, false},
@@ -64,7 +65,7 @@ func TestLeaderShardGoneBackLosesNothing(t *testing.T) {
 				t.Helper()
 				for i := 0; i < n; i++ {
 					seq++
-					u := Update{Table: tc.table.ID, Key: []byte("k"), Column: col, Delta: 1}
+					u := coltype.Update{Table: tc.table.ID, Key: []byte("k"), Column: col, Delta: 1}
 					if tc.op {
 						u = fbfUpdate("k", 1, op(1, seq))
 					}

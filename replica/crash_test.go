@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/internal/testseed"
 )
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-var crashTable = TableDef{ID: 3, Keyspace: "ks", Name: "crash", Columns: []ColumnDef{{"c", "counter"}}}
+var crashTable = coltype.TableDef{ID: 3, Keyspace: "ks", Name: "crash", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}}
 
 func crashConfig(dir string) Config {
 	return Config{
@@ -80,7 +81,7 @@ func crashChild(dir string) error {
 				delta := 1 + rng.Int64N(3)
 				id := fmt.Sprintf("%d.%d", w, i)
 				say("try %s %s %d\n", id, key, delta)
-				if _, err := r.Apply(Update{Table: crashTable.ID, Key: []byte(key), Column: "c", Delta: delta}); err != nil {
+				if _, err := r.Apply(coltype.Update{Table: crashTable.ID, Key: []byte(key), Column: "c", Delta: delta}); err != nil {
 					say("error %v\n", err)
 					return
 				}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/vfs"
 )
@@ -76,14 +77,14 @@ func crashPointWorkload(fsys vfs.FS, ack func(key int)) int {
 	if r.CreateTable(counterTable) != nil {
 		return 0
 	}
-	other := TableDef{ID: 8, Keyspace: "ks", Name: "gone", Columns: []ColumnDef{{"c", "counter"}}}
+	other := coltype.TableDef{ID: 8, Keyspace: "ks", Name: "gone", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}}
 	if r.CreateTable(other) != nil {
 		return 0
 	}
 	n, dropped := 0, false
 	for round := range 4 {
 		for k := range 3 {
-			if _, err := r.Apply(Update{Table: 7, Key: memCrashKey(k), Column: "a", Delta: 1}); err != nil {
+			if _, err := r.Apply(coltype.Update{Table: 7, Key: memCrashKey(k), Column: "a", Delta: 1}); err != nil {
 				return n
 			}
 			ack(k)
@@ -91,7 +92,7 @@ func crashPointWorkload(fsys vfs.FS, ack func(key int)) int {
 			if dropped {
 				continue
 			}
-			if _, err := r.Apply(Update{Table: 8, Key: memCrashKey(k), Column: "c", Delta: 1}); err != nil {
+			if _, err := r.Apply(coltype.Update{Table: 8, Key: memCrashKey(k), Column: "c", Delta: 1}); err != nil {
 				return n
 			}
 		}

@@ -6,10 +6,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/counter"
 )
 
-var fbfTable = TableDef{ID: 11, Keyspace: "ks", Name: "idem", Columns: []ColumnDef{{"c", "counter"}},
-	Options: map[string]string{IdempotenceOption: `{"class": "fbf", "retry_horizon": "20s", "bits": "65536"}`}}
+var fbfTable = coltype.TableDef{ID: 11, Keyspace: "ks", Name: "idem", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}},
+	Options: map[string]string{counter.IdempotenceOption: `{"class": "fbf", "retry_horizon": "20s", "bits": "65536"}`}}
 
 func op(client, seq uint64) (id [16]byte) {
 	binary.BigEndian.PutUint64(id[:], client)
@@ -17,8 +20,8 @@ func op(client, seq uint64) (id [16]byte) {
 	return id
 }
 
-func fbfUpdate(key string, delta int64, id [16]byte) Update {
-	return Update{Table: fbfTable.ID, Key: []byte(key), Column: "c", Delta: delta, HasOp: true, OpID: id, OpTime: time.Now().UnixNano()}
+func fbfUpdate(key string, delta int64, id [16]byte) coltype.Update {
+	return coltype.Update{Table: fbfTable.ID, Key: []byte(key), Column: "c", Delta: delta, HasOp: true, OpID: id, OpTime: time.Now().UnixNano()}
 }
 
 func TestFBFDismissesRetries(t *testing.T) {
@@ -39,7 +42,7 @@ func TestFBFDismissesRetries(t *testing.T) {
 	if m, _ := r.Apply(fbfUpdate("other", 1, op(1, 1))); m.Dismissed {
 		t.Fatal("the op id of one cell dismissed an update of another")
 	}
-	if _, err := r.Apply(Update{Table: fbfTable.ID, Key: []byte("k"), Column: "c", Delta: 2}); err != nil {
+	if _, err := r.Apply(coltype.Update{Table: fbfTable.ID, Key: []byte("k"), Column: "c", Delta: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if got := value(t, r, fbfTable.ID, "k", "c"); got != 7 {
@@ -154,12 +157,12 @@ func TestFBFOptionsValidated(t *testing.T) {
 	for _, bad := range []string{`{"class": "lru"}`, `{"class": "fbf", "target_fpp": "2"}`, `{"class": "fbf", "bits": "x"}`,
 		`{"class": "fbf", "retry_horizon": "60s", "refresh_period": "1s", "filters": "1"}`, `not json`, `{"class": "fbf", "nope": "1"}`} {
 		d := fbfTable
-		d.Options = map[string]string{IdempotenceOption: bad}
+		d.Options = map[string]string{counter.IdempotenceOption: bad}
 		if err := d.Validate(); err == nil {
 			t.Errorf("idempotence %s accepted", bad)
 		}
 	}
-	o, err := ParseFBFOptions(map[string]string{"class": "fbf"}, 5*time.Second)
+	o, err := counter.ParseFBFOptions(map[string]string{"class": "fbf"}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +186,7 @@ func TestFBFAlter(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := fbfTable
-	d.Options = map[string]string{IdempotenceOption: `{"class": "fbf", "retry_horizon": "20s", "bits": "131072", "hashes": "5"}`}
+	d.Options = map[string]string{counter.IdempotenceOption: `{"class": "fbf", "retry_horizon": "20s", "bits": "131072", "hashes": "5"}`}
 	d.Revision = 1
 	if err := r.AlterTable(d); err != nil {
 		t.Fatal(err)
@@ -200,7 +203,7 @@ func TestFBFAlter(t *testing.T) {
 	if err := r.AlterTable(off); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Apply(Update{Table: fbfTable.ID, Key: []byte("k"), Column: "c", Delta: 1}); err != nil {
+	if _, err := r.Apply(coltype.Update{Table: fbfTable.ID, Key: []byte("k"), Column: "c", Delta: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if got := value(t, r, fbfTable.ID, "k", "c"); got != 8 {

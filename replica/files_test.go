@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/sstable"
 	"github.com/idemkv/idemkv/vfs"
 )
@@ -57,7 +58,7 @@ func (l *logRecorder) records(t *testing.T, msg string) []map[string]any {
 	return out
 }
 
-func tableDir(dir string, d TableDef) string {
+func tableDir(dir string, d coltype.TableDef) string {
 	return filepath.Join(dir, "data", fmt.Sprintf("%s-%s-%d", d.Keyspace, d.Name, d.ID))
 }
 
@@ -72,7 +73,7 @@ func flushedReplica(t *testing.T, dir string, flushes int) {
 		t.Fatal(err)
 	}
 	for range flushes {
-		if _, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1}); err != nil {
+		if _, err := r.Apply(coltype.Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.Flush(7); err != nil {
@@ -182,7 +183,7 @@ func TestLeftoversRemovedAndLogged(t *testing.T) {
 		t.Fatalf("value %d, want 1", got)
 	}
 	// New generations do not reuse the leftovers' numbers.
-	if _, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1}); err != nil {
+	if _, err := r.Apply(coltype.Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Flush(7); err != nil {
@@ -282,7 +283,7 @@ func TestManifestFollowsFlushAndCompaction(t *testing.T) {
 	}
 	td := tableDir(dir, counterTable)
 	for i := range 7 {
-		if _, err := r.Apply(Update{Table: 7, Key: []byte{byte(i)}, Column: "a", Delta: 1}); err != nil {
+		if _, err := r.Apply(coltype.Update{Table: 7, Key: []byte{byte(i)}, Column: "a", Delta: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.Flush(7); err != nil {
@@ -342,7 +343,7 @@ func TestSchemaMissingRefusesToStart(t *testing.T) {
 		if err := r.CreateTable(counterTable); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1}); err != nil {
+		if _, err := r.Apply(coltype.Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1}); err != nil {
 			t.Fatal(err)
 		}
 		r.Close()
@@ -386,7 +387,7 @@ func TestReplayOfDroppedAndUnknownTables(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range n {
-			if _, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1}); err != nil {
+			if _, err := r.Apply(coltype.Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -457,7 +458,7 @@ func TestCorruptBlockIsLoggedAndCounted(t *testing.T) {
 	if err := r.CreateTable(counterTable); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 5}); err != nil {
+	if _, err := r.Apply(coltype.Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Flush(7); err != nil {
@@ -482,7 +483,7 @@ func TestCorruptBlockIsLoggedAndCounted(t *testing.T) {
 	if !errors.Is(err, sstable.ErrCorrupt) || !strings.Contains(err.Error(), data) {
 		t.Fatalf("read of a corrupt block: err = %v, want ErrCorrupt naming %s", err, data)
 	}
-	if _, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1}); !errors.Is(err, sstable.ErrCorrupt) {
+	if _, err := r.Apply(coltype.Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1}); !errors.Is(err, sstable.ErrCorrupt) {
 		t.Fatalf("leader update over a corrupt block: err = %v, want ErrCorrupt", err)
 	}
 	if _, err := r.Scan(7, nil, math.MinInt64, math.MaxInt64, 10); !errors.Is(err, sstable.ErrCorrupt) {
@@ -513,7 +514,7 @@ func TestAllFilesOnConfigFS(t *testing.T) {
 	if err := r.CreateTable(counterTable); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 2}); err != nil {
+	if _, err := r.Apply(coltype.Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Flush(7); err != nil {

@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/handoffcol"
 	"github.com/idemkv/idemkv/counters/handoff"
 	"github.com/idemkv/idemkv/internal/testseed"
 	"github.com/idemkv/idemkv/row"
 )
 
-var handoffTable = TableDef{ID: 21, Keyspace: "ks", Name: "h", Columns: []ColumnDef{{"c", "counter"}, {"h", HandoffCounterType}}}
+var handoffTable = coltype.TableDef{ID: 21, Keyspace: "ks", Name: "h", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}, {Name: "h", Type: handoffcol.TypeName}}}
 
 func newID(t testing.TB) handoff.ID {
 	var id handoff.ID
@@ -77,20 +79,20 @@ func TestHandoffExchangeHandsOffAndPersists(t *testing.T) {
 	if got := value(t, r, handoffTable.ID, "k", "h"); got != 5 {
 		t.Fatalf("value %d, want 5", got)
 	}
-	if st := r.HandoffStats(); st.Slots != 0 || st.Cells != 1 {
+	if st := handoffcol.ReplicaStats(r); st.Slots != 0 || st.Cells != 1 {
 		t.Fatalf("stats after a complete handoff %+v: want no slot left", st)
 	}
 	// The exchange is idempotent: the same (old) message again changes nothing.
-	writes := r.HandoffStats().Writes
+	writes := handoffcol.ReplicaStats(r).Writes
 	exchange(t, r, "k", cl)
 	exchange(t, r, "k", cl)
-	if w := r.HandoffStats().Writes; w != writes {
+	if w := handoffcol.ReplicaStats(r).Writes; w != writes {
 		t.Fatalf("repeated exchanges of a handed-off client wrote %d new versions", w-writes)
 	}
 	// Open a slot, restart, finish the handoff: the slot survived.
 	cl.Add(2)
 	exchange(t, r, "k", cl) // slot
-	if st := r.HandoffStats(); st.Slots != 1 {
+	if st := handoffcol.ReplicaStats(r); st.Slots != 1 {
 		t.Fatalf("slots %d, want 1", st.Slots)
 	}
 	r.Close()
@@ -122,7 +124,7 @@ func TestHandoffExchangeHandsOffAndPersists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, owner, version, err := HandoffCellValue(cell.Value)
+	f, owner, version, err := handoffcol.CellValue(cell.Value)
 	if err != nil || f != 7 || owner != handoff.ID(r.HostID()) || version < 3 {
 		t.Fatalf("cell: fetch %d owner %v version %d err %v", f, owner, version, err)
 	}
@@ -204,7 +206,7 @@ func TestHandoffDuplicatesAndReorders(t *testing.T) {
 		exchange(t, r, "k", cl)
 		exchange(t, r, "k", cl)
 	}
-	if st := r.HandoffStats(); st.Slots != 0 {
+	if st := handoffcol.ReplicaStats(r); st.Slots != 0 {
 		t.Fatalf("%d slots left after every client is handed off", st.Slots)
 	}
 	if got := uint64(value(t, r, handoffTable.ID, "k", "h")); got != total {
@@ -226,10 +228,10 @@ func TestHandoffTierZeroExchange(t *testing.T) {
 		exchange(t, a, "k", ca)
 		exchange(t, b, "k", cb)
 	}
-	if len(a.TakeHandoffDirty()) != 1 || len(a.TakeHandoffDirty()) != 0 {
+	if len(a.TakeDirty()) != 1 || len(a.TakeDirty()) != 0 {
 		t.Fatal("dirty set: want the one cell once")
 	}
-	view, err := a.HandoffView(handoffTable.ID, []byte("k"), "h", handoff.ID(b.HostID()))
+	view, err := a.SyncView(handoffTable.ID, []byte("k"), "h", b.HostID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,11 +253,11 @@ func TestHandoffTierZeroExchange(t *testing.T) {
 		exchange(t, a, "k", ca)
 	}
 	cell, _, _ := a.Read(handoffTable.ID, []byte("k"), "h")
-	if err := b.ApplyMutation(Mutation{Table: handoffTable.ID, Key: []byte("k"), Cell: cell}); err != nil {
+	if err := b.ApplyMutation(coltype.Mutation{Table: handoffTable.ID, Key: []byte("k"), Cell: cell}); err != nil {
 		t.Fatal(err)
 	}
 	bc, _, _ := b.Read(handoffTable.ID, []byte("k"), "h")
-	if f, owner, _, _ := HandoffCellValue(bc.Value); f != 17 || owner != handoff.ID(b.HostID()) {
+	if f, owner, _, _ := handoffcol.CellValue(bc.Value); f != 17 || owner != handoff.ID(b.HostID()) {
 		t.Fatalf("b after a foreign mutation: fetch %d, owner %v (want 17, b's own)", f, owner)
 	}
 	if b.Repairs(handoffTable.ID, "h") || !b.Repairs(handoffTable.ID, "c") {
@@ -264,7 +266,7 @@ func TestHandoffTierZeroExchange(t *testing.T) {
 	if _, err := b.Delete(handoffTable.ID, []byte("k"), 0); err == nil {
 		t.Fatal("deleting a row with a handoff column succeeded")
 	}
-	if _, err := b.Apply(Update{Table: handoffTable.ID, Key: []byte("k"), Column: "h", Delta: 1}); err == nil {
+	if _, err := b.Apply(coltype.Update{Table: handoffTable.ID, Key: []byte("k"), Column: "h", Delta: 1}); err == nil {
 		t.Fatal("the leader path accepted a handoff update")
 	}
 }
@@ -282,15 +284,15 @@ func TestHandoffCellMergeIsSemilattice(t *testing.T) {
 			cl.Add(uint64(rng.IntN(3)))
 			st.Merge(cl.View(handoff.ID{}, 0))
 			cl.Merge(st.View(cl.ID(), 1))
-			value := encodeHandoffCell(v, encMessage(t, st))
+			value := handoffcol.EncodeCell(v, encMessage(t, st))
 			if v%2 == 0 { // format 1 (a bare state), as cells written before notices
-				value = binary.AppendUvarint([]byte{handoffCellFormatState}, v)
+				value = binary.AppendUvarint([]byte{handoffcol.CellFormatState}, v)
 				value = append(value, enc(t, st)...)
 			}
 			cells = append(cells, row.Cell{Column: "h", Value: value, Timestamp: int64(rng.IntN(10))})
 		}
 	}
-	var ht handoffCounter
+	var ht handoffcol.Type
 	m := func(a, b row.Cell) row.Cell {
 		c, err := ht.Merge(a, b)
 		if err != nil {
@@ -349,7 +351,7 @@ func (c *fakeClock) Add(d time.Duration) {
 // syncPair runs one anti-entropy exchange of the cell from a to b and back.
 func syncPair(t *testing.T, a, b *Replica, key string) {
 	t.Helper()
-	view, err := a.HandoffView(handoffTable.ID, []byte(key), "h", handoff.ID(b.HostID()))
+	view, err := a.SyncView(handoffTable.ID, []byte(key), "h", b.HostID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +378,7 @@ func TestHandoffRetirementNotice(t *testing.T) {
 	open := func(dir string) *Replica {
 		cfg := testConfig(dir)
 		cfg.Now = clock.Now
-		cfg.HandoffNoticeRetention = time.Minute
+		cfg.Settings = map[string]string{handoffcol.NoticeRetentionSetting: time.Minute.String()}
 		r := mustOpen(t, cfg)
 		if _, err := r.table(handoffTable.ID); err != nil {
 			if err := r.CreateTable(handoffTable); err != nil {
@@ -423,14 +425,14 @@ func TestHandoffRetirementNotice(t *testing.T) {
 	}
 	r3.Close()
 	r3 = open(dirs[2])
-	if st := r3.HandoffStats(); st.Notices != 0 {
+	if st := handoffcol.ReplicaStats(r3); st.Notices != 0 {
 		t.Fatalf("notices in memory before the cell is loaded: %d", st.Notices)
 	}
 
 	// Anti-entropy: r3 with r1 (the stray slot goes), r3 with r2 (the token
 	// is acquired), then every pair once more so each knows all have it.
 	syncPair(t, r3, r1, "k")
-	if st := r1.HandoffStats(); st.Slots != 0 || st.Notices != 1 {
+	if st := handoffcol.ReplicaStats(r1); st.Slots != 0 || st.Notices != 1 {
 		t.Fatalf("r1 after the notice: %+v, want no slot and the notice", st)
 	}
 	syncPair(t, r3, r2, "k")
@@ -441,11 +443,11 @@ func TestHandoffRetirementNotice(t *testing.T) {
 		if got := value(t, r, handoffTable.ID, "k", "h"); got != 5 {
 			t.Fatalf("r%d reads %d, want 5", i+1, got)
 		}
-		if st := r.HandoffStats(); st.Slots != 0 || st.Tokens != 0 || st.Notices != 1 {
+		if st := handoffcol.ReplicaStats(r); st.Slots != 0 || st.Tokens != 0 || st.Notices != 1 {
 			t.Fatalf("r%d: %+v, want no slot, no token, the notice", i+1, st)
 		}
 	}
-	oldSync, err := r3.HandoffView(handoffTable.ID, []byte("k"), "h", handoff.ID(r1.HostID()))
+	oldSync, err := r3.SyncView(handoffTable.ID, []byte("k"), "h", r1.HostID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,16 +455,16 @@ func TestHandoffRetirementNotice(t *testing.T) {
 	if _, err := r1.Exchange(handoffTable.ID, []byte("k"), "h", first); err != nil {
 		t.Fatal(err)
 	}
-	if st := r1.HandoffStats(); st.Slots != 0 || value(t, r1, handoffTable.ID, "k", "h") != 5 {
+	if st := handoffcol.ReplicaStats(r1); st.Slots != 0 || value(t, r1, handoffTable.ID, "k", "h") != 5 {
 		t.Fatalf("r1 after a late duplicate: %+v", st)
 	}
 	// Before the retention passes, the sweep keeps the notice; after, drops it.
-	if held, err := r1.SweepHandoffNotices(); err != nil || held != 1 {
+	if held, err := r1.Sweep(); err != nil || held != 1 {
 		t.Fatalf("sweep before the retention: %d held, %v", held, err)
 	}
 	clock.Add(time.Minute)
 	for i, r := range []*Replica{r1, r2, r3} {
-		if held, err := r.SweepHandoffNotices(); err != nil || held != 0 {
+		if held, err := r.Sweep(); err != nil || held != 0 {
 			t.Fatalf("r%d sweep after the retention: %d held, %v", i+1, held, err)
 		}
 	}
@@ -471,7 +473,7 @@ func TestHandoffRetirementNotice(t *testing.T) {
 	if _, err := r1.Exchange(handoffTable.ID, []byte("k"), "h", oldSync); err != nil {
 		t.Fatal(err)
 	}
-	if st := r1.HandoffStats(); st.Notices != 0 || value(t, r1, handoffTable.ID, "k", "h") != 5 {
+	if st := handoffcol.ReplicaStats(r1); st.Notices != 0 || value(t, r1, handoffTable.ID, "k", "h") != 5 {
 		t.Fatalf("r1 after an expired notice came back: %+v", st)
 	}
 	// The client's own request replayed after the retention is (it carries no
@@ -479,7 +481,7 @@ func TestHandoffRetirementNotice(t *testing.T) {
 	if _, err := r1.Exchange(handoffTable.ID, []byte("k"), "h", req); err != nil {
 		t.Fatal(err)
 	}
-	if st := r1.HandoffStats(); st.Slots != 0 || st.Notices != 1 || value(t, r1, handoffTable.ID, "k", "h") != 5 {
+	if st := handoffcol.ReplicaStats(r1); st.Slots != 0 || st.Notices != 1 || value(t, r1, handoffTable.ID, "k", "h") != 5 {
 		t.Fatalf("r1 after the client's request came back: %+v", st)
 	}
 }
@@ -504,10 +506,10 @@ func TestHandoffNoticeWaitsForEveryServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Add(time.Hour)
-	if held, err := r.SweepHandoffNotices(); err != nil || held != 1 {
+	if held, err := r.Sweep(); err != nil || held != 1 {
 		t.Fatalf("sweep: %d held, %v; want the notice kept for the absent server", held, err)
 	}
-	if got := r.TakeHandoffDirty(); len(got) != 1 {
+	if got := r.TakeDirty(); len(got) != 1 {
 		t.Fatalf("dirty cells %d, want the notice's cell", len(got))
 	}
 }

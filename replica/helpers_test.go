@@ -3,6 +3,8 @@ package replica
 import (
 	"testing"
 
+	_ "github.com/idemkv/idemkv/coltype/builtin" // the counter designs the tests use
+
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/row"
 )

@@ -3,13 +3,13 @@ package replica
 import (
 	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/ring"
@@ -30,13 +30,13 @@ import (
 // update whose hint still waits, is *in doubt* until every natural replica
 // of its cell has said
 // whether another leader counted the same op; a cell with an update in
-// doubt is neither read nor led here until then (ErrInDoubt), so that the
+// doubt is neither read nor led here until then (coltype.ErrInDoubt), so that the
 // leader's old shard cannot reach another replica and blur the evidence.
 //
-// Each replica answers from what it holds (OpAnswer): whether its filter
+// Each replica answers from what it holds (coltype.OpAnswer): whether its filter
 // has the op id, its copy of the cell, and whether it led the op itself and
 // in which shard at which clock. The update stays counted unless another
-// leader counted it too (Decide); if so, the restarted leader takes its
+// leader counted it too (coltype.Decide); if so, the restarted leader takes its
 // delta back under its current counter id with a compensation record in its
 // commit log, which a later restart reads as the decision. When two
 // restarted leaders hold the same op in doubt at once, the one with the
@@ -51,124 +51,6 @@ import (
 // timeout), the answers cannot tell the two apart and the update counts
 // twice, as it would without any crash.
 
-// ErrInDoubt is returned by reads and leader updates of a cell that holds
-// an update this node led before an unclean stop and has not resolved yet.
-var ErrInDoubt = errors.New("replica: the cell holds an update in doubt since this node's unclean restart")
-
-// ErrOpInDoubt is returned by a leader update that is a retry of an
-// update this node holds in doubt: it is dismissed once the update is
-// settled, and until then no other leader should count it either.
-var ErrOpInDoubt = fmt.Errorf("%w: the update is a retry of it", ErrInDoubt)
-
-// OpStatus is what a replica knows of an op it may have led.
-type OpStatus uint8
-
-const (
-	// OpNotLed: this replica did not lead the op within its recent log.
-	OpNotLed OpStatus = iota
-	// OpPending: it led the op before an unclean stop and has not resolved it.
-	OpPending
-	// OpKept: it led the op and counts it.
-	OpKept
-	// OpDropped: it led the op and took it back, since another leader counted it.
-	OpDropped
-)
-
-func (s OpStatus) String() string {
-	switch s {
-	case OpNotLed:
-		return "not-led"
-	case OpPending:
-		return "pending"
-	case OpKept:
-		return "kept"
-	case OpDropped:
-		return "dropped"
-	}
-	return fmt.Sprintf("OpStatus(%d)", uint8(s))
-}
-
-// InDoubtOp is an update a replica led: the cell, the op id, the shard it
-// was counted in and the delta it added.
-type InDoubtOp struct {
-	Table     uint64
-	Key       []byte
-	Column    string
-	OpID      [16]byte
-	OpTime    int64 // unix nanoseconds
-	CounterID counters.ID
-	Clock     int64
-	Delta     int64
-}
-
-// OpAnswer is a replica's answer about one op on one cell.
-type OpAnswer struct {
-	// Seen: the op id is in this replica's filter (it led the op or
-	// received it with replicated state).
-	Seen bool
-	// Status, CounterID and Clock: whether this replica led the op, and if
-	// so the shard and clock it counted it at.
-	Status    OpStatus
-	CounterID counters.ID
-	Clock     int64
-	// Cell is this replica's copy of the cell (Found false: none).
-	Cell  row.Cell
-	Found bool
-}
-
-// Decide says whether a leader keeps an update it holds in doubt, given
-// the answers of every other natural replica of the cell. It drops the
-// update (keep false) when another leader counted the same op:
-//
-//  1. a replica led the op and kept it;
-//  2. a replica holds the op in doubt too and its counter id is lower;
-//  3. a replica's filter has the op id and its cell holds no shard, of
-//     this leader or of a replica that led the op, at or past the clock
-//     that counted it: the op reached it from a leader that did not answer
-//     as one (it never restarted), so that leader counts it.
-//
-// Otherwise the update is kept.
-func Decide(self InDoubtOp, answers []OpAnswer) (keep bool, reason string) {
-	type counted struct {
-		id    counters.ID
-		clock int64
-	}
-	leaders := []counted{{self.CounterID, self.Clock}}
-	for _, a := range answers {
-		switch a.Status {
-		case OpKept:
-			return false, fmt.Sprintf("leader %s counts it", a.CounterID)
-		case OpPending:
-			if a.CounterID.Compare(self.CounterID) < 0 {
-				return false, fmt.Sprintf("leader %s holds it in doubt too and has the lower id", a.CounterID)
-			}
-		}
-		if a.Status != OpNotLed {
-			leaders = append(leaders, counted{a.CounterID, a.Clock})
-		}
-	}
-	for _, a := range answers {
-		if !a.Seen || !a.Found || a.Cell.Tombstone {
-			continue
-		}
-		ctx, err := counters.Decode(a.Cell.Value)
-		if err != nil {
-			continue
-		}
-		explained := false
-		for _, l := range leaders {
-			if s, ok := ctx.Shard(l.id); ok && s.Clock >= l.clock {
-				explained = true
-				break
-			}
-		}
-		if !explained {
-			return false, "a replica holds the op id from another leader"
-		}
-	}
-	return true, "no other leader counted it"
-}
-
 type ledKey struct {
 	table  uint64
 	column string
@@ -182,8 +64,8 @@ type cellRef struct {
 }
 
 type ledOp struct {
-	InDoubtOp
-	status OpStatus
+	coltype.InDoubtOp
+	status coltype.OpStatus
 }
 
 // reservations are ops another leader is settling (it asked this replica
@@ -237,7 +119,7 @@ func (rs *reservations) held(table uint64, column string, key []byte, op [16]byt
 // ledOps are the updates this replica led within the filter window before
 // its last start, as its commit log shows them, with their status.
 type ledOps struct {
-	pending atomic.Int64 // ops in OpPending; 0 makes the checks free
+	pending atomic.Int64 // ops in coltype.OpPending; 0 makes the checks free
 	mu      sync.Mutex
 	ops     map[ledKey]*ledOp
 	cells   map[cellRef]int // pending ops per partition
@@ -261,21 +143,21 @@ func (l *ledOps) remember(rec commitlog.Record) error {
 	k := ledKey{rec.Table, rec.Column, string(rec.Key), rec.OpID}
 	op, ok := l.ops[k]
 	if rec.Compensation {
-		if ok && op.status == OpPending {
+		if ok && op.status == coltype.OpPending {
 			l.unpend(op)
 		}
 		if !ok {
-			op = &ledOp{InDoubtOp: InDoubtOp{Table: rec.Table, Key: rec.Key, Column: rec.Column, OpID: rec.OpID, OpTime: rec.OpTime}}
+			op = &ledOp{InDoubtOp: coltype.InDoubtOp{Table: rec.Table, Key: rec.Key, Column: rec.Column, OpID: rec.OpID, OpTime: rec.OpTime}}
 			l.ops[k] = op
 		}
-		op.status = OpDropped
+		op.status = coltype.OpDropped
 		return nil
 	}
 	if ok {
 		return nil // a second led record of one op: the first one counted it
 	}
-	op = &ledOp{InDoubtOp: InDoubtOp{Table: rec.Table, Key: rec.Key, Column: rec.Column, OpID: rec.OpID, OpTime: rec.OpTime,
-		CounterID: shards[0].ID, Clock: shards[0].Clock, Delta: rec.Delta}, status: OpKept}
+	op = &ledOp{InDoubtOp: coltype.InDoubtOp{Table: rec.Table, Key: rec.Key, Column: rec.Column, OpID: rec.OpID, OpTime: rec.OpTime,
+		CounterID: shards[0].ID, Clock: shards[0].Clock, Delta: rec.Delta}, status: coltype.OpKept}
 	l.ops[k] = op
 	return nil
 }
@@ -293,8 +175,8 @@ func (l *ledOps) afterUncleanReplay(span time.Duration) {
 		last = max(last, op.OpTime)
 	}
 	for _, op := range l.ops {
-		if op.status == OpKept && op.OpTime >= last-span.Nanoseconds() {
-			op.status = OpPending
+		if op.status == coltype.OpKept && op.OpTime >= last-span.Nanoseconds() {
+			op.status = coltype.OpPending
 			l.cells[cellRef{op.Table, string(op.Key)}]++
 			l.pending.Add(1)
 		}
@@ -329,10 +211,10 @@ func (r *Replica) MarkInDoubt(table uint64, key []byte, column string, opID [16]
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	op, ok := l.ops[ledKey{table, column, string(key), opID}]
-	if !ok || op.status != OpKept {
-		return ok && op.status == OpPending
+	if !ok || op.status != coltype.OpKept {
+		return ok && op.status == coltype.OpPending
 	}
-	op.status = OpPending
+	op.status = coltype.OpPending
 	l.cells[cellRef{table, string(key)}]++
 	l.pending.Add(1)
 	return true
@@ -340,20 +222,20 @@ func (r *Replica) MarkInDoubt(table uint64, key []byte, column string, opID [16]
 
 // InDoubt lists the updates this node led before an unclean stop that are
 // not resolved yet, oldest first.
-func (r *Replica) InDoubt() []InDoubtOp {
+func (r *Replica) InDoubt() []coltype.InDoubtOp {
 	l := &r.led
 	if l.pending.Load() == 0 {
 		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []InDoubtOp
+	var out []coltype.InDoubtOp
 	for _, op := range l.ops {
-		if op.status == OpPending {
+		if op.status == coltype.OpPending {
 			out = append(out, op.InDoubtOp)
 		}
 	}
-	slices.SortFunc(out, func(a, b InDoubtOp) int {
+	slices.SortFunc(out, func(a, b coltype.InDoubtOp) int {
 		if c := cmp.Compare(a.OpTime, b.OpTime); c != 0 {
 			return c
 		}
@@ -370,7 +252,7 @@ func (l *ledOps) pendingOp(table uint64, key []byte, column string, opID [16]byt
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	op, ok := l.ops[ledKey{table, column, string(key), opID}]
-	return ok && op.status == OpPending
+	return ok && op.status == coltype.OpPending
 }
 
 // FilterIncomplete reports whether an FBF column's filter may lack op ids
@@ -387,8 +269,8 @@ func (r *Replica) FilterIncomplete(table uint64, column string) bool {
 	if err != nil {
 		return false
 	}
-	f, ok := t.fbfCol(column)
-	return ok && r.cfg.Now().Sub(r.openedAt) < f.window()
+	d, ok := t.dedup(column)
+	return ok && r.cfg.Now().Sub(r.openedAt) < d.Window()
 }
 
 // OpSeen reports whether an FBF column's filter holds an op id, without
@@ -398,31 +280,27 @@ func (r *Replica) OpSeen(table uint64, key []byte, column string, opID [16]byte)
 	if err != nil {
 		return false
 	}
-	f, ok := t.fbfCol(column)
-	if !ok {
-		return false
-	}
-	h := f.opHash(opID, key)
-	return f.filter.ContainsHash(h) || f.retired != nil && r.cfg.Now().UnixNano() < f.retiredUntil && f.retired.ContainsHash(h)
+	d, ok := t.dedup(column)
+	return ok && d.OpSeen(key, opID)
 }
 
 // CellInDoubt reports whether a partition of a table holds an update in
-// doubt (see ErrInDoubt).
+// doubt (see coltype.ErrInDoubt).
 func (r *Replica) CellInDoubt(table uint64, key []byte) bool { return r.led.inDoubt(table, key) }
 
-// OpStatus answers another replica's question about an op on one cell: see
-// OpAnswer. It does not add the op id to the filter; when the filter has
+// coltype.OpStatus answers another replica's question about an op on one cell: see
+// coltype.OpAnswer. It does not add the op id to the filter; when the filter has
 // not seen it, this replica reserves the op for the asker: it leads no
-// retry of it (ErrOpInDoubt) until a mutation with the op id arrives (the
+// retry of it (coltype.ErrOpInDoubt) until a mutation with the op id arrives (the
 // asker's decision) or twice the counter write timeout has passed.
-func (r *Replica) OpStatus(table uint64, key []byte, column string, opID [16]byte) (OpAnswer, error) {
+func (r *Replica) OpStatus(table uint64, key []byte, column string, opID [16]byte) (coltype.OpAnswer, error) {
 	t, err := r.table(table)
 	if err != nil {
-		return OpAnswer{}, err
+		return coltype.OpAnswer{}, err
 	}
-	var a OpAnswer
-	if f, ok := t.fbfCol(column); ok {
-		r.expireLedOps(f.window())
+	var a coltype.OpAnswer
+	if d, ok := t.dedup(column); ok {
+		r.expireLedOps(d.Window())
 		a.Seen = r.OpSeen(table, key, column, opID)
 	}
 	k := ledKey{table, column, string(key), opID}
@@ -436,7 +314,7 @@ func (r *Replica) OpStatus(table uint64, key []byte, column string, opID [16]byt
 	}
 	rw, found, err := t.read(row.Key{Token: ring.Token(key), Partition: key})
 	if err != nil {
-		return OpAnswer{}, err
+		return coltype.OpAnswer{}, err
 	}
 	if found {
 		a.Cell, a.Found = rw.Cell(column)
@@ -449,44 +327,46 @@ func (r *Replica) OpStatus(table uint64, key []byte, column string, opID [16]byt
 // compensation is logged. Either way the returned mutation, this replica's
 // copy of the cell with the op id, is what the other replicas must receive
 // so that their filters learn the op and their cells hold the decision.
-func (r *Replica) ResolveInDoubt(op InDoubtOp, keep bool) (Mutation, error) {
+func (r *Replica) ResolveInDoubt(op coltype.InDoubtOp, keep bool) (coltype.Mutation, error) {
 	t, err := r.table(op.Table)
 	if err != nil {
-		return Mutation{}, err
+		return coltype.Mutation{}, err
 	}
 	l := &r.led
 	l.mu.Lock()
 	e, ok := l.ops[ledKey{op.Table, op.Column, string(op.Key), op.OpID}]
-	if !ok || e.status != OpPending {
+	if !ok || e.status != coltype.OpPending {
 		l.mu.Unlock()
-		return Mutation{}, fmt.Errorf("replica: op %x on %s.%s is not in doubt", op.OpID, t.def.Keyspace, t.def.Name)
+		return coltype.Mutation{}, fmt.Errorf("replica: op %x on %s.%s is not in doubt", op.OpID, t.def.Keyspace, t.def.Name)
 	}
 	l.mu.Unlock()
 	if !keep {
-		f, ok := t.fbfCol(op.Column)
+		d, ok := t.dedup(op.Column)
 		if !ok {
-			return Mutation{}, fmt.Errorf("replica: column %s.%s.%s is no longer an FBF counter", t.def.Keyspace, t.def.Name, op.Column)
+			return coltype.Mutation{}, fmt.Errorf("replica: column %s.%s.%s no longer deduplicates op ids (an FBF counter)", t.def.Keyspace, t.def.Name, op.Column)
 		}
+		u := coltype.Update{Table: op.Table, Key: op.Key, Column: op.Column, Delta: op.Delta, Timestamp: r.cfg.Now().UnixMicro(),
+			HasOp: true, OpID: op.OpID, OpTime: op.OpTime}
 		t.modeMu.RLock()
-		err := f.compensate(leader{r: r, t: t}, op)
+		err := d.Compensate(leader{r: r, t: t}, u)
 		t.modeMu.RUnlock()
 		if err != nil {
-			return Mutation{}, fmt.Errorf("replica: take back op %x on %s.%s: %w", op.OpID, t.def.Keyspace, t.def.Name, err)
+			return coltype.Mutation{}, fmt.Errorf("replica: take back op %x on %s.%s: %w", op.OpID, t.def.Keyspace, t.def.Name, err)
 		}
 	}
 	l.mu.Lock()
-	if e.status == OpPending {
+	if e.status == coltype.OpPending {
 		l.unpend(e)
 	}
-	e.status = OpKept
+	e.status = coltype.OpKept
 	if !keep {
-		e.status = OpDropped
+		e.status = coltype.OpDropped
 	}
 	l.mu.Unlock()
-	m := Mutation{Table: op.Table, Key: op.Key, HasOp: true, OpID: op.OpID, OpTime: op.OpTime}
+	m := coltype.Mutation{Table: op.Table, Key: op.Key, HasOp: true, OpID: op.OpID, OpTime: op.OpTime}
 	rw, found, err := t.read(row.Key{Token: ring.Token(op.Key), Partition: op.Key})
 	if err != nil {
-		return Mutation{}, err
+		return coltype.Mutation{}, err
 	}
 	m.Cell.Column = op.Column
 	if found {
@@ -505,7 +385,7 @@ func (r *Replica) expireLedOps(window time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for k, op := range l.ops {
-		if op.status != OpPending && op.OpTime < cutoff {
+		if op.status != coltype.OpPending && op.OpTime < cutoff {
 			delete(l.ops, k)
 		}
 	}

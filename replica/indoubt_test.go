@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/row"
 )
@@ -20,7 +21,7 @@ func ctxCell(t *testing.T, shards ...counters.Shard) row.Cell {
 }
 
 func TestDecide(t *testing.T) {
-	self := InDoubtOp{CounterID: counters.ID{5}, Clock: 7, Delta: 3}
+	self := coltype.InDoubtOp{CounterID: counters.ID{5}, Clock: 7, Delta: 3}
 	other, third := counters.ID{9}, counters.ID{2}
 	mine := func(clock int64) counters.Shard {
 		return counters.Shard{ID: self.CounterID, Clock: clock, Count: 1, Kind: counters.Global}
@@ -30,26 +31,26 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		answers []OpAnswer
+		answers []coltype.OpAnswer
 		keep    bool
 	}{
-		{"nobody else saw it", []OpAnswer{{}, {}}, true},
-		{"my replication reached them", []OpAnswer{
+		{"nobody else saw it", []coltype.OpAnswer{{}, {}}, true},
+		{"my replication reached them", []coltype.OpAnswer{
 			{Seen: true, Found: true, Cell: ctxCell(t, mine(7))},
 			{Seen: true, Found: true, Cell: ctxCell(t, mine(9), theirs(other, 1))}}, true},
-		{"seen, but only my older shard: another leader counted it", []OpAnswer{
+		{"seen, but only my older shard: another leader counted it", []coltype.OpAnswer{
 			{Seen: true, Found: true, Cell: ctxCell(t, mine(6), theirs(other, 4))}, {}}, false},
-		{"seen without my shard at all", []OpAnswer{{Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 4))}}, false},
-		{"seen with no cell: a false positive, no evidence", []OpAnswer{{Seen: true}}, true},
-		{"another leader kept it", []OpAnswer{{Status: OpKept, CounterID: other, Clock: 2}}, false},
-		{"another leader in doubt with a lower id", []OpAnswer{{Status: OpPending, CounterID: third, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(third, 2))}}, false},
-		{"another leader in doubt with a higher id, its copy explains itself", []OpAnswer{
-			{Status: OpPending, CounterID: other, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 2))},
+		{"seen without my shard at all", []coltype.OpAnswer{{Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 4))}}, false},
+		{"seen with no cell: a false positive, no evidence", []coltype.OpAnswer{{Seen: true}}, true},
+		{"another leader kept it", []coltype.OpAnswer{{Status: coltype.OpKept, CounterID: other, Clock: 2}}, false},
+		{"another leader in doubt with a lower id", []coltype.OpAnswer{{Status: coltype.OpPending, CounterID: third, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(third, 2))}}, false},
+		{"another leader in doubt with a higher id, its copy explains itself", []coltype.OpAnswer{
+			{Status: coltype.OpPending, CounterID: other, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 2))},
 			{Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 2))}}, true},
-		{"a leader that took it back explains its own copy", []OpAnswer{
-			{Status: OpDropped, CounterID: other, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 3))}}, true},
+		{"a leader that took it back explains its own copy", []coltype.OpAnswer{
+			{Status: coltype.OpDropped, CounterID: other, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 3))}}, true},
 	} {
-		if keep, why := Decide(self, tc.answers); keep != tc.keep {
+		if keep, why := coltype.Decide(self, tc.answers); keep != tc.keep {
 			t.Errorf("%s: keep %v (%s), want %v", tc.name, keep, why, tc.keep)
 		}
 	}
@@ -58,18 +59,18 @@ func TestDecide(t *testing.T) {
 // TestDecideSymmetric: two leaders that hold the same op in doubt and ask
 // each other at once agree that exactly one keeps it, whichever asks first.
 func TestDecideSymmetric(t *testing.T) {
-	a := InDoubtOp{CounterID: counters.ID{1}, Clock: 3, Delta: 1}
-	b := InDoubtOp{CounterID: counters.ID{2}, Clock: 8, Delta: 1}
+	a := coltype.InDoubtOp{CounterID: counters.ID{1}, Clock: 3, Delta: 1}
+	b := coltype.InDoubtOp{CounterID: counters.ID{2}, Clock: 8, Delta: 1}
 	cellA := ctxCell(t, counters.Shard{ID: a.CounterID, Clock: 3, Count: 1, Kind: counters.Global})
 	cellB := ctxCell(t, counters.Shard{ID: b.CounterID, Clock: 8, Count: 1, Kind: counters.Global})
-	keepA, _ := Decide(a, []OpAnswer{{Status: OpPending, CounterID: b.CounterID, Clock: b.Clock, Seen: true, Found: true, Cell: cellB}})
-	keepB, _ := Decide(b, []OpAnswer{{Status: OpPending, CounterID: a.CounterID, Clock: a.Clock, Seen: true, Found: true, Cell: cellA}})
+	keepA, _ := coltype.Decide(a, []coltype.OpAnswer{{Status: coltype.OpPending, CounterID: b.CounterID, Clock: b.Clock, Seen: true, Found: true, Cell: cellB}})
+	keepB, _ := coltype.Decide(b, []coltype.OpAnswer{{Status: coltype.OpPending, CounterID: a.CounterID, Clock: a.Clock, Seen: true, Found: true, Cell: cellA}})
 	if keepA == keepB {
 		t.Fatalf("both leaders decided keep=%v", keepA)
 	}
 	// Once one has decided, the other's answer says so and the second
 	// agrees.
-	keepB2, _ := Decide(b, []OpAnswer{{Status: OpKept, CounterID: a.CounterID, Clock: a.Clock, Seen: true, Found: true, Cell: cellA}})
+	keepB2, _ := coltype.Decide(b, []coltype.OpAnswer{{Status: coltype.OpKept, CounterID: a.CounterID, Clock: a.Clock, Seen: true, Found: true, Cell: cellA}})
 	if keepB2 {
 		t.Fatal("b keeps an op a kept")
 	}
@@ -92,7 +93,7 @@ func TestInDoubtResolution(t *testing.T) {
 		}
 	}
 	// A vanilla-path update without an op id is never in doubt.
-	if _, err := r.Apply(Update{Table: fbfTable.ID, Key: []byte("a"), Column: "c", Delta: 100}); err != nil {
+	if _, err := r.Apply(coltype.Update{Table: fbfTable.ID, Key: []byte("a"), Column: "c", Delta: 100}); err != nil {
 		t.Fatal(err)
 	}
 	unclean := func() {
@@ -111,21 +112,21 @@ func TestInDoubtResolution(t *testing.T) {
 	if len(ops) != 2 {
 		t.Fatalf("%d updates in doubt, want 2", len(ops))
 	}
-	if _, _, err := r.ReadRow(fbfTable.ID, []byte("a")); !errors.Is(err, ErrInDoubt) {
-		t.Fatalf("read of a cell in doubt: %v, want ErrInDoubt", err)
+	if _, _, err := r.ReadRow(fbfTable.ID, []byte("a")); !errors.Is(err, coltype.ErrInDoubt) {
+		t.Fatalf("read of a cell in doubt: %v, want coltype.ErrInDoubt", err)
 	}
-	if _, err := r.Apply(fbfUpdate("a", 1, op(1, 9))); !errors.Is(err, ErrInDoubt) || errors.Is(err, ErrOpInDoubt) {
-		t.Fatalf("fresh leader update of a cell in doubt: %v, want ErrInDoubt (another leader may take it)", err)
+	if _, err := r.Apply(fbfUpdate("a", 1, op(1, 9))); !errors.Is(err, coltype.ErrInDoubt) || errors.Is(err, coltype.ErrOpInDoubt) {
+		t.Fatalf("fresh leader update of a cell in doubt: %v, want coltype.ErrInDoubt (another leader may take it)", err)
 	}
-	if _, err := r.Apply(fbfUpdate("a", 5, op(1, 1))); !errors.Is(err, ErrOpInDoubt) {
-		t.Fatalf("retry of the update in doubt: %v, want ErrOpInDoubt (it waits here)", err)
+	if _, err := r.Apply(fbfUpdate("a", 5, op(1, 1))); !errors.Is(err, coltype.ErrOpInDoubt) {
+		t.Fatalf("retry of the update in doubt: %v, want coltype.ErrOpInDoubt (it waits here)", err)
 	}
 	if v := value(t, r, fbfTable.ID, "c", "c"); v != 0 {
 		t.Fatalf("other cells are served: %d", v)
 	}
 	a, _ := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1))
-	if !a.Seen || a.Status != OpPending || a.Clock == 0 {
-		t.Fatalf("OpStatus of a pending op: %+v", a)
+	if !a.Seen || a.Status != coltype.OpPending || a.Clock == 0 {
+		t.Fatalf("coltype.OpStatus of a pending op: %+v", a)
 	}
 	for _, o := range ops {
 		keep := string(o.Key) == "b"
@@ -162,7 +163,7 @@ func TestInDoubtResolution(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after another unclean restart")
-	if a, _ := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1)); a.Status != OpDropped {
+	if a, _ := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1)); a.Status != coltype.OpDropped {
 		t.Fatalf("status of the op taken back after a restart: %v", a.Status)
 	}
 }
@@ -179,16 +180,16 @@ func TestOpStatusReserves(t *testing.T) {
 	}
 	a, err := r.OpStatus(fbfTable.ID, []byte("k"), "c", op(3, 1))
 	if err != nil || a.Seen {
-		t.Fatalf("OpStatus of an op never seen: %+v %v", a, err)
+		t.Fatalf("coltype.OpStatus of an op never seen: %+v %v", a, err)
 	}
-	if _, err := r.Apply(fbfUpdate("k", 1, op(3, 1))); !errors.Is(err, ErrOpInDoubt) {
-		t.Fatalf("retry of a reserved op: %v, want ErrOpInDoubt", err)
+	if _, err := r.Apply(fbfUpdate("k", 1, op(3, 1))); !errors.Is(err, coltype.ErrOpInDoubt) {
+		t.Fatalf("retry of a reserved op: %v, want coltype.ErrOpInDoubt", err)
 	}
 	if _, err := r.Apply(fbfUpdate("k", 1, op(3, 2))); err != nil {
 		t.Fatalf("another op on the cell: %v", err)
 	}
 	// The asker's decision arrives with the op id: the retry is dismissed.
-	m := Mutation{Table: fbfTable.ID, Key: []byte("k"), Cell: ctxCell(t, counters.Shard{ID: counters.ID{7}, Clock: 1, Count: 1, Kind: counters.Global}),
+	m := coltype.Mutation{Table: fbfTable.ID, Key: []byte("k"), Cell: ctxCell(t, counters.Shard{ID: counters.ID{7}, Clock: 1, Count: 1, Kind: counters.Global}),
 		HasOp: true, OpID: op(3, 1)}
 	if err := r.ApplyMutation(m); err != nil {
 		t.Fatal(err)

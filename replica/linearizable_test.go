@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/counter"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/internal/linearize"
@@ -32,33 +34,34 @@ const racyCounterType = "racy_counter_test"
 
 type racyCounter struct{}
 
-func init() { RegisterColumnType(racyCounter{}) }
+func init() { coltype.MustRegister(racyCounter{}) }
 
 func (racyCounter) Name() string { return racyCounterType }
 
-func (racyCounter) Lead(l Leader, u Update) (Mutation, error) {
-	key := u.rowKey()
+func (racyCounter) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, error) {
+	key := u.RowKey()
 	clock, count, err := l.LocalShard(key, u.Column)
 	if err != nil {
-		return Mutation{}, err
+		return coltype.Mutation{}, err
 	}
 	runtime.Gosched() // widen the window between the read and the write
 	clock, count = clock+1, count+u.Delta
-	m, err := u.mutation(counters.NewGlobal(l.CounterID(), clock, count))
+	v, err := counters.NewGlobal(l.CounterID(), clock, count).MarshalBinary()
 	if err != nil {
-		return Mutation{}, err
+		return coltype.Mutation{}, err
 	}
+	m := u.Mutation(v)
 	if err := l.Write(key, m, commitlog.PayloadShard); err != nil {
-		return Mutation{}, err
+		return coltype.Mutation{}, err
 	}
 	l.CacheLocalShard(key, u.Column, clock, count)
 	return m, nil
 }
 
-func (racyCounter) Merge(a, b row.Cell) (row.Cell, error) { return mergeCounterCells(a, b) }
-func (racyCounter) Value(c row.Cell) (int64, error)       { return counterValue(c) }
+func (racyCounter) Merge(a, b row.Cell) (row.Cell, error) { return counter.MergeCells(a, b) }
+func (racyCounter) Value(c row.Cell) (int64, error)       { return counter.CellValue(c) }
 
-var racyTable = TableDef{ID: 23, Keyspace: "ks", Name: "racy", Columns: []ColumnDef{{"c", racyCounterType}}}
+var racyTable = coltype.TableDef{ID: 23, Keyspace: "ks", Name: "racy", Columns: []coltype.ColumnDef{{Name: "c", Type: racyCounterType}}}
 
 // linConfig is a replica configuration for concurrent histories: periodic
 // sync, so that the commit log's fsync does not serialize every increment.
@@ -186,7 +189,7 @@ func TestVanillaCounterIsLinearizable(t *testing.T) {
 		}()
 		h := history(t, seed+uint64(round), 6, 60,
 			func(_, _ int, d int64) error {
-				_, err := r.Apply(Update{Table: counterTable.ID, Key: []byte(key), Column: "a", Delta: d})
+				_, err := r.Apply(coltype.Update{Table: counterTable.ID, Key: []byte(key), Column: "a", Delta: d})
 				return err
 			},
 			readCell(r, counterTable.ID, key, "a"))
@@ -242,7 +245,7 @@ func TestUnlockedCounterIsCaught(t *testing.T) {
 		key := fmt.Sprintf("k%d", round)
 		h := history(t, seed+uint64(round), 4, 50,
 			func(_, _ int, d int64) error {
-				_, err := r.Apply(Update{Table: racyTable.ID, Key: []byte(key), Column: "c", Delta: d})
+				_, err := r.Apply(coltype.Update{Table: racyTable.ID, Key: []byte(key), Column: "c", Delta: d})
 				return err
 			},
 			readCell(r, racyTable.ID, key, "c"))

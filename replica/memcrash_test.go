@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/internal/testseed"
 	"github.com/idemkv/idemkv/vfs"
@@ -83,7 +84,7 @@ func TestCrashOnMemFS(t *testing.T) {
 				if got[i] != base[i] {
 					t.Fatalf("%s: %d after a clean restart, %d before", memCrashKey(i), got[i], base[i])
 				}
-				if _, err := r.Apply(Update{Table: 7, Key: memCrashKey(i), Column: "a", Delta: 3}); err != nil {
+				if _, err := r.Apply(coltype.Update{Table: 7, Key: memCrashKey(i), Column: "a", Delta: 3}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -132,7 +133,7 @@ func memCrashRound(t *testing.T, r *Replica, mem *vfs.MemFS, mode commitlog.Sync
 				mu.Lock()
 				attempted[k]++
 				mu.Unlock()
-				if _, err := r.Apply(Update{Table: 7, Key: memCrashKey(k), Column: "a", Delta: 1}); err != nil {
+				if _, err := r.Apply(coltype.Update{Table: 7, Key: memCrashKey(k), Column: "a", Delta: 1}); err != nil {
 					continue // not acknowledged; it may still have been logged
 				}
 				mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 )
 
@@ -34,12 +35,12 @@ func TestReplayAfterFlush(t *testing.T) {
 		cfg.CommitLog.Retain = keepAllSegments
 		cfg.ReplayAll = tc.replayAll
 		r := mustOpen(t, cfg)
-		d := TableDef{ID: 1, Keyspace: "ks", Name: "t", Columns: []ColumnDef{{"c", tc.typ}}}
+		d := coltype.TableDef{ID: 1, Keyspace: "ks", Name: "t", Columns: []coltype.ColumnDef{{Name: "c", Type: tc.typ}}}
 		if err := r.CreateTable(d); err != nil {
 			t.Fatal(err)
 		}
 		for i := 0; i < 10; i++ {
-			if _, err := r.Apply(Update{Table: 1, Key: []byte("k"), Column: "c", Delta: 1}); err != nil {
+			if _, err := r.Apply(coltype.Update{Table: 1, Key: []byte("k"), Column: "c", Delta: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -67,7 +68,7 @@ func TestCorruptLogRefusesToOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 20; i++ {
-		if _, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1}); err != nil {
+		if _, err := r.Apply(coltype.Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

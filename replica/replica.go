@@ -20,6 +20,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/ring"
@@ -79,11 +80,9 @@ type Config struct {
 	// CounterWriteTimeout is the cluster's counter write timeout, from which
 	// the FBF options' defaults derive (default 5 s).
 	CounterWriteTimeout time.Duration
-	// HandoffNoticeRetention is how long a handoff retirement notice is
-	// kept once every replica of its cell has processed it, so that late
-	// or duplicated messages from the retired client still have their slots
-	// dropped (default DefaultHandoffNoticeRetention).
-	HandoffNoticeRetention time.Duration
+	// Settings are settings of the column types by name (coltype.Env's
+	// Setting), e.g. "handoff_notice_retention": "1m".
+	Settings map[string]string
 	// Logger receives flush, compaction and replay events; default slog.Default().
 	Logger *slog.Logger
 }
@@ -138,65 +137,11 @@ func (c *Config) fill(r *Replica) error {
 	if c.CounterWriteTimeout <= 0 {
 		c.CounterWriteTimeout = 5 * time.Second
 	}
-	if c.HandoffNoticeRetention <= 0 {
-		c.HandoffNoticeRetention = DefaultHandoffNoticeRetention
-	}
 	retain := c.CommitLog.Retain
 	c.CommitLog.Retain = func(s commitlog.SegmentInfo) bool {
 		return (retain != nil && retain(s)) || (r != nil && r.needsOpIDs(s))
 	}
 	return nil
-}
-
-// Update is a client's change to one counter cell, as the leader receives it.
-type Update struct {
-	Table     uint64
-	Key       []byte // serialized partition key
-	Column    string
-	Delta     int64
-	Timestamp int64 // microseconds; 0 means now
-
-	// The operation id, when the client sent one (FBF counters use it).
-	HasOp  bool
-	OpID   [16]byte
-	OpTime int64 // unix nanoseconds
-}
-
-func (u Update) rowKey() row.Key { return row.Key{Token: ring.Token(u.Key), Partition: u.Key} }
-
-func (u Update) mutation(c counters.Context) (Mutation, error) {
-	v, err := c.MarshalBinary()
-	if err != nil {
-		return Mutation{}, err
-	}
-	return Mutation{
-		Table: u.Table, Key: u.Key,
-		Cell:  row.Cell{Column: u.Column, Value: v, Timestamp: u.Timestamp},
-		HasOp: u.HasOp, OpID: u.OpID, OpTime: u.OpTime,
-	}, nil
-}
-
-// Mutation is the state a leader sends to the other replicas: for counters,
-// the leader's new shard, never the delta, so that applying it again is
-// harmless.
-type Mutation struct {
-	Table  uint64
-	Key    []byte
-	Cell   row.Cell
-	HasOp  bool
-	OpID   [16]byte
-	OpTime int64
-	// Dismissed is set by Apply when the leader recognised the operation
-	// as a retry of one it has seen (an FBF column): nothing was applied.
-	// Cell is then the leader's current copy of the cell (empty Value if it
-	// holds none), which the coordinator re-sends to the other replicas so
-	// that the retry is answered only when the consistency level is met.
-	Dismissed bool
-
-	// led, delta and compensation are logged with a leader's own record
-	// (commitlog.Record's Led, Delta, Compensation); never replicated.
-	led, compensation bool
-	delta             int64
 }
 
 // Stats are a replica's running counts.
@@ -234,7 +179,6 @@ type Replica struct {
 	locks    []sync.Mutex
 	lockSeed maphash.Seed
 	cache    *lru.Cache[string, [2]int64] // (table, column, key) → (clock, count) of our shard
-	handoff  handoffCells                 // this replica's handoff counter states
 
 	stats struct {
 		leaderApplies, mutations, cacheHits, cacheMisses atomic.Uint64
@@ -391,11 +335,17 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, rs *repla
 				pos.Segment, pos.Offset, rec.Table, filepath.Join(r.cfg.Dir, schemaFile))
 		}
 	}
-	// Op ids of FBF columns are restored from every record still in the
-	// log, flushed or not: the log keeps their segments for this.
-	if f, ok := t.fbfCol(rec.Column); ok && rec.HasOp && r.cfg.Now().Sub(time.Unix(0, rec.OpTime)) < f.window() {
-		f.filter.TestAndAddHash(f.opHash(rec.OpID, rec.Key))
-		if rec.Led {
+	// Replayers see every record still in the log, flushed or not (an FBF
+	// restores its op ids: the log keeps their segments for this), and
+	// the in-doubt machinery remembers the ops this node led within the
+	// window of a Deduplicator.
+	if col, ok := t.col(rec.Column); ok {
+		if rp, ok := col.(coltype.Replayer); ok {
+			if err := rp.Replayed(rec); err != nil {
+				return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
+			}
+		}
+		if d, ok := col.(coltype.Deduplicator); ok && rec.HasOp && rec.Led && r.cfg.Now().Sub(time.Unix(0, rec.OpTime)) < d.Window() {
 			if err := r.led.remember(rec); err != nil {
 				return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
 			}
@@ -411,12 +361,8 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, rs *repla
 			pos.Segment, pos.Offset, rec.Column, t.def.Keyspace, t.def.Name)
 	}
 	cell := row.Cell{Column: rec.Column, Value: rec.Payload, Timestamp: rec.Timestamp, Tombstone: rec.Kind == commitlog.PayloadTombstone}
-	if _, isHandoff := col.(handoffCounter); isHandoff && !cell.Tombstone {
-		if _, _, _, err := decodeHandoffCell(rec.Payload); err != nil {
-			return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
-		}
-	} else if !cell.Tombstone {
-		if _, err := counters.Decode(rec.Payload); err != nil {
+	if rp, ok := col.(coltype.Replayer); ok && !cell.Tombstone {
+		if err := rp.Check(rec.Payload); err != nil {
 			return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
 		}
 	}
@@ -534,8 +480,8 @@ func (r *Replica) Stats() Stats {
 func (r *Replica) CommitLog() *commitlog.Log { return r.log }
 
 // Tables returns the table definitions.
-func (r *Replica) Tables() []TableDef {
-	var out []TableDef
+func (r *Replica) Tables() []coltype.TableDef {
+	var out []coltype.TableDef
 	for _, t := range *r.tables.Load() {
 		out = append(out, t.colset.Load().def)
 	}
@@ -543,7 +489,7 @@ func (r *Replica) Tables() []TableDef {
 }
 
 // CreateTable adds a table and records it in the schema file.
-func (r *Replica) CreateTable(d TableDef) error {
+func (r *Replica) CreateTable(d coltype.TableDef) error {
 	if r.closed.Load() {
 		return ErrClosed
 	}
@@ -556,7 +502,7 @@ func (r *Replica) CreateTable(d TableDef) error {
 	if _, dup := old[d.ID]; dup {
 		return fmt.Errorf("replica: table id %d exists", d.ID)
 	}
-	defs := []TableDef{d}
+	defs := []coltype.TableDef{d}
 	for _, t := range old {
 		if t.def.Keyspace == d.Keyspace && t.def.Name == d.Name {
 			return fmt.Errorf("replica: table %s.%s exists", d.Keyspace, d.Name)
@@ -588,7 +534,7 @@ func (r *Replica) CreateTable(d TableDef) error {
 
 // AlterTable changes a table's options (its id, names and columns stay):
 // the FBF option takes effect at once, waiting for leader updates in flight.
-func (r *Replica) AlterTable(d TableDef) error {
+func (r *Replica) AlterTable(d coltype.TableDef) error {
 	if err := d.Validate(); err != nil {
 		return fmt.Errorf("replica: %w", err)
 	}
@@ -605,14 +551,14 @@ func (r *Replica) AlterTable(d TableDef) error {
 	if err := t.alter(d); err != nil {
 		return err
 	}
-	var defs []TableDef
+	var defs []coltype.TableDef
 	for _, x := range *r.tables.Load() {
 		defs = append(defs, x.colset.Load().def)
 	}
 	return saveSchema(r.cfg.FS, r.cfg.Dir, defs, r.dropped)
 }
 
-func sameColumns(a, b []ColumnDef) bool {
+func sameColumns(a, b []coltype.ColumnDef) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -635,7 +581,7 @@ func (r *Replica) DropTable(id uint64) error {
 		return fmt.Errorf("replica: no table %d", id)
 	}
 	next := make(map[uint64]*table, len(old))
-	var defs []TableDef
+	var defs []coltype.TableDef
 	for tid, x := range old {
 		if tid != id {
 			next[tid] = x
@@ -671,7 +617,7 @@ func (r *Replica) table(id uint64) (*table, error) {
 	return t, nil
 }
 
-func (r *Replica) column(u *Update) (*table, ColumnType, error) {
+func (r *Replica) column(u *coltype.Update) (*table, coltype.ColumnType, error) {
 	t, err := r.table(u.Table)
 	if err != nil {
 		return nil, nil, err
@@ -685,29 +631,36 @@ func (r *Replica) column(u *Update) (*table, ColumnType, error) {
 
 // Apply applies a client's update as the leader replica, by the column's
 // type, and returns the mutation to replicate to the other replicas.
-func (r *Replica) Apply(u Update) (Mutation, error) {
+func (r *Replica) Apply(u coltype.Update) (coltype.Mutation, error) {
 	t, _, err := r.column(&u)
 	if err != nil {
-		return Mutation{}, err
+		return coltype.Mutation{}, err
 	}
 	if u.Timestamp == 0 {
 		u.Timestamp = r.cfg.Now().UnixMicro()
 	}
 	if r.led.inDoubt(u.Table, u.Key) {
 		if u.HasOp && r.led.pendingOp(u.Table, u.Key, u.Column, u.OpID) {
-			return Mutation{}, ErrOpInDoubt
+			return coltype.Mutation{}, coltype.ErrOpInDoubt
 		}
-		return Mutation{}, ErrInDoubt
+		return coltype.Mutation{}, coltype.ErrInDoubt
 	}
 	if u.HasOp && r.reserved.held(u.Table, u.Column, u.Key, u.OpID, r.cfg.Now().UnixNano()) {
-		return Mutation{}, ErrOpInDoubt
+		return coltype.Mutation{}, coltype.ErrOpInDoubt
 	}
 	t.modeMu.RLock()
 	col, _ := t.col(u.Column) // the column type in force under the mode lock
-	m, err := col.Lead(leader{r: r, t: t}, u)
+	var m coltype.Mutation
+	if u.Delete {
+		m, err = r.leadDelete(t, col, u)
+	} else if lc, ok := col.(coltype.Leading); ok {
+		m, err = lc.Lead(leader{r: r, t: t}, u)
+	} else {
+		err = fmt.Errorf("column %s: %w", u.Column, coltype.ErrNotLed)
+	}
 	t.modeMu.RUnlock()
 	if err != nil {
-		return Mutation{}, fmt.Errorf("replica: apply to %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+		return coltype.Mutation{}, fmt.Errorf("replica: apply to %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 	}
 	if m.Dismissed {
 		// The retry is acknowledged only once the first attempt is on as
@@ -716,7 +669,7 @@ func (r *Replica) Apply(u Update) (Mutation, error) {
 		// attempt since the op id is in this replica's filter.
 		c, found, err := r.Read(u.Table, u.Key, u.Column)
 		if err != nil {
-			return Mutation{}, fmt.Errorf("replica: dismissed retry on %s.%s: read the cell: %w", t.def.Keyspace, t.def.Name, err)
+			return coltype.Mutation{}, fmt.Errorf("replica: dismissed retry on %s.%s: read the cell: %w", t.def.Keyspace, t.def.Name, err)
 		}
 		if found {
 			m.Cell = c
@@ -727,10 +680,47 @@ func (r *Replica) Apply(u Update) (Mutation, error) {
 	return m, nil
 }
 
+// leadDelete leads a DELETE of one cell (Update.Delete): the type's own
+// Delete when it is a Deleter, else Cassandra's final tombstone.
+func (r *Replica) leadDelete(t *table, col coltype.ColumnType, u coltype.Update) (coltype.Mutation, error) {
+	l := leader{r: r, t: t}
+	if d, ok := col.(coltype.Deleter); ok {
+		if err := d.CheckDelete(u.Column); err != nil {
+			return coltype.Mutation{}, err
+		}
+		return d.Delete(l, coltype.Deletion{Table: u.Table, Key: u.Key, Column: u.Column, Timestamp: u.Timestamp, Context: u.Context})
+	}
+	rk := u.RowKey()
+	m := coltype.Mutation{Table: u.Table, Key: u.Key, Cell: row.Cell{Column: u.Column, Timestamp: u.Timestamp, Tombstone: true}}
+	unlock := l.Lock(rk, u.Column)
+	defer unlock()
+	if err := t.write(rk, m, commitlog.PayloadTombstone); err != nil {
+		return coltype.Mutation{}, err
+	}
+	l.ForgetLocalShard(rk, u.Column)
+	return m, nil
+}
+
+// LedDelete reports whether a DELETE of a table's column is led like an
+// update (Update.Delete) because its type defines DELETE (coltype.Deleter),
+// rather than sent as a tombstone to every replica.
+func (r *Replica) LedDelete(tableID uint64, column string) bool {
+	t, err := r.table(tableID)
+	if err != nil {
+		return false
+	}
+	col, ok := t.col(column)
+	if !ok {
+		return false
+	}
+	_, ok = col.(coltype.Deleter)
+	return ok
+}
+
 // ApplyMutation merges state received from another replica (a leader's
 // shard, a hint, a read repair). It takes no cell lock: merging shards is
 // idempotent and commutative.
-func (r *Replica) ApplyMutation(m Mutation) error {
+func (r *Replica) ApplyMutation(m coltype.Mutation) error {
 	t, err := r.table(m.Table)
 	if err != nil {
 		return err
@@ -739,36 +729,28 @@ func (r *Replica) ApplyMutation(m Mutation) error {
 	if !ok {
 		return fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, m.Cell.Column)
 	}
-	if _, ok := col.(handoffCounter); ok {
-		if err := r.applyHandoffMutation(t, m); err != nil {
-			return err
+	l := leader{r: r, t: t}
+	if rc, ok := col.(coltype.Replicated); ok {
+		if err := rc.ApplyReplicated(l, m); err != nil {
+			return fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 		}
 		r.stats.mutations.Add(1)
 		return nil
 	}
-	if f, ok := t.fbfCol(m.Cell.Column); ok {
-		// The op id joins this replica's filter before the ack, so that a
-		// retry that reaches this replica as leader is recognised.
-		f.observe(m)
-		if m.HasOp && r.reserved.n.Load() > 0 {
-			r.reserved.release(ledKey{m.Table, m.Cell.Column, string(m.Key), m.OpID})
+	if o, ok := col.(coltype.Observer); ok {
+		// An FBF's op id joins this replica's filter before the ack, so
+		// that a retry that reaches this replica as leader is recognised.
+		if err := o.Observe(l, m); err != nil {
+			return fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 		}
+	}
+	if _, ok := col.(coltype.Deduplicator); ok && m.HasOp && r.reserved.n.Load() > 0 {
+		r.reserved.release(ledKey{m.Table, m.Cell.Column, string(m.Key), m.OpID})
 	}
 	kind := commitlog.PayloadShard
 	if m.Cell.Tombstone {
 		kind = commitlog.PayloadTombstone
-		if r.cache != nil {
-			r.cache.Remove(cacheKey(m.Table, m.Cell.Column, m.Key))
-		}
-	} else {
-		ctx, err := counters.Decode(m.Cell.Value)
-		if err != nil {
-			return fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
-		}
-		if _, ours := ctx.Shard(r.counterIDs.current); ours && r.cache != nil {
-			// Our own shard came back (repair, hint): the cached copy may be older.
-			r.cache.Remove(cacheKey(m.Table, m.Cell.Column, m.Key))
-		}
+		l.ForgetLocalShard(m.RowKey(), m.Cell.Column)
 	}
 	key := row.Key{Token: ring.Token(m.Key), Partition: m.Key}
 	if err := t.write(key, m, kind); err != nil {
@@ -779,11 +761,12 @@ func (r *Replica) ApplyMutation(m Mutation) error {
 }
 
 // Delete writes tombstones for the named counter columns of a row (all of
-// them when columns is empty). A deleted counter stays deleted: its tombstone
-// wins over later increments, as in Cassandra. Handoff counter columns
-// cannot be deleted: nothing is written when one is named (or, with no
-// columns named, when the table has one).
-func (r *Replica) Delete(tableID uint64, key []byte, timestamp int64, columns ...string) ([]Mutation, error) {
+// them when columns is empty), or what DELETE means for a column's type
+// (coltype.Deleter). Without a Deleter, a deleted counter stays deleted:
+// its tombstone wins over later increments, as in Cassandra. A Deleter
+// that refuses (CheckDelete) stops the whole delete before anything is
+// written.
+func (r *Replica) Delete(tableID uint64, key []byte, timestamp int64, columns ...string) ([]coltype.Mutation, error) {
 	t, err := r.table(tableID)
 	if err != nil {
 		return nil, err
@@ -796,24 +779,35 @@ func (r *Replica) Delete(tableID uint64, key []byte, timestamp int64, columns ..
 	if timestamp == 0 {
 		timestamp = r.cfg.Now().UnixMicro()
 	}
-	for _, c := range columns {
+	designs := make([]coltype.ColumnType, len(columns))
+	for i, c := range columns {
 		col, ok := t.col(c)
 		if !ok {
 			return nil, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, c)
 		}
-		if _, ok := col.(handoffCounter); ok {
-			return nil, fmt.Errorf("replica: %s column %s.%s.%s cannot be deleted", HandoffCounterType, t.def.Keyspace, t.def.Name, c)
+		if d, ok := col.(coltype.Deleter); ok {
+			if err := d.CheckDelete(c); err != nil {
+				return nil, fmt.Errorf("replica: column %s.%s.%s: %w", t.def.Keyspace, t.def.Name, c, err)
+			}
 		}
+		designs[i] = col
 	}
 	rk := row.Key{Token: ring.Token(key), Partition: key}
-	var out []Mutation
-	for _, c := range columns {
-		m := Mutation{Table: tableID, Key: key, Cell: row.Cell{Column: c, Timestamp: timestamp, Tombstone: true}}
+	l := leader{r: r, t: t}
+	var out []coltype.Mutation
+	for i, c := range columns {
+		if d, ok := designs[i].(coltype.Deleter); ok {
+			m, err := d.Delete(l, coltype.Deletion{Table: tableID, Key: key, Column: c, Timestamp: timestamp})
+			if err != nil {
+				return out, fmt.Errorf("replica: delete %s.%s.%s: %w", t.def.Keyspace, t.def.Name, c, err)
+			}
+			out = append(out, m)
+			continue
+		}
+		m := coltype.Mutation{Table: tableID, Key: key, Cell: row.Cell{Column: c, Timestamp: timestamp, Tombstone: true}}
 		unlock := r.lock(rk, tableID, c)
 		err := t.write(rk, m, commitlog.PayloadTombstone)
-		if r.cache != nil {
-			r.cache.Remove(cacheKey(tableID, c, key))
-		}
+		l.ForgetLocalShard(rk, c)
 		unlock()
 		if err != nil {
 			return out, err
@@ -831,7 +825,7 @@ func (r *Replica) Read(tableID uint64, key []byte, column string) (cell row.Cell
 		return row.Cell{}, false, err
 	}
 	if r.led.inDoubt(tableID, key) {
-		return row.Cell{}, false, ErrInDoubt
+		return row.Cell{}, false, coltype.ErrInDoubt
 	}
 	rw, ok, err := t.read(row.Key{Token: ring.Token(key), Partition: key})
 	if err != nil || !ok {
@@ -870,7 +864,7 @@ func (r *Replica) ReadRow(tableID uint64, key []byte) (row.Row, bool, error) {
 		return row.Row{}, false, err
 	}
 	if r.led.inDoubt(tableID, key) {
-		return row.Row{}, false, ErrInDoubt
+		return row.Row{}, false, coltype.ErrInDoubt
 	}
 	return t.read(row.Key{Token: ring.Token(key), Partition: key})
 }
@@ -996,6 +990,23 @@ type leader struct {
 
 func (l leader) CounterID() counters.ID { return l.r.counterIDs.current }
 
+func (l leader) Now() time.Time { return l.r.cfg.Now() }
+
+func (l leader) Cell(key row.Key, column string) (row.Cell, bool, error) {
+	rw, ok, err := l.t.read(key)
+	if err != nil || !ok {
+		return row.Cell{}, false, err
+	}
+	c, ok := rw.Cell(column)
+	return c, ok, nil
+}
+
+func (l leader) ForgetLocalShard(key row.Key, column string) {
+	if l.r.cache != nil {
+		l.r.cache.Remove(cacheKey(l.t.def.ID, column, key.Partition))
+	}
+}
+
 func (l leader) Lock(key row.Key, column string) func() { return l.r.lock(key, l.t.def.ID, column) }
 
 func (l leader) LocalShard(key row.Key, column string) (int64, int64, error) {
@@ -1022,7 +1033,7 @@ func (l leader) LocalShard(key row.Key, column string) (int64, int64, error) {
 	return clock, count, nil
 }
 
-func (l leader) Write(key row.Key, m Mutation, kind commitlog.PayloadKind) error {
+func (l leader) Write(key row.Key, m coltype.Mutation, kind commitlog.PayloadKind) error {
 	return l.t.write(key, m, kind)
 }
 
@@ -1069,7 +1080,7 @@ func (r *Replica) Scan(tableID uint64, after *row.Key, startToken, endToken int6
 	if err == nil && r.led.pending.Load() > 0 {
 		for _, rw := range rows {
 			if r.led.inDoubt(tableID, rw.Key.Partition) {
-				return nil, ErrInDoubt
+				return nil, coltype.ErrInDoubt
 			}
 		}
 	}
@@ -1077,8 +1088,8 @@ func (r *Replica) Scan(tableID uint64, after *row.Key, startToken, endToken int6
 }
 
 // needsOpIDs is the commit log's retention hook: a segment holding op ids
-// of FBF columns younger than the longest filter window is kept, so that a
-// restart can rebuild the filters from it.
+// of deduplicating columns (FBF) younger than the longest window is kept,
+// so that a restart can rebuild the filters from it.
 func (r *Replica) needsOpIDs(s commitlog.SegmentInfo) bool {
 	if s.OpRecords == 0 {
 		return false
@@ -1089,29 +1100,153 @@ func (r *Replica) needsOpIDs(s commitlog.SegmentInfo) bool {
 	}
 	var longest time.Duration
 	for _, t := range *tables {
-		for _, f := range t.colset.Load().fbf {
-			longest = max(longest, f.window())
+		for _, d := range t.dedups() {
+			longest = max(longest, d.Window())
 		}
 	}
 	return longest > 0 && r.cfg.Now().Sub(time.Unix(0, s.MaxOpTime)) < longest
 }
 
-// FBFStats sums the FBF counters' counts over every FBF column; the FPP is
-// the largest of their filters' estimates.
+// FBFStats sums the counts of every op-id-deduplicating column (the FBF
+// counters); the FPP is the largest of their estimates.
 func (r *Replica) FBFStats() FBFStats {
 	var out FBFStats
 	if r.tables.Load() == nil {
 		return out
 	}
 	for _, t := range *r.tables.Load() {
-		for _, f := range t.colset.Load().fbf {
-			out.Dismissed += f.dismissed.Load()
-			out.Applied += f.applied.Load()
-			out.NoOpID += f.noOp.Load()
-			st := f.filter.Stats()
-			out.BitsInUse += uint64(st.BitsInUse)
-			out.EstimatedFPP = max(out.EstimatedFPP, f.filter.EstimatedFPP())
+		for _, d := range t.dedups() {
+			st := d.DedupStats()
+			out.Dismissed += st.Dismissed
+			out.Applied += st.Applied
+			out.NoOpID += st.NoOpID
+			out.BitsInUse += st.BitsInUse
+			out.EstimatedFPP = max(out.EstimatedFPP, st.EstimatedFPP)
 		}
 	}
 	return out
+}
+
+// env is what Configurable column types keep of their replica.
+type env struct{ r *Replica }
+
+func (e env) Now() time.Time                     { return e.r.cfg.Now() }
+func (e env) CounterID() counters.ID             { return e.r.counterIDs.current }
+func (e env) CounterWriteTimeout() time.Duration { return e.r.cfg.CounterWriteTimeout }
+func (e env) HostID() counters.ID                { return e.r.hostID }
+func (e env) Setting(name string) string         { return e.r.cfg.Settings[name] }
+
+// designColumn resolves a table's column and its type's instance.
+func (r *Replica) designColumn(tableID uint64, column string) (*table, coltype.ColumnType, error) {
+	t, err := r.table(tableID)
+	if err != nil {
+		return nil, nil, err
+	}
+	col, ok := t.col(column)
+	if !ok {
+		return nil, nil, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, column)
+	}
+	return t, col, nil
+}
+
+// Exchange is a client's (or a peer's) exchange with this replica for one
+// cell of a type updated by exchange (coltype.Exchanger: handoff
+// counters); it returns the answer for the sender.
+func (r *Replica) Exchange(tableID uint64, key []byte, column string, incoming []byte) ([]byte, error) {
+	t, col, err := r.designColumn(tableID, column)
+	if err != nil {
+		return nil, err
+	}
+	x, ok := col.(coltype.Exchanger)
+	if !ok {
+		return nil, fmt.Errorf("replica: column %s.%s.%s (%s) is not updated by exchange", t.def.Keyspace, t.def.Name, column, col.Name())
+	}
+	out, err := x.Exchange(leader{r: r, t: t}, tableID, key, column, incoming)
+	if err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	return out, nil
+}
+
+// SyncView is this replica's anti-entropy payload of one cell for a peer
+// (coltype.AntiEntropy.View).
+func (r *Replica) SyncView(tableID uint64, key []byte, column string, peer counters.ID) ([]byte, error) {
+	t, col, err := r.designColumn(tableID, column)
+	if err != nil {
+		return nil, err
+	}
+	ae, ok := col.(coltype.AntiEntropy)
+	if !ok {
+		return nil, fmt.Errorf("replica: column %s.%s.%s (%s) has no anti-entropy", t.def.Keyspace, t.def.Name, column, col.Name())
+	}
+	return ae.View(leader{r: r, t: t}, key, peer)
+}
+
+// antiEntropy calls f with every column instance that has anti-entropy.
+func (r *Replica) antiEntropy(f func(t *table, ae coltype.AntiEntropy)) {
+	if r.closed.Load() {
+		return
+	}
+	for _, t := range *r.tables.Load() {
+		for _, col := range t.colset.Load().cols {
+			if ae, ok := col.(coltype.AntiEntropy); ok {
+				f(t, ae)
+			}
+		}
+	}
+}
+
+// TakeDirty returns the cells changed since the last call, of every column
+// with anti-entropy, and forgets them.
+func (r *Replica) TakeDirty() []coltype.CellRef {
+	var out []coltype.CellRef
+	r.antiEntropy(func(_ *table, ae coltype.AntiEntropy) { out = append(out, ae.TakeDirty()...) })
+	return out
+}
+
+// MarkDirty puts a cell back in the set to synchronise (an anti-entropy
+// exchange with a peer failed).
+func (r *Replica) MarkDirty(c coltype.CellRef) {
+	if _, col, err := r.designColumn(c.Table, c.Column); err == nil {
+		if ae, ok := col.(coltype.AntiEntropy); ok {
+			ae.MarkDirty(c)
+		}
+	}
+}
+
+// Sweep runs the housekeeping of every column with anti-entropy (handoff
+// counters drop expired retirement notices) and returns how many items
+// they still hold.
+func (r *Replica) Sweep() (held int, err error) {
+	r.antiEntropy(func(t *table, ae coltype.AntiEntropy) {
+		n, e := ae.Sweep(leader{r: r, t: t})
+		held += n
+		err = errors.Join(err, e)
+	})
+	return held, err
+}
+
+// ColumnTypes returns the column type instances of every table (for the
+// designs' own statistics, e.g. handoffcol.ReplicaStats).
+func (r *Replica) ColumnTypes() []coltype.ColumnType {
+	var out []coltype.ColumnType
+	for _, t := range *r.tables.Load() {
+		for _, col := range t.colset.Load().cols {
+			out = append(out, col)
+		}
+	}
+	return out
+}
+
+// Repairs reports whether a coordinator's read repair should send a merged
+// cell of the column back to replicas: false for the types whose ReadPolicy
+// says so (handoff counters: every replica holds its own state, and
+// replicas converge by anti-entropy instead).
+func (r *Replica) Repairs(tableID uint64, column string) bool {
+	t, err := r.table(tableID)
+	if err != nil {
+		return true
+	}
+	col, ok := t.col(column)
+	return !ok || coltype.ReadRuleOf(col) == coltype.ReadMerge
 }

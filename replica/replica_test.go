@@ -7,6 +7,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/counter"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/internal/testseed"
 	"github.com/idemkv/idemkv/row"
@@ -22,7 +24,7 @@ func testConfig(dir string) Config {
 	}
 }
 
-var counterTable = TableDef{ID: 7, Keyspace: "ks", Name: "hits", Columns: []ColumnDef{{"a", "counter"}, {"b", "counter"}}}
+var counterTable = coltype.TableDef{ID: 7, Keyspace: "ks", Name: "hits", Columns: []coltype.ColumnDef{{Name: "a", Type: "counter"}, {Name: "b", Type: "counter"}}}
 
 func mustOpen(t *testing.T, cfg Config) *Replica {
 	t.Helper()
@@ -49,7 +51,7 @@ func TestApplyFlushReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 10; i++ {
-		m, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 2})
+		m, err := r.Apply(coltype.Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +62,7 @@ func TestApplyFlushReopen(t *testing.T) {
 	if err := r.Flush(7); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: -5}); err != nil {
+	if _, err := r.Apply(coltype.Update{Table: 7, Key: []byte("k"), Column: "a", Delta: -5}); err != nil {
 		t.Fatal(err)
 	}
 	if got := value(t, r, 7, "k", "a"); got != 15 {
@@ -93,11 +95,11 @@ func TestDeleteIsFinal(t *testing.T) {
 	if err := r.CreateTable(counterTable); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 3})
+	_, _ = r.Apply(coltype.Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 3})
 	if _, err := r.Delete(7, []byte("k"), 0); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = r.Apply(Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1})
+	_, _ = r.Apply(coltype.Update{Table: 7, Key: []byte("k"), Column: "a", Delta: 1})
 	if _, found, _ := r.Value(7, []byte("k"), "a"); found {
 		t.Fatal("a deleted counter came back after an increment")
 	}
@@ -109,16 +111,16 @@ func TestErrorsAreClear(t *testing.T) {
 	if err := r.CreateTable(counterTable); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Apply(Update{Table: 99, Key: []byte("k"), Column: "a", Delta: 1}); err == nil {
+	if _, err := r.Apply(coltype.Update{Table: 99, Key: []byte("k"), Column: "a", Delta: 1}); err == nil {
 		t.Error("update to an unknown table accepted")
 	}
-	if _, err := r.Apply(Update{Table: 7, Key: []byte("k"), Column: "zz", Delta: 1}); err == nil {
+	if _, err := r.Apply(coltype.Update{Table: 7, Key: []byte("k"), Column: "zz", Delta: 1}); err == nil {
 		t.Error("update to an unknown column accepted")
 	}
-	if err := r.ApplyMutation(Mutation{Table: 7, Key: []byte("k"), Cell: cellOf("a", []byte{1, 2, 3})}); err == nil {
+	if err := r.ApplyMutation(coltype.Mutation{Table: 7, Key: []byte("k"), Cell: cellOf("a", []byte{1, 2, 3})}); err == nil {
 		t.Error("mutation with a corrupt counter context accepted")
 	}
-	if err := r.CreateTable(TableDef{ID: 8, Keyspace: "ks", Name: "x", Columns: []ColumnDef{{"c", "nosuchtype"}}}); err == nil {
+	if err := r.CreateTable(coltype.TableDef{ID: 8, Keyspace: "ks", Name: "x", Columns: []coltype.ColumnDef{{Name: "c", Type: "nosuchtype"}}}); err == nil {
 		t.Error("table with an unknown column type accepted")
 	}
 	if got := value(t, r, 7, "k", "a"); got != 0 {
@@ -138,7 +140,7 @@ func TestModel(t *testing.T) {
 	cfg.CounterCacheEntries = 64 // small, so that misses read storage
 	r := mustOpen(t, cfg)
 	defer func() { r.Close() }()
-	tables := []TableDef{counterTable, {ID: 9, Keyspace: "ks", Name: "other", Columns: []ColumnDef{{"c", "counter"}}}}
+	tables := []coltype.TableDef{counterTable, {ID: 9, Keyspace: "ks", Name: "other", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}}}
 	for _, d := range tables {
 		if err := r.CreateTable(d); err != nil {
 			t.Fatal(err)
@@ -179,7 +181,7 @@ func TestModel(t *testing.T) {
 		switch op := rng.IntN(100); {
 		case op < 70:
 			delta := rng.Int64N(21) - 10
-			if _, err := r.Apply(Update{Table: c.table, Key: []byte(c.key), Column: c.col, Delta: delta}); err != nil {
+			if _, err := r.Apply(coltype.Update{Table: c.table, Key: []byte(c.key), Column: c.col, Delta: delta}); err != nil {
 				t.Fatalf("step %d: apply: %v", step, err)
 			}
 			model[c] += delta
@@ -192,7 +194,7 @@ func TestModel(t *testing.T) {
 				peerClock[c] = pc
 				model[c] += delta
 			}
-			m := Mutation{Table: c.table, Key: []byte(c.key), Cell: cellOf(c.col, encodeShard(t, peer, pc[0], pc[1]))}
+			m := coltype.Mutation{Table: c.table, Key: []byte(c.key), Cell: cellOf(c.col, encodeShard(t, peer, pc[0], pc[1]))}
 			if pc[0] == 0 {
 				continue
 			}
@@ -287,7 +289,7 @@ func checkScan(t *testing.T, r *Replica, step, page int, live map[uint64]int, mo
 						continue
 					}
 					seen++
-					got, err := counterValue(c)
+					got, err := counter.CellValue(c)
 					if err != nil || got != want {
 						t.Fatalf("step %d: scan %s/%s = %d (%v), model %d", step, rw.Key.Partition, c.Column, got, err, want)
 					}

@@ -8,65 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/vfs"
 )
-
-// ColumnDef is one non-key column of a table.
-type ColumnDef struct {
-	Name string `json:"name"`
-	Type string `json:"type"` // a registered column type: "counter"
-}
-
-// TableDef describes a table. Partition keys are opaque serialized bytes at
-// this level; the CQL layer owns their types.
-type TableDef struct {
-	ID       uint64      `json:"id"`
-	Keyspace string      `json:"keyspace"`
-	Name     string      `json:"name"`
-	Columns  []ColumnDef `json:"columns"`
-	// PartitionKey lists the key's columns with their CQL types ("text",
-	// "int", ...). The replica stores keys as opaque serialized bytes and
-	// keeps this only for the CQL layer.
-	PartitionKey []ColumnDef `json:"partition_key,omitempty"`
-	// Options are the table's options as CQL sets them (e.g. the
-	// idempotence map of FBF counters, JSON-encoded under "idempotence").
-	Options map[string]string `json:"options,omitempty"`
-	// Revision counts the ALTERs of the table; the newest definition wins
-	// when nodes exchange schemas.
-	Revision uint64 `json:"revision,omitempty"`
-}
-
-// Validate checks a definition against the registered column types.
-func (d TableDef) Validate() error {
-	if d.ID == 0 {
-		return errors.New("table id 0 is reserved")
-	}
-	if d.Keyspace == "" || d.Name == "" {
-		return fmt.Errorf("table %d: keyspace and name are required", d.ID)
-	}
-	if len(d.Columns) == 0 {
-		return fmt.Errorf("table %s.%s: no columns", d.Keyspace, d.Name)
-	}
-	seen := map[string]bool{}
-	for _, c := range d.Columns {
-		if c.Name == "" {
-			return fmt.Errorf("table %s.%s: a column has no name", d.Keyspace, d.Name)
-		}
-		if seen[c.Name] {
-			return fmt.Errorf("table %s.%s: column %q defined twice", d.Keyspace, d.Name, c.Name)
-		}
-		seen[c.Name] = true
-		if _, ok := columnTypes[c.Type]; !ok {
-			return fmt.Errorf("table %s.%s: column %q has unknown type %q", d.Keyspace, d.Name, c.Name, c.Type)
-		}
-	}
-	if _, _, err := tableFBF(d, 5*time.Second); err != nil {
-		return fmt.Errorf("table %s.%s: %w", d.Keyspace, d.Name, err)
-	}
-	return nil
-}
 
 // schemaFile is the data directory's record of its tables, rewritten
 // atomically (temp file, fsync, rename, fsync dir) on every change. It must be
@@ -83,8 +28,8 @@ const schemaFile = "schema.json"
 const schemaVersion = 2
 
 type schemaDoc struct {
-	Version int        `json:"version"`
-	Tables  []TableDef `json:"tables"`
+	Version int                `json:"version"`
+	Tables  []coltype.TableDef `json:"tables"`
 	// Dropped lists the ids of dropped tables, increasing (version 2).
 	Dropped []uint64 `json:"dropped,omitempty"`
 }
@@ -116,8 +61,8 @@ func loadSchema(fsys vfs.FS, dir string) (doc schemaDoc, found bool, err error) 
 	return doc, true, nil
 }
 
-func saveSchema(fsys vfs.FS, dir string, defs []TableDef, dropped map[uint64]bool) error {
-	defs = append([]TableDef(nil), defs...)
+func saveSchema(fsys vfs.FS, dir string, defs []coltype.TableDef, dropped map[uint64]bool) error {
+	defs = append([]coltype.TableDef(nil), defs...)
 	sort.Slice(defs, func(i, j int) bool { return defs[i].ID < defs[j].ID })
 	doc := schemaDoc{Version: schemaVersion, Tables: defs}
 	for id := range dropped {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/memtable"
 	"github.com/idemkv/idemkv/row"
@@ -24,7 +25,7 @@ import (
 // first.
 type table struct {
 	r   *Replica
-	def TableDef
+	def coltype.TableDef
 	dir string
 
 	// colset is the table's column types and options; ALTER TABLE swaps it
@@ -72,7 +73,7 @@ type table struct {
 // logged. adopt allows a directory without a manifest (one written before
 // manifests existed, or a new table): its complete generations are adopted
 // and a manifest is written; otherwise a missing manifest fails the open.
-func openTable(r *Replica, d TableDef, adopt bool) (*table, error) {
+func openTable(r *Replica, d coltype.TableDef, adopt bool) (*table, error) {
 	t := &table{
 		r: r, def: d,
 		dir:      filepath.Join(r.cfg.Dir, "data", fmt.Sprintf("%s-%s-%d", d.Keyspace, d.Name, d.ID)),
@@ -232,73 +233,75 @@ func (t *table) setManifest(add uint64, remove []uint64) error {
 
 // columnSet is a table's columns as the write path sees them.
 type columnSet struct {
-	def  TableDef
-	cols map[string]ColumnType
-	fbf  map[string]*fbfCounter // the FBF counter columns, when the table turns the FBF on
+	def  coltype.TableDef
+	cols map[string]coltype.ColumnType
 }
 
-// newColumnSet builds the column types of a definition. prev, when the
-// table is being altered, hands its FBF state over: the shards carry on,
-// and a filter whose options changed stays consulted until every id it
-// holds is older than its window.
-func (r *Replica) newColumnSet(d TableDef, prev *columnSet) (*columnSet, error) {
-	fo, withFBF, err := tableFBF(d, r.cfg.CounterWriteTimeout)
-	if err != nil {
-		return nil, fmt.Errorf("replica: table %s.%s: %w", d.Keyspace, d.Name, err)
-	}
-	cs := &columnSet{def: d, cols: map[string]ColumnType{}}
+// newColumnSet builds the column types of a definition: the registered
+// type of each column, configured for the table when the type is
+// Configurable. prev, when the table is being altered, hands each column's
+// previous instance to its type (an FBF carries its shards and filter on).
+func (r *Replica) newColumnSet(d coltype.TableDef, prev *columnSet) (*columnSet, error) {
+	cs := &columnSet{def: d, cols: map[string]coltype.ColumnType{}}
 	for _, c := range d.Columns {
-		cs.cols[c.Name] = columnTypes[c.Type]
-		if !withFBF || c.Type != "counter" {
-			continue
+		ct, ok := coltype.Lookup(c.Type)
+		if !ok {
+			return nil, fmt.Errorf("replica: table %s.%s: column %q has unknown type %q", d.Keyspace, d.Name, c.Name, c.Type)
 		}
-		var old *fbfCounter
-		if prev != nil {
-			old = prev.fbf[c.Name]
-		}
-		var f *fbfCounter
-		if old != nil && old.opts == fo {
-			f = old
-		} else {
-			if f, err = newFBFCounter(r, d.ID, c.Name, fo); err != nil {
+		if cf, ok := ct.(coltype.Configurable); ok {
+			var old coltype.ColumnType
+			if prev != nil {
+				old = prev.cols[c.Name]
+			}
+			var err error
+			if ct, err = cf.Configure(env{r}, d, c.Name, old); err != nil {
 				return nil, fmt.Errorf("replica: table %s.%s column %s: %w", d.Keyspace, d.Name, c.Name, err)
 			}
-			if old != nil {
-				f.retire(old)
-			}
 		}
-		if cs.fbf == nil {
-			cs.fbf = map[string]*fbfCounter{}
-		}
-		cs.fbf[c.Name] = f
-		cs.cols[c.Name] = f
+		cs.cols[c.Name] = ct
 	}
 	return cs, nil
 }
 
-func (t *table) col(name string) (ColumnType, bool) {
+func (t *table) col(name string) (coltype.ColumnType, bool) {
 	c, ok := t.colset.Load().cols[name]
 	return c, ok
 }
 
-func (t *table) fbfCol(name string) (*fbfCounter, bool) {
-	f, ok := t.colset.Load().fbf[name]
-	return f, ok
+// dedups are the table's op-id-deduplicating columns.
+func (t *table) dedups() []coltype.Deduplicator {
+	var out []coltype.Deduplicator
+	for _, c := range t.colset.Load().cols {
+		if d, ok := c.(coltype.Deduplicator); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// dedup returns a column's type when it deduplicates op ids.
+func (t *table) dedup(column string) (coltype.Deduplicator, bool) {
+	c, ok := t.col(column)
+	if !ok {
+		return nil, false
+	}
+	d, ok := c.(coltype.Deduplicator)
+	return d, ok
 }
 
 // alter swaps in a new definition of the table's options.
-func (t *table) alter(d TableDef) error {
+func (t *table) alter(d coltype.TableDef) error {
 	t.modeMu.Lock()
 	defer t.modeMu.Unlock()
-	prev := t.colset.Load()
-	cs, err := t.r.newColumnSet(d, prev)
+	cs, err := t.r.newColumnSet(d, t.colset.Load())
 	if err != nil {
 		return err
 	}
 	t.colset.Store(cs)
-	if len(prev.fbf) > 0 && t.r.cache != nil {
-		// Columns that leave the FBF path go back to the vanilla path,
-		// whose counter cache did not see the FBF updates.
+	if t.r.cache != nil {
+		// A column whose type instance changed (one that leaves the FBF
+		// path goes back to the vanilla path) must not trust a counter
+		// cache that did not see its updates.
 		t.r.cache.Purge()
 	}
 	return nil
@@ -315,12 +318,12 @@ func (t *table) merge(a, b row.Cell) (row.Cell, error) {
 
 // write logs a cell and applies it to the active memtable, flushing in the
 // background when the memtable is full.
-func (t *table) write(key row.Key, m Mutation, kind commitlog.PayloadKind) error {
+func (t *table) write(key row.Key, m coltype.Mutation, kind commitlog.PayloadKind) error {
 	rec := commitlog.Record{
 		Table: t.def.ID, Key: key.Partition, Column: m.Cell.Column, Kind: kind,
 		Payload: m.Cell.Value, Timestamp: m.Cell.Timestamp,
 		HasOp: m.HasOp, OpID: m.OpID, OpTime: m.OpTime,
-		Led: m.led && m.HasOp, Delta: m.delta, Compensation: m.compensation && m.led && m.HasOp,
+		Led: m.Log.Led && m.HasOp, Delta: m.Log.Delta, Compensation: m.Log.Compensation && m.Log.Led && m.HasOp,
 	}
 	t.mu.RLock()
 	if _, err := t.r.log.Append(&rec); err != nil {

@@ -13,10 +13,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"time"
 
-	"github.com/idemkv/idemkv/coordinator"
-	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/vfs"
 )
@@ -35,13 +33,13 @@ type Keyspace struct {
 // good; merging two documents takes the union of creations and of drops.
 type Doc struct {
 	Keyspaces        map[string]Keyspace         `json:"keyspaces"`
-	Tables           map[uint64]replica.TableDef `json:"tables"`
+	Tables           map[uint64]coltype.TableDef `json:"tables"`
 	DroppedKeyspaces map[string]bool             `json:"dropped_keyspaces,omitempty"`
 	DroppedTables    map[uint64]bool             `json:"dropped_tables,omitempty"`
 }
 
 func emptyDoc() Doc {
-	return Doc{Keyspaces: map[string]Keyspace{}, Tables: map[uint64]replica.TableDef{}, DroppedKeyspaces: map[string]bool{}, DroppedTables: map[uint64]bool{}}
+	return Doc{Keyspaces: map[string]Keyspace{}, Tables: map[uint64]coltype.TableDef{}, DroppedKeyspaces: map[string]bool{}, DroppedTables: map[uint64]bool{}}
 }
 
 // Version is the schema's digest, formatted as a UUID as Cassandra's
@@ -58,7 +56,7 @@ func (d Doc) Version() string {
 func (d Doc) canonical() any {
 	type tbl struct {
 		ID  uint64
-		Def replica.TableDef
+		Def coltype.TableDef
 	}
 	var ks []Keyspace
 	for _, k := range d.Keyspaces {
@@ -146,7 +144,7 @@ func lessKeyspace(a, b Keyspace) bool {
 // lessTable picks one of two definitions of the same table id: the higher
 // revision (the later ALTER), and between equal revisions deterministically,
 // so that the merge is commutative.
-func lessTable(a, b replica.TableDef) bool {
+func lessTable(a, b coltype.TableDef) bool {
 	if a.Revision != b.Revision {
 		return a.Revision > b.Revision
 	}
@@ -167,7 +165,7 @@ type Schema struct {
 	path string
 	raw  Doc // everything learned: what is persisted and exchanged
 	doc  Doc // raw.visible(): what the node serves
-	rep  *replica.Replica
+	rep  Store
 	// strategies caches each keyspace's parsed replication, rebuilt on
 	// every change, since every write needs it.
 	strategies map[string]ring.Strategy
@@ -176,19 +174,29 @@ type Schema struct {
 	onChange func(version string)
 }
 
+// Store is the local storage engine whose tables the schema keeps in step
+// with the document (replica.Replica implements it).
+type Store interface {
+	Tables() []coltype.TableDef
+	CreateTable(d coltype.TableDef) error
+	AlterTable(d coltype.TableDef) error
+	DropTable(id uint64) error
+}
+
 // tableLeader is a table's counter leader rule and where it comes from.
 type tableLeader struct {
-	rule coordinator.LeaderRule
-	src  coordinator.RuleSource
+	rule  coltype.LeaderRule
+	src   coltype.RuleSource
+	dedup bool // the table deduplicates op ids (an FBF table)
 }
 
 // Open loads the schema kept in dir and makes rep's tables match it.
-func Open(dir string, rep *replica.Replica) (*Schema, error) {
+func Open(dir string, rep Store) (*Schema, error) {
 	return OpenFS(nil, dir, rep)
 }
 
 // OpenFS is Open on the filesystem fsys (nil means vfs.Default).
-func OpenFS(fsys vfs.FS, dir string, rep *replica.Replica) (*Schema, error) {
+func OpenFS(fsys vfs.FS, dir string, rep Store) (*Schema, error) {
 	fsys = vfs.Or(fsys)
 	s := &Schema{fsys: fsys, dir: dir, path: filepath.Join(dir, schemaFile), raw: emptyDoc(), doc: emptyDoc(), rep: rep}
 	b, err := fsys.ReadFile(s.path)
@@ -292,12 +300,8 @@ func (s *Schema) applyLocked() error {
 	}
 	s.leaders = map[uint64]tableLeader{}
 	for id, t := range s.doc.Tables {
-		if o, on, err := replica.TableFBF(t, 5*time.Second); err == nil && on {
-			s.leaders[id] = tableLeader{coordinator.LeaderFirst, coordinator.RuleDesignDefault}
-			if o.Leader != "" {
-				rule, _ := coordinator.ParseLeaderRule(o.Leader)
-				s.leaders[id] = tableLeader{rule, coordinator.RuleTableOption}
-			}
+		if rule, src, dedup := coltype.TableLeaderRule(t); dedup || src != coltype.RuleNone {
+			s.leaders[id] = tableLeader{rule, src, dedup}
 		}
 	}
 	have := map[uint64]bool{}
@@ -354,7 +358,7 @@ func (s *Schema) CreateKeyspace(k Keyspace, ifNotExists bool) error {
 }
 
 // CreateTable adds a table to an existing keyspace.
-func (s *Schema) CreateTable(t replica.TableDef, ifNotExists bool) error {
+func (s *Schema) CreateTable(t coltype.TableDef, ifNotExists bool) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
@@ -381,7 +385,7 @@ func (s *Schema) CreateTable(t replica.TableDef, ifNotExists bool) error {
 
 // AlterTable replaces a table's options (its id, keyspace, name and columns
 // stay) with the next revision.
-func (s *Schema) AlterTable(t replica.TableDef) error {
+func (s *Schema) AlterTable(t coltype.TableDef) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
@@ -438,7 +442,7 @@ func (s *Schema) DropKeyspace(name string, ifExists bool) error {
 }
 
 // Table finds a table by name.
-func (s *Schema) Table(keyspace, name string) (replica.TableDef, bool) {
+func (s *Schema) Table(keyspace, name string) (coltype.TableDef, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, x := range s.doc.Tables {
@@ -446,7 +450,7 @@ func (s *Schema) Table(keyspace, name string) (replica.TableDef, bool) {
 			return x, true
 		}
 	}
-	return replica.TableDef{}, false
+	return coltype.TableDef{}, false
 }
 
 // Strategy returns the replication strategy of a table's keyspace
@@ -465,25 +469,24 @@ func (s *Schema) Strategy(table uint64) (ring.Strategy, error) {
 	return st, nil
 }
 
-// Deduplicates reports whether a table turns the FBF on: its counters
-// dismiss retried op ids.
+// Deduplicates reports whether a table's options make its counters
+// dismiss retried op ids (the FBF's idempotence option).
 func (s *Schema) Deduplicates(table uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.leaders[table]
-	return ok
+	return s.leaders[table].dedup
 }
 
 // LeaderRule returns the counter leader rule of a table and where it comes
 // from: an FBF table's idempotence option may set it (leader: first or
 // random); otherwise an FBF table's default is first; other tables have
-// none (see coordinator.RuleSource for the precedence).
-func (s *Schema) LeaderRule(table uint64) (coordinator.LeaderRule, coordinator.RuleSource) {
+// none (see coltype.RuleSource for the precedence).
+func (s *Schema) LeaderRule(table uint64) (coltype.LeaderRule, coltype.RuleSource) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.leaders[table]
 	if !ok {
-		return 0, coordinator.RuleNone
+		return 0, coltype.RuleNone
 	}
 	return r.rule, r.src
 }

@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"testing"
 
+	_ "github.com/idemkv/idemkv/coltype/builtin" // the counter designs the tests use
+
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/internal/testseed"
 	"github.com/idemkv/idemkv/replica"
 )
@@ -21,7 +24,7 @@ func randDoc(seed uint64, n int) Doc {
 			d.Keyspaces[ks] = Keyspace{Name: ks, Class: "SimpleStrategy", Options: map[string]string{"replication_factor": fmt.Sprint(1 + next()%3)}}
 		case 1:
 			id := 1 + next()%8
-			d.Tables[id] = replica.TableDef{ID: id, Keyspace: ks, Name: fmt.Sprintf("t%d", id), Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}
+			d.Tables[id] = coltype.TableDef{ID: id, Keyspace: ks, Name: fmt.Sprintf("t%d", id), Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}}
 		case 2:
 			d.DroppedTables[1+next()%8] = true
 		case 3:
@@ -67,7 +70,7 @@ func TestSchemaPersistsAndAppliesTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateTable(replica.TableDef{ID: 5, Keyspace: "nope", Name: "t", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}, false); err == nil {
+	if err := s.CreateTable(coltype.TableDef{ID: 5, Keyspace: "nope", Name: "t", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}}, false); err == nil {
 		t.Fatal("a table in a missing keyspace was created")
 	}
 	if err := s.CreateKeyspace(Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "x"}}, false); err == nil {
@@ -76,7 +79,7 @@ func TestSchemaPersistsAndAppliesTables(t *testing.T) {
 	if err := s.CreateKeyspace(Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "2"}}, false); err != nil {
 		t.Fatal(err)
 	}
-	def := replica.TableDef{ID: 5, Keyspace: "ks", Name: "t", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}
+	def := coltype.TableDef{ID: 5, Keyspace: "ks", Name: "t", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}}
 	if err := s.CreateTable(def, false); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/counter"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/replica"
@@ -76,10 +78,10 @@ func fig6Mode(dir, mode string) ([]Fig6Row, error) {
 		return nil, err
 	}
 	defer func() { a.Close(); b.Close() }()
-	def := replica.TableDef{ID: 6, Keyspace: "ks", Name: "c1", Columns: []replica.ColumnDef{{Name: "c", Type: "counter"}}}
+	def := coltype.TableDef{ID: 6, Keyspace: "ks", Name: "c1", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}}
 	switch mode {
 	case "fbf":
-		def.Options = map[string]string{replica.IdempotenceOption: `{"class": "fbf"}`}
+		def.Options = map[string]string{counter.IdempotenceOption: `{"class": "fbf"}`}
 	case "legacy":
 		def.Columns[0].Type = "legacy_counter"
 	}
@@ -90,7 +92,7 @@ func fig6Mode(dir, mode string) ([]Fig6Row, error) {
 	}
 	key := []byte("c1")
 	update := func(leader, other *replica.Replica, delta int64, seq uint64) error {
-		u := replica.Update{Table: def.ID, Key: key, Column: "c", Delta: delta, HasOp: true, OpTime: time.Now().UnixNano()}
+		u := coltype.Update{Table: def.ID, Key: key, Column: "c", Delta: delta, HasOp: true, OpTime: time.Now().UnixNano()}
 		binary.BigEndian.PutUint64(u.OpID[:], 1) // client cl1
 		binary.BigEndian.PutUint64(u.OpID[8:], seq)
 		m, err := leader.Apply(u)
@@ -113,7 +115,7 @@ func fig6Mode(dir, mode string) ([]Fig6Row, error) {
 				return err
 			}
 			c.Value = v
-			m = replica.Mutation{Table: def.ID, Key: key, Cell: c}
+			m = coltype.Mutation{Table: def.ID, Key: key, Cell: c}
 		}
 		return other.ApplyMutation(m)
 	}

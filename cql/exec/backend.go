@@ -4,8 +4,8 @@ import (
 	"context"
 	"net"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/schema"
 )
@@ -26,13 +26,14 @@ type Backend interface {
 	// CounterWrite coordinates one counter update (coordinator semantics
 	// and typed errors: *coordinator.UnavailableError, *WriteTimeoutError,
 	// *InvalidError).
-	CounterWrite(ctx context.Context, u replica.Update, cl coordinator.ConsistencyLevel) error
+	CounterWrite(ctx context.Context, u coltype.Update, cl coordinator.ConsistencyLevel) error
 	// HandoffExchange coordinates a client's exchange with a tier-0 replica
-	// of a handoff_counter cell: state is the client's encoded handoff state
-	// (or view); the answer is the replica's view for the client, returned
-	// once the replica's merged state is durable.
+	// of a cell updated by exchange (a coltype.Exchanger type: handoff
+	// counters): state is the client's encoded state (or view); the answer
+	// is the replica's view for the client, returned once the replica's
+	// merged state is durable.
 	HandoffExchange(ctx context.Context, table uint64, key []byte, column string, state []byte) ([]byte, error)
-	// HandoffIncrement adds n to a handoff_counter cell for a client that
+	// HandoffIncrement adds n to such a cell for a client that
 	// sent no state (a plain driver UPDATE): the coordinator acts as a
 	// tier-1 participant for the request (at-least-once with retries).
 	HandoffIncrement(ctx context.Context, table uint64, key []byte, column string, n uint64) error

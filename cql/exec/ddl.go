@@ -6,27 +6,20 @@ import (
 	"errors"
 	"regexp"
 	"strings"
-	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/cql"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/cql/parse"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/schema"
 )
 
-// IdempotenceOption is the table option of FBF counters, and the key of
-// TableDef.Options that keeps it (as JSON).
-const IdempotenceOption = replica.IdempotenceOption
-
-// IdempotenceExtension is the key of system_schema.tables' extensions map
-// that shows a table's idempotence option.
-const IdempotenceExtension = "idemkv.idempotence"
-
-// fbfCheckTimeout is the counter write timeout the FBF options are checked
-// with (Cassandra's default counter_write_request_timeout).
-const fbfCheckTimeout = 5 * time.Second
+// ExtensionPrefix prefixes, in system_schema.tables' extensions map, the
+// names of the table options that counter designs register (see
+// coltype.TableOption): a table's idempotence option shows as
+// "idemkv.idempotence".
+const ExtensionPrefix = "idemkv."
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
@@ -174,13 +167,14 @@ func (e *Executor) dropKeyspace(ctx context.Context, st *parse.DropKeyspace) (fr
 	return frame.SchemaChangeResult{Change: "DROPPED", Target: "KEYSPACE", Keyspace: st.Name}, nil
 }
 
-// tableOptions are the table options Cassandra 3.11 knows, plus idempotence.
+// tableOptions are the table options Cassandra 3.11 knows; the options
+// counter designs register (coltype.RegisterOption) are accepted too.
 var tableOptions = map[string]bool{
 	"bloom_filter_fp_chance": true, "caching": true, "cdc": true, "comment": true, "compaction": true,
 	"compression": true, "crc_check_chance": true, "dclocal_read_repair_chance": true,
 	"default_time_to_live": true, "extensions": true, "gc_grace_seconds": true, "max_index_interval": true,
 	"memtable_flush_period_in_ms": true, "min_index_interval": true, "read_repair_chance": true,
-	"speculative_retry": true, IdempotenceOption: true,
+	"speculative_retry": true,
 }
 
 func (e *Executor) tableKeyspace(sessionKS string, tn parse.TableName) (string, error) {
@@ -199,8 +193,8 @@ func (e *Executor) tableKeyspace(sessionKS string, tn parse.TableName) (string, 
 
 // tableDef checks a CREATE TABLE against Cassandra's counter rules and
 // idemkv's limits, and builds its definition (without an id).
-func tableDef(ks string, st *parse.CreateTable) (replica.TableDef, error) {
-	def := replica.TableDef{Keyspace: ks, Name: st.Table.Name}
+func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
+	def := coltype.TableDef{Keyspace: ks, Name: st.Table.Name}
 	if len(st.Table.Name) > 48 {
 		return def, invalid("Table names shouldn't be more than 48 characters long (got \"%s\")", st.Table.Name)
 	}
@@ -226,12 +220,12 @@ func tableDef(ks string, st *parse.CreateTable) (replica.TableDef, error) {
 	}
 	for _, n := range st.PartitionKey {
 		c := cols[n]
-		if c.Type.Name == "counter" || counterTypes[c.Type.Name] || c.Type.Name == "handoff_counter" {
+		if c.Type.Name == "counter" || isCounterType(c.Type.Name) {
 			return def, invalid("counter type is not supported for PRIMARY KEY part %s", n)
 		}
 	}
 	for _, n := range st.Clustering {
-		if t := cols[n].Type.Name; counterTypes[t] || t == "handoff_counter" {
+		if isCounterType(cols[n].Type.Name) {
 			return def, invalid("counter type is not supported for PRIMARY KEY part %s", n)
 		}
 	}
@@ -240,7 +234,7 @@ func tableDef(ks string, st *parse.CreateTable) (replica.TableDef, error) {
 		if inKey[c.Name] {
 			continue
 		}
-		if len(c.Type.Params) == 0 && (counterTypes[c.Type.Name] || c.Type.Name == "handoff_counter") {
+		if len(c.Type.Params) == 0 && isCounterType(c.Type.Name) {
 			counters = append(counters, c.Name)
 		} else {
 			others = append(others, c.Name)
@@ -276,11 +270,11 @@ func tableDef(ks string, st *parse.CreateTable) (replica.TableDef, error) {
 		if typ == "varchar" {
 			typ = "text"
 		}
-		def.PartitionKey = append(def.PartitionKey, replica.ColumnDef{Name: n, Type: typ})
+		def.PartitionKey = append(def.PartitionKey, coltype.ColumnDef{Name: n, Type: typ})
 	}
 	for _, n := range counters {
 		c := cols[n]
-		def.Columns = append(def.Columns, replica.ColumnDef{Name: n, Type: c.Type.Name})
+		def.Columns = append(def.Columns, coltype.ColumnDef{Name: n, Type: c.Type.Name})
 	}
 	opts, err := tablePropertyOptions(st.Properties)
 	if err != nil {
@@ -357,32 +351,24 @@ func (e *Executor) dropTable(ctx context.Context, sessionKS string, st *parse.Dr
 func tablePropertyOptions(props []parse.Property) (map[string]string, error) {
 	opts := map[string]string{}
 	for _, p := range props {
-		if !tableOptions[p.Name] {
+		designOpt, isDesignOpt := coltype.LookupOption(p.Name)
+		if !tableOptions[p.Name] && !isDesignOpt {
 			return nil, frame.Errorf(frame.ErrSyntax, "Unknown property '%s'", p.Name)
 		}
 		if _, dup := opts[p.Name]; dup {
 			return nil, frame.Errorf(frame.ErrSyntax, "Multiple definition for property '%s'", p.Name)
 		}
 		switch {
-		case p.Name == IdempotenceOption:
+		case isDesignOpt:
 			m, err := termMap(p.Value, p.Name)
 			if err != nil {
 				return nil, err
 			}
-			class, ok := m["class"]
-			switch {
-			case !ok:
-				return nil, frame.Errorf(frame.ErrConfig, "Missing sub-option 'class' for the '%s' option", IdempotenceOption)
-			case !strings.EqualFold(class, "fbf"):
-				return nil, frame.Errorf(frame.ErrConfig, "Unknown idempotence class '%s' (fbf)", class)
-			}
-			// The replica's own parser checks the sub-options; the write
-			// timeout only sets defaults, so a nominal one does here.
-			if _, err := replica.ParseFBFOptions(m, fbfCheckTimeout); err != nil {
+			v, err := designOpt.ParseCQL(m)
+			if err != nil {
 				return nil, frame.Errorf(frame.ErrConfig, "%s", err.Error())
 			}
-			b, _ := json.Marshal(m)
-			opts[p.Name] = string(b)
+			opts[p.Name] = v
 		case p.Value.Kind == parse.TermMap:
 			m, err := termMap(p.Value, p.Name)
 			if err != nil {

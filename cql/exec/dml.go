@@ -3,11 +3,12 @@ package exec
 import (
 	"context"
 	"encoding/binary"
+	"strings"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/cql/parse"
-	"github.com/idemkv/idemkv/replica"
 )
 
 // batchItem is one modification of a request, with its values.
@@ -19,13 +20,15 @@ type batchItem struct {
 
 // write is one change to apply: a counter update or a deletion.
 type write struct {
-	update  *replica.Update
-	handoff bool // update is of a handoff_counter column
-	table   uint64
-	key     []byte
-	delete  bool
-	columns []string
-	index   int
+	update *coltype.Update
+	// exchanger is the column's type when it is updated by a client
+	// exchange in a custom payload (coltype.Exchanger: handoff counters).
+	exchanger coltype.Exchanger
+	table     uint64
+	key       []byte
+	delete    bool
+	columns   []string
+	index     int
 }
 
 func notModifiable(t *tableInfo) error {
@@ -106,15 +109,20 @@ func checkDelete(t *tableInfo, st *parse.Delete) error {
 		}
 	}
 	for _, c := range t.regular {
-		if c.cqlType != replica.HandoffCounterType {
+		d, ok := columnDesign(c).(coltype.Deleter)
+		if !ok {
+			continue
+		}
+		err := d.CheckDelete(c.name)
+		if err == nil {
 			continue
 		}
 		if len(st.Columns) == 0 {
-			return invalid("%s columns cannot be deleted: table %s has %s (delete the other columns by name)", replica.HandoffCounterType, t.name, c.name)
+			return invalid("%v: table %s has %s (delete the other columns by name)", err, t.name, c.name)
 		}
 		for _, n := range st.Columns {
 			if n == c.name {
-				return invalid("%s columns cannot be deleted (%s)", replica.HandoffCounterType, c.name)
+				return invalid("%v", err)
 			}
 		}
 	}
@@ -193,10 +201,10 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 		}
 		writes = append(writes, ws...)
 	}
-	state, exchange := payload[HandoffPayloadKey]
+	payloadKey, state, exchange := exchangePayload(payload)
 	if exchange {
-		if len(writes) != 1 || !writes[0].handoff {
-			return invalid("custom payload %s needs a request of exactly one handoff_counter update", HandoffPayloadKey)
+		if len(writes) != 1 || writes[0].exchanger == nil || writes[0].exchanger.PayloadKey() != payloadKey {
+			return invalid("custom payload %s needs a request of exactly one %s update", payloadKey, exchangeTypes(payloadKey))
 		}
 	}
 	if len(writes) == 0 {
@@ -211,7 +219,7 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 		if err != nil {
 			return err
 		}
-		reply[HandoffPayloadKey] = out
+		reply[payloadKey] = out
 		return nil
 	}
 	now := e.opts.Now().UnixNano()
@@ -222,7 +230,7 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 			}
 			continue
 		}
-		if w.handoff {
+		if w.exchanger != nil {
 			u := w.update
 			if err := e.b.HandoffIncrement(ctx, u.Table, u.Key, u.Column, uint64(u.Delta)); err != nil {
 				return err
@@ -272,11 +280,14 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 			if sc.Op == '-' {
 				d = -d
 			}
-			isHandoff := c.cqlType == replica.HandoffCounterType
-			if isHandoff && d < 0 {
-				return nil, invalid("%s column %s can only be incremented (got %d)", replica.HandoffCounterType, c.name, d)
+			design := columnDesign(c)
+			if q, ok := design.(coltype.CQL); ok {
+				if err := q.CheckDelta(d); err != nil {
+					return nil, invalid("column %s: %v", c.name, err)
+				}
 			}
-			out = append(out, write{update: &replica.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: d}, handoff: isHandoff, index: i})
+			x, _ := design.(coltype.Exchanger)
+			out = append(out, write{update: &coltype.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: d}, exchanger: x, index: i})
 		}
 		return out, nil
 	case *parse.Delete:
@@ -291,4 +302,30 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 		return []write{{delete: true, table: t.id, key: ks[0], columns: st.Columns, index: i}}, nil
 	}
 	return nil, nil
+}
+
+// exchangePayload finds, in a request's custom payload, the key of a
+// registered Exchanger type (coltype.Exchanger.PayloadKey) and its value.
+func exchangePayload(payload map[string][]byte) (key string, value []byte, ok bool) {
+	for _, name := range coltype.Names() {
+		t, _ := coltype.Lookup(name)
+		if x, isX := t.(coltype.Exchanger); isX {
+			if v, found := payload[x.PayloadKey()]; found {
+				return x.PayloadKey(), v, true
+			}
+		}
+	}
+	return "", nil, false
+}
+
+// exchangeTypes names the registered types exchanged under a payload key.
+func exchangeTypes(key string) string {
+	var names []string
+	for _, name := range coltype.Names() {
+		t, _ := coltype.Lookup(name)
+		if x, isX := t.(coltype.Exchanger); isX && x.PayloadKey() == key {
+			names = append(names, name)
+		}
+	}
+	return strings.Join(names, " or ")
 }

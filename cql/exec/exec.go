@@ -15,8 +15,9 @@
 // share that statement's op id (filters are kept per counter column). A
 // request without the payload is applied as a vanilla update.
 //
-// Handoff counters. A `handoff_counter` column is updated with `UPDATE t SET
-// c = c + ? WHERE k = ?`. With the custom payload `idemkv-handoff` (the
+// Exchanged columns (handoff counters: coltype/handoffcol). Such a column
+// is updated with `UPDATE t SET c = c + ? WHERE k = ?`. With the custom
+// payload its type names (coltype.Exchanger; `idemkv-handoff`: the
 // client's encoded handoff state, tier ≥ 1, as package client sends it) the
 // update is an exchange: the delta is ignored (the increments are inside the
 // state), the request must hold exactly this one update, and the response

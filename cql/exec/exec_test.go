@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemkv/idemkv/coltype/counter"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql"
 	"github.com/idemkv/idemkv/cql/frame"
@@ -792,7 +793,7 @@ func TestSystemTables(t *testing.T) {
 		}
 	}
 	ek, ev, _ := frame.DecodeMap(fRow[11].Bytes)
-	if len(ek) != 1 || string(ek[0]) != IdempotenceExtension {
+	if len(ek) != 1 || string(ek[0]) != ExtensionPrefix+counter.IdempotenceOption {
 		t.Fatalf("extensions keys %q", ek)
 	}
 	var opt map[string]string

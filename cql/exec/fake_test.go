@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/idemkv/idemkv/coltype/builtin" // the counter designs the tests use
+
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/counters/handoff"
 	"github.com/idemkv/idemkv/cql"
@@ -29,7 +32,7 @@ type fakeBackend struct {
 
 	mu       sync.Mutex
 	nextID   uint64
-	updates  []replica.Update
+	updates  []coltype.Update
 	deletes  []string
 	cls      []coordinator.ConsistencyLevel
 	waits    int
@@ -77,7 +80,7 @@ func (f *fakeBackend) NewTableID() uint64 {
 	return f.nextID
 }
 
-func (f *fakeBackend) CounterWrite(ctx context.Context, u replica.Update, cl coordinator.ConsistencyLevel) error {
+func (f *fakeBackend) CounterWrite(ctx context.Context, u coltype.Update, cl coordinator.ConsistencyLevel) error {
 	f.mu.Lock()
 	err := f.writeErr
 	f.updates = append(f.updates, u)

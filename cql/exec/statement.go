@@ -11,10 +11,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/cql"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/cql/parse"
-	"github.com/idemkv/idemkv/replica"
 )
 
 // column is a column of a table as the executor sees it.
@@ -29,7 +29,7 @@ type column struct {
 type tableInfo struct {
 	keyspace, name string
 	id             uint64
-	def            replica.TableDef
+	def            coltype.TableDef
 	pk             []*column
 	regular        []*column // sorted by name, as Cassandra orders them
 	cols           map[string]*column
@@ -59,10 +59,31 @@ var keyTypes = map[string]frame.DataType{
 	"int": frame.Int, "bigint": frame.Bigint, "uuid": frame.UUID, "timeuuid": frame.TimeUUID, "blob": frame.Blob,
 }
 
-// counterTypes are the counter column types a table may hold.
-var counterTypes = map[string]bool{"counter": true, "legacy_counter": true, replica.HandoffCounterType: true}
+// columnDesign is the registered column type of a counter column (nil for
+// a key column or an unknown type).
+func columnDesign(c *column) coltype.ColumnType {
+	t, _ := coltype.Lookup(c.cqlType)
+	return t
+}
 
-func newTableInfo(def replica.TableDef) *tableInfo {
+// valueType is the CQL type drivers see for a column of a registered
+// counter design (its coltype.CQL capability): counter unless it says
+// bigint.
+func valueType(design string) frame.DataType {
+	if t, ok := coltype.Lookup(design); ok && coltype.CQLTypeOf(t) == "bigint" {
+		return frame.Bigint
+	}
+	return frame.Counter
+}
+
+// isCounterType reports whether a CQL type name is a registered counter
+// design (see package coltype): the column types a counter table holds.
+func isCounterType(name string) bool {
+	_, ok := coltype.Lookup(name)
+	return ok
+}
+
+func newTableInfo(def coltype.TableDef) *tableInfo {
 	t := &tableInfo{keyspace: def.Keyspace, name: def.Name, id: def.ID, def: def, cols: map[string]*column{}}
 	for i, k := range def.PartitionKey {
 		typ, ok := keyTypes[k.Type]
@@ -79,7 +100,7 @@ func newTableInfo(def replica.TableDef) *tableInfo {
 		t.cols[c.name] = c
 	}
 	for _, col := range def.Columns {
-		c := &column{name: col.Name, typ: frame.Counter, cqlType: col.Type, pkIndex: -1}
+		c := &column{name: col.Name, typ: valueType(col.Type), cqlType: col.Type, pkIndex: -1}
 		t.regular = append(t.regular, c)
 		t.cols[c.name] = c
 	}

@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/cql/parse"
-	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 )
 
@@ -274,9 +274,9 @@ func (e *Executor) keyspaceRows() [][]frame.Value {
 }
 
 // userTables returns the schema's tables ordered by keyspace and name.
-func (e *Executor) userTables() []replica.TableDef {
+func (e *Executor) userTables() []coltype.TableDef {
 	doc := e.b.Schema().Visible()
-	out := make([]replica.TableDef, 0, len(doc.Tables))
+	out := make([]coltype.TableDef, 0, len(doc.Tables))
 	for _, t := range doc.Tables {
 		out = append(out, t)
 	}
@@ -302,7 +302,7 @@ func tableUUID(id uint64) [16]byte {
 
 // tableOption reads a stored option for a column of system_schema.tables,
 // falling back to Cassandra's default.
-func tableOption(def replica.TableDef, name string, typ frame.DataType, dflt frame.Value) frame.Value {
+func tableOption(def coltype.TableDef, name string, typ frame.DataType, dflt frame.Value) frame.Value {
 	v, ok := def.Options[name]
 	if !ok {
 		return dflt
@@ -335,8 +335,10 @@ func (e *Executor) tableRows() [][]frame.Value {
 	var out [][]frame.Value
 	for _, t := range e.userTables() {
 		ext := map[string]string{}
-		if v, ok := t.Options[IdempotenceOption]; ok {
-			ext[IdempotenceExtension] = v
+		for _, name := range coltype.OptionNames() {
+			if v, ok := t.Options[name]; ok {
+				ext[ExtensionPrefix+name] = v
+			}
 		}
 		opt := func(name string, typ frame.DataType, dflt frame.Value) frame.Value {
 			return tableOption(t, name, typ, dflt)

@@ -1,4 +1,4 @@
-package replica
+package counter
 
 import (
 	"encoding/binary"
@@ -10,14 +10,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/fbf"
-	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 )
 
-// IdempotenceOption is the TableDef.Options key of the FBF setting: a JSON
+// IdempotenceOption is the coltype.TableDef.Options key of the FBF setting: a JSON
 // object of strings, as CQL's `WITH idempotence = {'class': 'fbf', ...}`
 // gives it.
 const IdempotenceOption = "idempotence"
@@ -38,7 +38,7 @@ type FBFOptions struct {
 	// meets the same filter while the leader lives) or "random"
 	// (Cassandra's rule); "" when the option is absent: the node's
 	// counter_leader if the operator set one, else "first" (see
-	// coordinator.RuleSource).
+	// coltype.RuleSource).
 	Leader string
 }
 
@@ -123,13 +123,13 @@ func (o FBFOptions) filterConfig(clock fbf.Clock) fbf.Config {
 // TableFBF reads a table definition's FBF options (with the defaults of a
 // counter write timeout of timeout); ok is false when the table does not
 // turn the FBF on.
-func TableFBF(d TableDef, timeout time.Duration) (o FBFOptions, ok bool, err error) {
+func TableFBF(d coltype.TableDef, timeout time.Duration) (o FBFOptions, ok bool, err error) {
 	return tableFBF(d, timeout)
 }
 
 // tableFBF reads a table definition's FBF options; ok is false when the
 // table does not turn the FBF on.
-func tableFBF(d TableDef, timeout time.Duration) (FBFOptions, bool, error) {
+func tableFBF(d coltype.TableDef, timeout time.Duration) (FBFOptions, bool, error) {
 	raw, ok := d.Options[IdempotenceOption]
 	if !ok || raw == "" {
 		return FBFOptions{}, false, nil
@@ -151,7 +151,7 @@ func (c clockFunc) Now() time.Time { return c() }
 // of recent operation ids and the leader's own shard of each cell kept in
 // memory, updated by compare-and-swap.
 type fbfCounter struct {
-	r      *Replica
+	env    coltype.Env
 	table  uint64
 	column string
 	opts   FBFOptions
@@ -162,7 +162,7 @@ type fbfCounter struct {
 	retired      *fbf.Filter
 	retiredUntil int64 // unix nanoseconds
 
-	shards *sync.Map // cache key → *fbfCell
+	shards *sync.Map // partition key → *fbfCell
 
 	dismissed, applied, noOp atomic.Uint64
 }
@@ -175,12 +175,12 @@ type fbfCell struct {
 	v    atomic.Pointer[[2]int64] // clock, count
 }
 
-func newFBFCounter(r *Replica, table uint64, column string, o FBFOptions) (*fbfCounter, error) {
-	f, err := fbf.New(o.filterConfig(clockFunc(r.cfg.Now)))
+func newFBFCounter(env coltype.Env, table uint64, column string, o FBFOptions) (*fbfCounter, error) {
+	f, err := fbf.New(o.filterConfig(clockFunc(env.Now)))
 	if err != nil {
 		return nil, err
 	}
-	return &fbfCounter{r: r, table: table, column: column, opts: o, filter: f, shards: &sync.Map{}}, nil
+	return &fbfCounter{env: env, table: table, column: column, opts: o, filter: f, shards: &sync.Map{}}, nil
 }
 
 // retire takes over an FBF column of the previous options: its shards, and
@@ -188,7 +188,7 @@ func newFBFCounter(r *Replica, table uint64, column string, o FBFOptions) (*fbfC
 func (c *fbfCounter) retire(old *fbfCounter) {
 	c.shards = old.shards // sync.Map values are pointers: the cells carry on
 	c.retired = old.filter
-	c.retiredUntil = c.r.cfg.Now().Add(old.window()).UnixNano()
+	c.retiredUntil = c.env.Now().Add(old.window()).UnixNano()
 	c.dismissed.Store(old.dismissed.Load())
 	c.applied.Store(old.applied.Load())
 	c.noOp.Store(old.noOp.Load())
@@ -197,7 +197,7 @@ func (c *fbfCounter) retire(old *fbfCounter) {
 // seen is the atomic test-and-add, consulting the retired filter too.
 func (c *fbfCounter) seen(h fbf.Hash) bool {
 	present := c.filter.TestAndAddHash(h)
-	if !present && c.retired != nil && c.r.cfg.Now().UnixNano() < c.retiredUntil {
+	if !present && c.retired != nil && c.env.Now().UnixNano() < c.retiredUntil {
 		present = c.retired.ContainsHash(h)
 	}
 	return present
@@ -221,19 +221,19 @@ func (c *fbfCounter) opHash(opID [16]byte, key []byte) fbf.Hash {
 // retry is dismissed; a fresh operation adds its delta to the leader's shard
 // with a compare-and-swap (no cell lock), logs the new shard with the op id,
 // and returns it for replication with the op id.
-func (c *fbfCounter) Lead(l Leader, u Update) (Mutation, error) {
+func (c *fbfCounter) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, error) {
 	if u.HasOp {
 		if c.seen(c.opHash(u.OpID, u.Key)) {
 			c.dismissed.Add(1)
-			return Mutation{Table: u.Table, Key: u.Key, Dismissed: true, HasOp: true, OpID: u.OpID, OpTime: u.OpTime}, nil
+			return coltype.Mutation{Table: u.Table, Key: u.Key, Dismissed: true, HasOp: true, OpID: u.OpID, OpTime: u.OpTime}, nil
 		}
 	} else {
 		c.noOp.Add(1) // applied like a vanilla update, without dedup
 	}
-	key := u.rowKey()
+	key := u.RowKey()
 	cell, err := c.cell(l, key)
 	if err != nil {
-		return Mutation{}, err
+		return coltype.Mutation{}, err
 	}
 	var next [2]int64
 	for {
@@ -243,24 +243,25 @@ func (c *fbfCounter) Lead(l Leader, u Update) (Mutation, error) {
 			break
 		}
 	}
-	m, err := u.mutation(counters.NewGlobal(l.CounterID(), next[0], next[1]))
+	v, err := counters.NewGlobal(l.CounterID(), next[0], next[1]).MarshalBinary()
 	if err != nil {
-		return Mutation{}, err
+		return coltype.Mutation{}, err
 	}
-	m.led, m.delta = u.HasOp, u.Delta // a restart may need to take it back
+	m := u.Mutation(v)
+	m.Log.Led, m.Log.Delta = u.HasOp, u.Delta // a restart may need to take it back
 	if err := l.Write(key, m, commitlog.PayloadShard); err != nil {
-		return Mutation{}, err
+		return coltype.Mutation{}, err
 	}
 	c.applied.Add(1)
 	return m, nil
 }
 
-// compensate takes back an update this node led that another leader
-// counted too (see Decide): its delta comes off this node's current shard,
-// and the record says so, so that a later restart does not take it back
-// again.
-func (c *fbfCounter) compensate(l Leader, op InDoubtOp) error {
-	key := row.Key{Token: ring.Token(op.Key), Partition: op.Key}
+// Compensate implements coltype.Deduplicator: it takes back an update
+// this node led that another leader counted too (see Decide): its delta
+// comes off this node's current shard, and the record says so, so that a
+// later restart does not take it back again.
+func (c *fbfCounter) Compensate(l coltype.Leader, u coltype.Update) error {
+	key := u.RowKey()
 	cell, err := c.cell(l, key)
 	if err != nil {
 		return err
@@ -268,22 +269,22 @@ func (c *fbfCounter) compensate(l Leader, op InDoubtOp) error {
 	var next [2]int64
 	for {
 		old := cell.v.Load()
-		next = [2]int64{old[0] + 1, old[1] - op.Delta}
+		next = [2]int64{old[0] + 1, old[1] - u.Delta}
 		if cell.v.CompareAndSwap(old, &next) {
 			break
 		}
 	}
-	u := Update{Table: op.Table, Key: op.Key, Column: op.Column, Timestamp: c.r.cfg.Now().UnixMicro(), HasOp: true, OpID: op.OpID, OpTime: op.OpTime}
-	m, err := u.mutation(counters.NewGlobal(l.CounterID(), next[0], next[1]))
+	v, err := counters.NewGlobal(l.CounterID(), next[0], next[1]).MarshalBinary()
 	if err != nil {
 		return err
 	}
-	m.led, m.delta, m.compensation = true, op.Delta, true
+	m := u.Mutation(v)
+	m.Log = coltype.LeaderLog{Led: true, Delta: u.Delta, Compensation: true}
 	return l.Write(key, m, commitlog.PayloadShard)
 }
 
-func (c *fbfCounter) cell(l Leader, key row.Key) (*fbfCell, error) {
-	k := cacheKey(c.table, c.column, key.Partition)
+func (c *fbfCounter) cell(l coltype.Leader, key row.Key) (*fbfCell, error) {
+	k := string(key.Partition)
 	v, ok := c.shards.Load(k)
 	if !ok {
 		v, _ = c.shards.LoadOrStore(k, &fbfCell{})
@@ -301,19 +302,28 @@ func (c *fbfCounter) cell(l Leader, key row.Key) (*fbfCell, error) {
 	return cell, nil
 }
 
+// Observe implements coltype.Observer: the counter's own check (see
+// Vanilla.Observe), then the FBF's.
+func (c *fbfCounter) Observe(l coltype.Leader, m coltype.Mutation) error {
+	if err := (Vanilla{}).Observe(l, m); err != nil {
+		return err
+	}
+	c.observe(m)
+	return nil
+}
+
 // observe is the replica side: an op id that arrives with replicated state
-// (or is replayed from the log) joins the filter, and a copy of this node's
-// own shard that is newer than the in-memory one (a hint, a repair) raises
-// it.
-func (c *fbfCounter) observe(m Mutation) {
+// joins the filter, and a copy of this node's own shard that is newer than
+// the in-memory one (a hint, a repair) raises it.
+func (c *fbfCounter) observe(m coltype.Mutation) {
 	if m.HasOp {
 		c.filter.TestAndAddHash(c.opHash(m.OpID, m.Key))
 	}
 	if m.Cell.Tombstone {
-		c.shards.Delete(cacheKey(c.table, c.column, m.Key))
+		c.shards.Delete(string(m.Key))
 		return
 	}
-	v, ok := c.shards.Load(cacheKey(c.table, c.column, m.Key))
+	v, ok := c.shards.Load(string(m.Key))
 	if !ok {
 		return
 	}
@@ -321,7 +331,7 @@ func (c *fbfCounter) observe(m Mutation) {
 	if err != nil {
 		return
 	}
-	s, ok := ctx.Shard(c.r.counterIDs.current)
+	s, ok := ctx.Shard(c.env.CounterID())
 	if !ok {
 		return
 	}
@@ -337,18 +347,36 @@ func (c *fbfCounter) observe(m Mutation) {
 	}
 }
 
-func (*fbfCounter) Merge(a, b row.Cell) (row.Cell, error) { return mergeCounterCells(a, b) }
-func (*fbfCounter) Value(c row.Cell) (int64, error)       { return counterValue(c) }
+func (*fbfCounter) Merge(a, b row.Cell) (row.Cell, error) { return MergeCells(a, b) }
+func (*fbfCounter) Value(c row.Cell) (int64, error)       { return CellValue(c) }
 
-// FBFStats are the FBF counters' running counts on this replica.
-type FBFStats struct {
-	Dismissed uint64 // retries recognised and acknowledged without applying
-	Applied   uint64 // fresh operations applied on this node as leader
-	NoOpID    uint64 // updates without an op id, applied without dedup
-	// EstimatedFPP is the largest estimated false-positive probability of
-	// the filters: the expected share of fresh operations dropped.
-	EstimatedFPP float64
-	BitsInUse    uint64
+// Window implements coltype.Deduplicator: see window.
+func (c *fbfCounter) Window() time.Duration { return c.window() }
+
+// OpSeen implements coltype.Deduplicator: whether the filter (or the
+// retired one, within its window) holds an op id, without adding it.
+func (c *fbfCounter) OpSeen(key []byte, opID [16]byte) bool {
+	h := c.opHash(opID, key)
+	return c.filter.ContainsHash(h) || c.retired != nil && c.env.Now().UnixNano() < c.retiredUntil && c.retired.ContainsHash(h)
+}
+
+// DedupStats implements coltype.Deduplicator.
+func (c *fbfCounter) DedupStats() coltype.DedupStats {
+	st := c.filter.Stats()
+	return coltype.DedupStats{Dismissed: c.dismissed.Load(), Applied: c.applied.Load(), NoOpID: c.noOp.Load(),
+		EstimatedFPP: c.filter.EstimatedFPP(), BitsInUse: uint64(st.BitsInUse)}
+}
+
+// Check implements coltype.Replayer: see Vanilla.Check.
+func (c *fbfCounter) Check(payload []byte) error { return (Vanilla{}).Check(payload) }
+
+// Replayed implements coltype.Replayer: an op id in the log younger than
+// the window joins the filter again.
+func (c *fbfCounter) Replayed(rec commitlog.Record) error {
+	if rec.HasOp && c.env.Now().Sub(time.Unix(0, rec.OpTime)) < c.window() {
+		c.filter.TestAndAddHash(c.opHash(rec.OpID, rec.Key))
+	}
+	return nil
 }
 
 // window is how long the filter remembers an id at most: ids older than it

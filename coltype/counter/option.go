@@ -1,0 +1,75 @@
+package counter
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idemkv/idemkv/coltype"
+)
+
+// checkTimeout is the counter write timeout options are checked with
+// (Cassandra's default counter_write_request_timeout); it only sets
+// defaults.
+const checkTimeout = 5 * time.Second
+
+// idempotence is the FBF's table option, `WITH idempotence = {'class':
+// 'fbf', ...}`: it makes the table's `counter` columns FBF counters.
+type idempotence struct{}
+
+// Name implements coltype.TableOption.
+func (idempotence) Name() string { return IdempotenceOption }
+
+// ParseCQL implements coltype.TableOption: the class must be fbf and the
+// sub-options valid.
+func (idempotence) ParseCQL(m map[string]string) (string, error) {
+	class, ok := m["class"]
+	switch {
+	case !ok:
+		return "", cqlError(fmt.Sprintf("Missing sub-option 'class' for the '%s' option", IdempotenceOption))
+	case !strings.EqualFold(class, "fbf"):
+		return "", cqlError(fmt.Sprintf("Unknown idempotence class '%s' (fbf)", class))
+	}
+	if _, err := ParseFBFOptions(m, checkTimeout); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("idempotence: %w", err)
+	}
+	return string(b), nil
+}
+
+// Check implements coltype.TableOption.
+func (idempotence) Check(d coltype.TableDef, _ string) error {
+	_, _, err := tableFBF(d, checkTimeout)
+	return err
+}
+
+// LeaderRule implements coltype.TableOption: an FBF table leads with the
+// first live replica, so that a retry meets the same filter, unless its
+// leader sub-option says otherwise.
+func (idempotence) LeaderRule(value string) (coltype.LeaderRule, coltype.RuleSource) {
+	o, on, err := tableFBF(coltype.TableDef{Options: map[string]string{IdempotenceOption: value}}, checkTimeout)
+	if err != nil || !on {
+		return 0, coltype.RuleNone
+	}
+	if o.Leader != "" {
+		if rule, err := coltype.ParseLeaderRule(o.Leader); err == nil {
+			return rule, coltype.RuleTableOption
+		}
+	}
+	return coltype.LeaderFirst, coltype.RuleDesignDefault
+}
+
+// Deduplicates implements coltype.TableOption.
+func (idempotence) Deduplicates(value string) bool {
+	_, on, err := tableFBF(coltype.TableDef{Options: map[string]string{IdempotenceOption: value}}, checkTimeout)
+	return on && err == nil
+}
+
+// cqlError is an error worded as Cassandra words its CQL errors.
+type cqlError string
+
+func (e cqlError) Error() string { return string(e) }

@@ -1,0 +1,662 @@
+package handoffcol
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/commitlog"
+	"github.com/idemkv/idemkv/counters"
+	"github.com/idemkv/idemkv/counters/handoff"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/row"
+)
+
+// TypeName is the column type of handoff counters
+// (counters/handoff): the replicas of a key are the counter's tier-0 nodes,
+// clients (and coordinators acting for plain driver updates) are tier 1.
+//
+// # The cell
+//
+// Each replica stores, in each cell, its OWN tier-0 handoff state (id = its
+// host id) and the retirement notices it holds for the cell, together with
+// a version number it bumps on every change:
+//
+//	1 byte  format (2)
+//	uvarint version
+//	...     handoff.Message: the state and the held notices
+//
+// (format 1, still read, has the bare state, handoff.State.MarshalBinary,
+// after the version).
+//
+// # Retirement notices
+//
+// A client that retires (client.HandoffCounter.Retire) sends its
+// handoff.Notice with its last exchange; the coordinator records the cell's
+// natural replicas as the notice's servers. A replica that receives a notice
+// keeps it in the cell with the set of replicas known to have processed it,
+// applies every notice it holds (handoff.State.Collect) after every merge,
+// passes its notices to the other replicas in anti-entropy (every notice
+// sweep puts a cell whose notices are not yet processed everywhere back in
+// anti-entropy), and answers the client with its notice once it is durable
+// (the client may then stop). A notice is dropped once every server has
+// processed it and the retention (NoticeRetentionSetting) has passed since
+// it was first received.
+//
+// A cell is never written with another node's state: an update is an
+// Exchange (merge a received state or view into the local one, persist, then
+// answer with the view for the sender), and replicas converge by exchanging
+// views in the background (coordinator's anti-entropy), not by copying cells.
+//
+// # Merging two versions of a cell (Merge)
+//
+// Two uses, one function:
+//
+//   - storage (memtables, SSTables, compaction, commit log replay) only ever
+//     holds this replica's own states, so it merges versions of the same
+//     owner: the higher version wins. Versions of one owner are totally
+//     ordered and the newer state supersedes the older (it was derived from
+//     it), so max-by-version is a semilattice (commutative, associative,
+//     idempotent).
+//   - a coordinator merging the answers of several replicas (reads, scans)
+//     sees states of different owners: the one with the larger Fetch wins,
+//     ties broken by the larger owner id. That is the maximum of what the
+//     replicas report, as `SELECT` promises.
+//
+// Together they are the maximum under the lexicographic order on
+// (fetch, owner id, version): a tier-0 fetch never decreases as its state
+// evolves (local monotonicity, §3.2), so for one owner a higher version has
+// a fetch at least as large, and ordering by (fetch, version) agrees with
+// ordering by version. A maximum under a total order is commutative,
+// associative and idempotent whatever mix of owners is merged. A tombstone
+// wins over any live cell, as for the other counters (no DELETE reaches a
+// handoff column through CQL; this only keeps Merge total).
+const TypeName = "handoff_counter"
+
+// Cell formats (the first byte of a cell value).
+const (
+	CellFormatState   = 1 // version, bare state
+	CellFormatMessage = 2 // version, handoff.Message (state and notices)
+)
+
+// DefaultNoticeRetention is how long a retirement notice is kept once
+// every replica of its cell has processed it, unless the replica's setting
+// NoticeRetentionSetting (a Go duration) says otherwise.
+const DefaultNoticeRetention = time.Minute
+
+// NoticeRetentionSetting is the name of the replica setting
+// (coltype.Env.Setting) of the notice retention.
+const NoticeRetentionSetting = "handoff_notice_retention"
+
+// EncodeCell returns the cell value of an encoded handoff.Message (state
+// and notices) at a version.
+func EncodeCell(version uint64, msg []byte) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(msg))
+	b = append(b, CellFormatMessage)
+	b = binary.AppendUvarint(b, version)
+	return append(b, msg...)
+}
+
+// DecodeCell parses a cell value: its version, state and
+// notices.
+func DecodeCell(v []byte) (version uint64, c *handoff.Counter, notices []*handoff.HeldNotice, err error) {
+	if len(v) == 0 || v[0] != CellFormatState && v[0] != CellFormatMessage {
+		return 0, nil, nil, errors.New("handoff cell: bad format byte")
+	}
+	version, n := binary.Uvarint(v[1:])
+	if n <= 0 {
+		return 0, nil, nil, errors.New("handoff cell: bad version")
+	}
+	body := v[1+n:]
+	if v[0] == CellFormatState {
+		c = handoff.NewCounter(handoff.ID{}, 0)
+		err = c.UnmarshalBinary(body)
+	} else {
+		var m *handoff.Message
+		var bare bool
+		if m, bare, err = handoff.DecodeMessage(body); err == nil && bare {
+			err = errors.New("a bare state in a message cell")
+		}
+		if err == nil {
+			c, notices = m.State, m.Notices
+		}
+	}
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("handoff cell: %w", err)
+	}
+	if c.Tier() != 0 {
+		return 0, nil, nil, fmt.Errorf("handoff cell: a stored state has tier %d, want 0", c.Tier())
+	}
+	return version, c, notices, nil
+}
+
+// CellValue returns the fetch, owner and version of a handoff cell
+// value (for tests and tools).
+func CellValue(v []byte) (fetch uint64, owner handoff.ID, version uint64, err error) {
+	version, c, _, err := DecodeCell(v)
+	if err != nil {
+		return 0, owner, 0, err
+	}
+	return c.Fetch(), c.ID(), version, nil
+}
+
+// Type is the registered column type: stateless, it merges and reads
+// cells. Configure gives each table column a *Column, which holds this
+// replica's states of the column's cells.
+type Type struct{}
+
+func init() { coltype.MustRegister(Type{}) }
+
+// Name implements coltype.ColumnType.
+func (Type) Name() string { return TypeName }
+
+// Configure implements coltype.Configurable: a column's states carry on
+// across ALTER TABLE (prev).
+func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev coltype.ColumnType) (coltype.ColumnType, error) {
+	if p, ok := prev.(*Column); ok {
+		return p, nil
+	}
+	retention := DefaultNoticeRetention
+	if v := env.Setting(NoticeRetentionSetting); v != "" {
+		r, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("setting %s = %q: %w", NoticeRetentionSetting, v, err)
+		}
+		if r > 0 {
+			retention = r
+		}
+	}
+	return &Column{env: env, self: handoff.ID(env.HostID()), table: d.ID, column: column, retention: retention}, nil
+}
+
+// CheckDelete implements coltype.Deleter: a handoff counter cannot be
+// deleted (a client's state would bring it back).
+func (Type) CheckDelete(column string) error {
+	return fmt.Errorf("%s columns cannot be deleted (%s)", TypeName, column)
+}
+
+// Delete implements coltype.Deleter: it refuses.
+func (t Type) Delete(_ coltype.Leader, d coltype.Deletion) (coltype.Mutation, error) {
+	return coltype.Mutation{}, t.CheckDelete(d.Column)
+}
+
+// ReadRule implements coltype.ReadPolicy: every replica holds its own
+// state, so the merged cell (the largest fetch) differs from all but one;
+// replicas converge by anti-entropy, not read repair.
+func (Type) ReadRule() coltype.ReadRule { return coltype.ReadNoRepair }
+
+// CQLType implements coltype.CQL.
+func (Type) CQLType() string { return "counter" }
+
+// CheckDelta implements coltype.CQL: handoff counters only grow.
+func (Type) CheckDelta(d int64) error {
+	if d < 0 {
+		return fmt.Errorf("%s columns can only be incremented (got %d)", TypeName, d)
+	}
+	return nil
+}
+
+// PayloadKey is the CQL custom payload key of a handoff exchange.
+const PayloadKey = "idemkv-handoff"
+
+// PayloadKey implements coltype.Exchanger.
+func (Type) PayloadKey() string { return PayloadKey }
+
+// Exchange implements coltype.Exchanger for the registered value; the
+// replica calls the configured *Column's.
+func (Type) Exchange(coltype.Leader, uint64, []byte, string, []byte) ([]byte, error) {
+	return nil, errors.New("handoffcol: an exchange needs the column's configured instance")
+}
+
+// Check implements coltype.Replayer: a replayed record must hold a handoff cell.
+func (Type) Check(payload []byte) error {
+	_, _, _, err := DecodeCell(payload)
+	return err
+}
+
+// Replayed implements coltype.Replayer: the states reload from storage.
+func (Type) Replayed(commitlog.Record) error { return nil }
+
+// Merge implements coltype.ColumnType: see the package documentation.
+func (Type) Merge(a, b row.Cell) (row.Cell, error) {
+	ts := max(a.Timestamp, b.Timestamp)
+	if a.Tombstone || b.Tombstone {
+		return row.Cell{Column: a.Column, Timestamp: ts, Tombstone: true}, nil
+	}
+	va, ca, _, err := DecodeCell(a.Value)
+	if err != nil {
+		return row.Cell{}, fmt.Errorf("column %q: %w", a.Column, err)
+	}
+	vb, cb, _, err := DecodeCell(b.Value)
+	if err != nil {
+		return row.Cell{}, fmt.Errorf("column %q: %w", b.Column, err)
+	}
+	var aWins bool
+	if ca.ID() == cb.ID() {
+		aWins = va > vb || (va == vb && bytes.Compare(a.Value, b.Value) >= 0)
+	} else {
+		fa, fb := ca.Fetch(), cb.Fetch()
+		aWins = fa > fb || (fa == fb && ca.ID().Compare(cb.ID()) > 0)
+	}
+	out := b
+	if aWins {
+		out = a
+	}
+	out.Timestamp = ts
+	return out, nil
+}
+
+// Value implements coltype.ColumnType: the state's fetch.
+func (Type) Value(c row.Cell) (int64, error) {
+	_, st, _, err := DecodeCell(c.Value)
+	if err != nil {
+		return 0, fmt.Errorf("column %q: %w", c.Column, err)
+	}
+	return int64(st.Fetch()), nil
+}
+
+// Column is one handoff column of a table on one replica: this replica's
+// in-memory states of its cells and the cells changed since the last
+// anti-entropy round. It implements coltype.Exchanger, Replicated and
+// AntiEntropy on top of Type.
+type Column struct {
+	Type
+	env       coltype.Env
+	self      handoff.ID // this replica's tier-0 id: its host id
+	table     uint64
+	column    string
+	retention time.Duration
+
+	cells sync.Map // partition key → *cell
+
+	dirtyMu sync.Mutex
+	dirty   map[string]coltype.CellRef
+
+	noticeMu    sync.Mutex
+	noticeCells map[string]coltype.CellRef // cells holding notices, for the sweep
+
+	exchanges, writes, collected atomic.Uint64
+}
+
+// cell is this replica's state of one cell, loaded once from storage and
+// then changed only under mu.
+type cell struct {
+	mu      sync.Mutex
+	loaded  bool
+	state   *handoff.Counter
+	notices map[handoff.ID]*handoff.HeldNotice // retirement notices held
+	enc     []byte                             // the encoded message (state and notices)
+	version uint64
+}
+
+// message returns the cell's state and notices as a handoff.Message.
+func (c *cell) message(state *handoff.Counter, notices map[handoff.ID]*handoff.HeldNotice) *handoff.Message {
+	m := &handoff.Message{State: state}
+	for _, k := range slices.SortedFunc(maps.Keys(notices), handoff.ID.Compare) {
+		m.Notices = append(m.Notices, notices[k])
+	}
+	return m
+}
+
+func (col *Column) ref(key []byte) coltype.CellRef {
+	return coltype.CellRef{Table: col.table, Key: key, Column: col.column}
+}
+
+// trackNotices records whether a cell holds notices (for the sweep).
+func (col *Column) trackNotices(key []byte, holds bool) {
+	col.noticeMu.Lock()
+	defer col.noticeMu.Unlock()
+	if !holds {
+		delete(col.noticeCells, string(key))
+		return
+	}
+	if col.noticeCells == nil {
+		col.noticeCells = map[string]coltype.CellRef{}
+	}
+	col.noticeCells[string(key)] = col.ref(key)
+}
+
+// MarkDirty implements coltype.AntiEntropy: the cell is synchronised again
+// in the next round (an anti-entropy exchange with a peer failed).
+func (col *Column) MarkDirty(c coltype.CellRef) {
+	col.dirtyMu.Lock()
+	if col.dirty == nil {
+		col.dirty = map[string]coltype.CellRef{}
+	}
+	col.dirty[string(c.Key)] = col.ref(c.Key)
+	col.dirtyMu.Unlock()
+}
+
+// TakeDirty implements coltype.AntiEntropy: the cells changed since the
+// last call, forgotten.
+func (col *Column) TakeDirty() []coltype.CellRef {
+	col.dirtyMu.Lock()
+	defer col.dirtyMu.Unlock()
+	out := make([]coltype.CellRef, 0, len(col.dirty))
+	for _, c := range col.dirty {
+		out = append(out, c)
+	}
+	col.dirty = nil
+	return out
+}
+
+// lock returns the cell's in-memory state, locked, loading it from storage
+// on first use. The caller unlocks c.mu.
+func (col *Column) lock(l coltype.Leader, key []byte) (*cell, error) {
+	v, ok := col.cells.Load(string(key))
+	if !ok {
+		v, _ = col.cells.LoadOrStore(string(key), &cell{})
+	}
+	c := v.(*cell)
+	c.mu.Lock()
+	if c.loaded {
+		return c, nil
+	}
+	c.state = handoff.NewCounter(col.self, 0)
+	c.notices = map[handoff.ID]*handoff.HeldNotice{}
+	stored, found, err := l.Cell(row.Key{Token: ring.Token(key), Partition: key}, col.column)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	if found && !stored.Tombstone {
+		version, st, notices, err := DecodeCell(stored.Value)
+		if err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+		c.version = version
+		if st.ID() == col.self {
+			c.state = st
+			for _, n := range notices {
+				c.notices[n.Notice.ID] = n
+			}
+			col.trackNotices(key, len(c.notices) > 0)
+		} else {
+			// Never written by this replica; merge rather than adopt.
+			c.state.Merge(st)
+		}
+	}
+	if c.enc, err = c.message(c.state, c.notices).MarshalBinary(); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.loaded = true
+	return c, nil
+}
+
+// Exchange is a handoff exchange with this replica (tier 0) for one cell.
+// incoming is an encoded handoff state or view (of a client, a coordinator
+// acting as one, or another tier-0 replica) or a handoff.Message (the same
+// with retirement notices: a retiring client's own, or those another replica
+// holds). Under the cell's lock it merges the state into its own, takes in
+// the notices, applies every notice it holds (handoff.State.Collect), drops
+// expired ones, writes the new state with a new version to the commit log
+// and the memtable, and once that is durable as the log's sync mode promises
+// (§7.2: nothing derived from a state leaves the node before the state is
+// persisted) returns the view of the new state for the sender
+// (View(sender, senderTier)), encoded as the request was: a bare view, or a
+// Message that also carries the notices the sender needs (a client: its own
+// notice, the acknowledgement of its retirement; a replica: all). A merge
+// that changes nothing writes nothing. Exchanging the same message again is
+// harmless.
+func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, incoming []byte) ([]byte, error) {
+	msg, bare, err := handoff.DecodeMessage(incoming)
+	if err != nil {
+		return nil, fmt.Errorf("handoff exchange: %w", err)
+	}
+	in := msg.State
+	for _, h := range msg.Notices {
+		switch {
+		case in.Tier() > 0 && h.Notice.ID != in.ID():
+			return nil, fmt.Errorf("handoff exchange: a client (tier %d) carries another node's retirement notice", in.Tier())
+		case len(h.Servers) == 0:
+			return nil, errors.New("handoff exchange: a retirement notice without servers")
+		}
+	}
+	col.exchanges.Add(1)
+	c, err := col.lock(l, key)
+	if err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	next := c.state.Clone()
+	next.Merge(in)
+	notices := col.takeNotices(c, msg.Notices)
+	expired, err := col.commit(l, key, c, next, notices)
+	if err != nil {
+		return nil, err
+	}
+	view := c.state.View(in.ID(), in.Tier())
+	if bare {
+		return view.MarshalBinary()
+	}
+	// The answer carries the notices held, and those that expired just now
+	// (a sender whose copy is not complete learns that it is done, which it
+	// would not from a notice that is simply absent).
+	out := maps.Clone(c.notices)
+	maps.Copy(out, expired)
+	reply := c.message(view, out)
+	if in.Tier() > 0 {
+		var own []*handoff.HeldNotice
+		for _, h := range reply.Notices {
+			if h.Notice.ID == in.ID() {
+				own = append(own, h)
+			}
+		}
+		reply.Notices = own
+	}
+	return reply.MarshalBinary()
+}
+
+// takeNotices returns the cell's notices with the incoming ones taken in:
+// a known notice absorbs what the copy knows (servers seen), a new one is
+// added unless it is expired (it was processed everywhere and dropped
+// here). c.mu is held; c.notices is not modified.
+func (col *Column) takeNotices(c *cell, incoming []*handoff.HeldNotice) map[handoff.ID]*handoff.HeldNotice {
+	out := make(map[handoff.ID]*handoff.HeldNotice, len(c.notices)+len(incoming))
+	for k, h := range c.notices {
+		out[k] = h.Clone()
+	}
+	now := col.env.Now().UnixMilli()
+	for _, h := range incoming {
+		if cur, ok := out[h.Notice.ID]; ok {
+			cur.Absorb(h)
+			continue
+		}
+		if col.noticeExpired(h, now) {
+			continue
+		}
+		nh := h.Clone()
+		if nh.Created == 0 {
+			nh.Created = now
+		}
+		out[h.Notice.ID] = nh
+	}
+	return out
+}
+
+func (col *Column) noticeExpired(h *handoff.HeldNotice, nowMilli int64) bool {
+	return h.Done() && nowMilli-h.Created >= col.retention.Milliseconds()
+}
+
+// commit applies the notices to next (Collect, after the merge the caller
+// made), marks this replica as having processed each, drops the expired
+// ones (and returns them) and, if the cell changed, writes it with a new
+// version and installs it in c. c.mu is held.
+func (col *Column) commit(l coltype.Leader, key []byte, c *cell, next *handoff.Counter, notices map[handoff.ID]*handoff.HeldNotice) (expired map[handoff.ID]*handoff.HeldNotice, err error) {
+	now := col.env.Now().UnixMilli()
+	var collected uint64
+	for k, h := range notices {
+		if next.Collect(h.Notice) {
+			collected++
+		}
+		h.Seen = handoff.UnionIDs(h.Seen, []handoff.ID{col.self})
+		if col.noticeExpired(h, now) {
+			if expired == nil {
+				expired = map[handoff.ID]*handoff.HeldNotice{}
+			}
+			expired[k] = h
+			delete(notices, k)
+		}
+	}
+	enc, err := c.message(next, notices).MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Equal(enc, c.enc) {
+		return expired, nil
+	}
+	version := c.version + 1
+	m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: EncodeCell(version, enc), Timestamp: col.env.Now().UnixMicro()}}
+	if err := l.Write(row.Key{Token: ring.Token(key), Partition: key}, m, commitlog.PayloadShard); err != nil {
+		return nil, err
+	}
+	c.state, c.notices, c.enc, c.version = next, notices, enc, version
+	col.writes.Add(1)
+	col.collected.Add(collected)
+	col.trackNotices(key, len(notices) > 0)
+	col.MarkDirty(col.ref(key))
+	return expired, nil
+}
+
+// Sweep implements coltype.AntiEntropy: it drops the expired retirement
+// notices of the cells in memory (writing the cells that change) and
+// returns how many notices are still held.
+func (col *Column) Sweep(l coltype.Leader) (held int, err error) {
+	col.noticeMu.Lock()
+	cells := slices.Collect(maps.Values(col.noticeCells))
+	col.noticeMu.Unlock()
+	for _, hc := range cells {
+		c, lerr := col.lock(l, hc.Key)
+		if lerr != nil {
+			err = errors.Join(err, lerr)
+			continue
+		}
+		notices := col.takeNotices(c, nil)
+		if _, cerr := col.commit(l, hc.Key, c, c.state.Clone(), notices); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		held += len(c.notices)
+		// A notice not yet processed by every server keeps its cell in
+		// anti-entropy: an exchange that succeeded may still have left a
+		// peer (or this replica) without another's mark, and nothing else
+		// would bring the cell back.
+		for _, n := range c.notices {
+			if !n.Done() {
+				col.MarkDirty(hc)
+				break
+			}
+		}
+		c.mu.Unlock()
+	}
+	return held, err
+}
+
+// View implements coltype.AntiEntropy: this replica's view of a cell for
+// another tier-0 node (View(peer, 0)) with the notices it holds, an encoded
+// handoff.Message, for anti-entropy.
+func (col *Column) View(l coltype.Leader, key []byte, peer counters.ID) ([]byte, error) {
+	c, err := col.lock(l, key)
+	if err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	return c.message(c.state.View(handoff.ID(peer), 0), c.notices).MarshalBinary()
+}
+
+// Stats are a replica's handoff counts.
+type Stats struct {
+	Exchanges uint64 // Exchange calls
+	Writes    uint64 // new state versions written
+	Cells     int    // cells in memory
+	Slots     int    // slots held, summed over the cells in memory
+	Tokens    int    // tokens held (cached for other nodes), summed likewise
+	Notices   int    // retirement notices held, summed likewise
+	Collected uint64 // slots filled or dropped by retirement notices
+}
+
+// Stats returns the column's running counts and the slots and tokens its
+// states in memory hold.
+func (col *Column) Stats() Stats {
+	s := Stats{Exchanges: col.exchanges.Load(), Writes: col.writes.Load(), Collected: col.collected.Load()}
+	col.cells.Range(func(_, v any) bool {
+		c := v.(*cell)
+		c.mu.Lock()
+		if c.loaded {
+			s.Cells++
+			s.Slots += c.state.Slots()
+			s.Tokens += c.state.Tokens()
+			s.Notices += len(c.notices)
+		}
+		c.mu.Unlock()
+		return true
+	})
+	return s
+}
+
+// ColumnLister is what ReplicaStats needs of a replica (replica.Replica
+// implements it): every column instance of every table.
+type ColumnLister interface {
+	ColumnTypes() []coltype.ColumnType
+}
+
+// ReplicaStats sums the Stats of a replica's handoff columns.
+func ReplicaStats(r ColumnLister) Stats {
+	var out Stats
+	for _, t := range r.ColumnTypes() {
+		col, ok := t.(*Column)
+		if !ok {
+			continue
+		}
+		s := col.Stats()
+		out.Exchanges += s.Exchanges
+		out.Writes += s.Writes
+		out.Cells += s.Cells
+		out.Slots += s.Slots
+		out.Tokens += s.Tokens
+		out.Notices += s.Notices
+		out.Collected += s.Collected
+	}
+	return out
+}
+
+// ApplyReplicated implements coltype.Replicated: a handoff cell received as
+// replicated state (a coordinator's read repair, an operator's tool). This
+// replica's own state is stored as is (storage keeps the higher version)
+// and reloaded; another replica's state is merged into ours by an
+// exchange, never stored as ours.
+func (col *Column) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
+	if m.Cell.Tombstone {
+		return fmt.Errorf("%s columns cannot be deleted", TypeName)
+	}
+	_, st, _, err := DecodeCell(m.Cell.Value)
+	if err != nil {
+		return err
+	}
+	if st.ID() != col.self {
+		enc, err := st.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		_, err = col.Exchange(l, m.Table, m.Key, m.Cell.Column, enc)
+		return err
+	}
+	c, err := col.lock(l, m.Key)
+	if err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if err := l.Write(row.Key{Token: ring.Token(m.Key), Partition: m.Key}, m, commitlog.PayloadShard); err != nil {
+		return err
+	}
+	c.loaded = false // reload the merged version on next use
+	return nil
+}

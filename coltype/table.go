@@ -1,0 +1,150 @@
+package coltype
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/row"
+)
+
+// ColumnDef is one non-key column of a table.
+type ColumnDef struct {
+	Name string `json:"name"`
+	Type string `json:"type"` // a registered column type: "counter"
+}
+
+// TableDef describes a table. Partition keys are opaque serialized bytes at
+// this level; the CQL layer owns their types.
+type TableDef struct {
+	ID       uint64      `json:"id"`
+	Keyspace string      `json:"keyspace"`
+	Name     string      `json:"name"`
+	Columns  []ColumnDef `json:"columns"`
+	// PartitionKey lists the key's columns with their CQL types ("text",
+	// "int", ...). The replica stores keys as opaque serialized bytes and
+	// keeps this only for the CQL layer.
+	PartitionKey []ColumnDef `json:"partition_key,omitempty"`
+	// Options are the table's options as CQL sets them (e.g. the
+	// idempotence map of FBF counters, JSON-encoded under "idempotence").
+	Options map[string]string `json:"options,omitempty"`
+	// Revision counts the ALTERs of the table; the newest definition wins
+	// when nodes exchange schemas.
+	Revision uint64 `json:"revision,omitempty"`
+}
+
+// Validate checks a definition against the registered column types and
+// table options (see Register and RegisterOption).
+func (d TableDef) Validate() error {
+	if d.ID == 0 {
+		return errors.New("table id 0 is reserved")
+	}
+	if d.Keyspace == "" || d.Name == "" {
+		return fmt.Errorf("table %d: keyspace and name are required", d.ID)
+	}
+	if len(d.Columns) == 0 {
+		return fmt.Errorf("table %s.%s: no columns", d.Keyspace, d.Name)
+	}
+	seen := map[string]bool{}
+	for _, c := range d.Columns {
+		if c.Name == "" {
+			return fmt.Errorf("table %s.%s: a column has no name", d.Keyspace, d.Name)
+		}
+		if seen[c.Name] {
+			return fmt.Errorf("table %s.%s: column %q defined twice", d.Keyspace, d.Name, c.Name)
+		}
+		seen[c.Name] = true
+		if _, ok := Lookup(c.Type); !ok {
+			return fmt.Errorf("table %s.%s: column %q has unknown type %q", d.Keyspace, d.Name, c.Name, c.Type)
+		}
+	}
+	for name, o := range registeredOptions() {
+		if v, ok := d.Options[name]; ok && v != "" {
+			if err := o.Check(d, v); err != nil {
+				return fmt.Errorf("table %s.%s: %w", d.Keyspace, d.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Column returns the definition of a named column.
+func (d TableDef) Column(name string) (ColumnDef, bool) {
+	for _, c := range d.Columns {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return ColumnDef{}, false
+}
+
+// Update is a client's change to one counter cell, as the leader receives it.
+type Update struct {
+	Table     uint64
+	Key       []byte // serialized partition key
+	Column    string
+	Delta     int64
+	Timestamp int64 // microseconds; 0 means now
+
+	// The operation id, when the client sent one (FBF counters use it).
+	HasOp  bool
+	OpID   [16]byte
+	OpTime int64 // unix nanoseconds
+
+	// Delete makes the update a DELETE of the cell (Delta is unused): the
+	// coordinator leads the deletions of a Deleter type's columns through
+	// the counter write path, and the leader calls the type's Delete.
+	Delete bool
+	// Context is what the client observed, for a Delete (Deletion.Context).
+	Context []byte
+}
+
+// RowKey is the update's partition as the storage engine keys it.
+func (u Update) RowKey() row.Key { return row.Key{Token: ring.Token(u.Key), Partition: u.Key} }
+
+// Mutation returns the mutation that carries value as the update's cell,
+// with the update's op id.
+func (u Update) Mutation(value []byte) Mutation {
+	return Mutation{
+		Table: u.Table, Key: u.Key,
+		Cell:  row.Cell{Column: u.Column, Value: value, Timestamp: u.Timestamp},
+		HasOp: u.HasOp, OpID: u.OpID, OpTime: u.OpTime,
+	}
+}
+
+// Mutation is the state a leader sends to the other replicas: for counters,
+// the leader's new shard, never the delta, so that applying it again is
+// harmless.
+type Mutation struct {
+	Table  uint64
+	Key    []byte
+	Cell   row.Cell
+	HasOp  bool
+	OpID   [16]byte
+	OpTime int64
+	// Dismissed is set by Apply when the leader recognised the operation
+	// as a retry of one it has seen (an FBF column): nothing was applied.
+	// Cell is then the leader's current copy of the cell (empty Value if it
+	// holds none), which the coordinator re-sends to the other replicas so
+	// that the retry is answered only when the consistency level is met.
+	Dismissed bool
+
+	// Log is what a leader logs with its own record (commitlog.Record's
+	// Led, Delta, Compensation); it is never replicated.
+	Log LeaderLog
+}
+
+// LeaderLog is the part of a leader's commit-log record that only the
+// leader keeps: what an op-id-deduplicating type needs to take an update
+// back after an unclean restart (see the Deduplicator capability).
+type LeaderLog struct {
+	// Led: this node led the update (logged only with an op id).
+	Led bool
+	// Delta is the delta the update added.
+	Delta int64
+	// Compensation: the record takes back an update this node led.
+	Compensation bool
+}
+
+// RowKey is the mutation's partition as the storage engine keys it.
+func (m Mutation) RowKey() row.Key { return row.Key{Token: ring.Token(m.Key), Partition: m.Key} }

@@ -1,0 +1,99 @@
+// Package replica is a node's storage engine: its tables, the write path of
+// a leader and of a replica, reads, flush, compaction and commit-log replay.
+//
+// The engine knows no counter design. A column's behaviour comes from its
+// registered type (package coltype): the engine looks the type up by name,
+// asks a Configurable type for the column's instance, leads an update
+// through Leading, lets an Observer see replicated state, hands a
+// Replicated type its mutations, asks a Deleter what DELETE means, checks
+// and re-feeds replayed records through a Replayer, serves an Exchanger's
+// client exchanges and an AntiEntropy type's sync rounds, and runs the
+// in-doubt protocol below for any Deduplicator. Designs register
+// themselves (coltype/counter: vanilla, legacy and FBF counters;
+// coltype/handoffcol: handoff counters), imported by package node through
+// coltype/builtin.
+//
+// # Data directory
+//
+//	host_id          the node's host id
+//	counter_id       the node's counter ids, current first
+//	clean_shutdown   present only while the node is stopped cleanly
+//	schema.json      the tables (read before the commit log is replayed)
+//	commitlog/       the commit log (package commitlog)
+//	data/<ks>-<table>-<id>/
+//	                 a table's SSTables and their manifest (package sstable)
+//
+// Every file is replaced whole with vfs.WriteFileAtomic (write a temporary
+// file, fsync, rename, fsync the directory), so a crash leaves the old file
+// or the new one.
+//
+// host_id holds 32 lower-case hex digits and a newline: 16 bytes, a version-4
+// UUID drawn at the directory's first Open. A directory that holds data
+// (counter_id or schema.json) and has lost host_id is refused, since a new
+// id would give the same data a second identity.
+//
+// counter_id holds one id per line, 32 hex digits each, the current one
+// first, then the ids written under before, newest first; no id twice. A
+// fresh directory's counter id is its host id. An Open that does not find
+// clean_shutdown (holding "clean\n") draws a new current id and keeps the
+// old ones (see counterIdentity), then removes the marker, so that a crash
+// of this run is seen as unclean by the next.
+//
+// schema.json is JSON:
+//
+//	{"version": 2,
+//	 "tables": [{"id": 1, "keyspace": "ks", "name": "t",
+//	             "columns": [{"name": "c", "type": "counter"}],
+//	             "partition_key": [{"name": "k", "type": "text"}],
+//	             "options": {"idempotence": "{\"class\":\"fbf\"}"},
+//	             "revision": 0}, ...],
+//	 "dropped": [7, 9]}
+//
+// with the tables sorted by id (coltype.TableDef's JSON) and the ids of
+// dropped tables ascending. Version 1 had no "dropped" and no SSTable
+// manifests; it is read and rewritten as version 2.
+//
+// # Cells
+//
+// A cell's value is opaque to the engine: its column type encodes it and
+// merges two versions (coltype.ColumnType.Merge; memtables, SSTables,
+// compaction and replay call it). A tombstone is a cell with Tombstone set
+// and no value. The encodings of the shipped designs:
+//
+//   - counter, legacy_counter and the FBF counter: a counter context
+//     (package counters: global shards of (counter id, clock, count), and
+//     the legacy local shards, which sum).
+//   - handoff counters (coltype/handoffcol): one format byte, then a uvarint
+//     version the replica bumps on every change, then, for format 2, an
+//     encoded handoff.Message (this replica's tier-0 state and the
+//     retirement notices it holds), or, for format 1 (still read), a bare
+//     handoff state.
+//
+// # Commit-log records
+//
+// Every write is one commitlog.Record: Table (the table id), Key (the
+// serialized partition key), Column, Timestamp (microseconds), Kind and
+// Payload: PayloadShard with the cell's value (a state that merges
+// idempotently, replayed as is), PayloadDelta with a legacy counter's
+// local shard (applied again if replayed again: why legacy counters
+// over-count), PayloadTombstone with no payload. An update with an op id
+// carries HasOp, OpID and OpTime; a leader's own record of it also carries
+// Led and Delta (and Compensation when it takes an update back), which the
+// in-doubt protocol reads at replay; they are never replicated.
+//
+// A flushed SSTable records, as its user metadata, the commit-log position
+// up to which the table's records are in it: 16 bytes, the segment id
+// (uint64) then the offset (uint64), big-endian. Replay skips a table's
+// records before its highest flushed position (all of them with
+// Config.ReplayAll), but hands every record still in the log to the column
+// type's Replayer first, so that an FBF's filter is rebuilt; the log keeps
+// the segments holding op ids younger than the longest Deduplicator window
+// (Config.CommitLog.Retain).
+//
+// # In-doubt updates
+//
+// See indoubt.go: a leader that restarted after an unclean stop holds the
+// op-id updates it led just before in doubt until every natural replica of
+// the cell has answered (coltype.OpAnswer) and coltype.Decide has kept or
+// taken each back (coltype.Deduplicator.Compensate).
+package replica
