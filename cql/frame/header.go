@@ -159,26 +159,73 @@ func NewReader(r io.Reader, maxBody int) *Reader {
 // *TooLargeError, both with the header read and the body left unread; the
 // stream is then out of step and should be closed once the error is answered.
 func (r *Reader) Read() (Header, []byte, error) {
-	if _, err := io.ReadFull(r.br, r.hdr[:1]); err != nil {
-		return Header{}, nil, err
+	h, err := r.ReadHeader()
+	if err != nil {
+		return h, nil, err
 	}
+	body, err := r.ReadBody(h)
+	return h, body, err
+}
+
+// ReadHeader reads the header of the next frame and checks its version and
+// body length against the reader's limit, with Read's errors; the body is
+// left unread, for ReadBody. Splitting the two lets a server account for a
+// frame (and wait) before it reads or allocates the body.
+func (r *Reader) ReadHeader() (Header, error) {
+	if err := r.ReadFirstByte(); err != nil {
+		return Header{}, err
+	}
+	return r.ReadHeaderRest()
+}
+
+// ReadFirstByte reads the first byte of the next frame's header, so that a
+// server can tell a connection idle between frames (this call blocks) from
+// one stalled inside a frame (ReadHeaderRest or ReadBody blocks). It returns
+// io.EOF at a clean end of stream.
+func (r *Reader) ReadFirstByte() error {
+	_, err := io.ReadFull(r.br, r.hdr[:1])
+	return err
+}
+
+// ReadHeaderRest reads the rest of the header whose first byte
+// ReadFirstByte read, as ReadHeader.
+func (r *Reader) ReadHeaderRest() (Header, error) {
 	n := headerSize(r.hdr[0] & versionMask)
 	if _, err := io.ReadFull(r.br, r.hdr[1:n]); err != nil {
-		return Header{}, nil, unexpected(err)
+		return Header{}, unexpected(err)
 	}
 	h, _ := ParseHeader(r.hdr[:n])
 	if v := h.ProtoVersion(); v < MinVersion || v > MaxVersion {
-		return h, nil, &VersionError{Header: h}
+		return h, &VersionError{Header: h}
 	}
 	if h.Length < 0 || int64(h.Length) > int64(r.maxBody) {
-		return h, nil, &TooLargeError{Header: h, Max: r.maxBody}
+		return h, &TooLargeError{Header: h, Max: r.maxBody}
 	}
+	return h, nil
+}
+
+// ReadBody reads the body of the frame whose header ReadHeader returned,
+// into a freshly allocated slice the caller owns.
+func (r *Reader) ReadBody(h Header) ([]byte, error) {
 	body := make([]byte, h.Length)
 	if _, err := io.ReadFull(r.br, body); err != nil {
-		return h, nil, unexpected(err)
+		return nil, unexpected(err)
 	}
-	return h, body, nil
+	return body, nil
 }
+
+// SetMaxBody changes the limit on frame bodies for the frames read from now
+// on (≤ 0: DefaultMaxBody); a server raises it once a connection's
+// handshake is done.
+func (r *Reader) SetMaxBody(n int) {
+	if n <= 0 {
+		n = DefaultMaxBody
+	}
+	r.maxBody = n
+}
+
+// MaxBody is the reader's current limit on frame bodies.
+func (r *Reader) MaxBody() int { return r.maxBody }
 
 func unexpected(err error) error {
 	if errors.Is(err, io.EOF) {
