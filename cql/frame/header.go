@@ -16,7 +16,8 @@ const (
 )
 
 // DefaultMaxBody is the default limit on a frame body, as Cassandra's
-// native_transport_max_frame_size_in_mb (256 MiB).
+// native_transport_max_frame_size_in_mb of Cassandra 3 (256 MiB); the CQL
+// server applies its own, smaller limits (cql.DefaultMaxFrame).
 const DefaultMaxBody = 256 << 20
 
 // Protocol versions and the direction bit of the version byte.
