@@ -91,7 +91,7 @@ func newConn(s *Server, nc net.Conn, ip string) *conn {
 		wsig: make(chan struct{}, 1), done: make(chan struct{}), wdone: make(chan struct{}),
 	}
 	c.dr = &deadlineReader{nc: nc, idle: s.cfg.IdleTimeout, halfFrame: max(s.cfg.HalfFrameTimeout, 0)}
-	c.rd = frame.NewReader(c.dr, s.cfg.MaxHandshakeFrame)
+	c.rd = frame.NewPooledReader(c.dr, s.cfg.MaxHandshakeFrame)
 	c.lastWrite.Store(time.Now().UnixNano())
 	return c
 }
@@ -197,6 +197,9 @@ func (c *conn) fatal(h frame.Header, msg string) {
 	c.close(errors.New(msg))
 }
 
+// writeBufs are the connections' write buffers, held while writing only.
+var writeBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
+
 // writeLoop drains the queue into a buffered writer and flushes only when
 // the queue is empty (after yielding once), so frames queued together leave
 // in one system call. A frame's in-flight cost is released once it is in
@@ -206,7 +209,15 @@ func (c *conn) fatal(h frame.Header, msg string) {
 func (c *conn) writeLoop() {
 	defer c.s.wg.Done()
 	defer close(c.wdone)
-	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	// The buffer is taken from a pool for a batch and put back once it is
+	// flushed, so that an idle connection holds none.
+	var bw *bufio.Writer
+	defer func() {
+		if bw != nil {
+			bw.Reset(nil)
+			writeBufs.Put(bw)
+		}
+	}()
 	timeout := c.s.cfg.WriteTimeout
 	armed := false
 	arm := func() { // before a write that reaches the socket
@@ -248,6 +259,10 @@ func (c *conn) writeLoop() {
 				runtime.Gosched()
 				continue
 			}
+			if bw == nil {
+				bw = writeBufs.Get().(*bufio.Writer)
+				bw.Reset(c.nc)
+			}
 			for i := range batch {
 				if len(batch[i].b) > bw.Available() {
 					arm()
@@ -280,11 +295,17 @@ func (c *conn) writeLoop() {
 			}
 			c.mu.Unlock()
 		}
+		if bw == nil {
+			continue
+		}
 		arm()
 		if err := bw.Flush(); err != nil {
 			fail(err)
 			return
 		}
+		bw.Reset(nil)
+		writeBufs.Put(bw)
+		bw = nil
 		c.lastWrite.Store(time.Now().UnixNano())
 	}
 }
@@ -298,6 +319,7 @@ func (c *conn) writeLoop() {
 func (c *conn) readLoop() {
 	defer c.s.wg.Done()
 	rd := c.rd
+	defer rd.Release()
 	for {
 		c.dr.mid = false
 		if err := rd.ReadFirstByte(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Header sizes: protocol v3 and later use 9 bytes (a 2-byte stream id),
@@ -138,6 +139,57 @@ type Reader struct {
 	br      *bufio.Reader
 	maxBody int
 	hdr     [HeaderSize]byte
+
+	// Pooled readers only (NewPooledReader): br is nil while nothing is
+	// buffered, and the first read after that goes to small.
+	src    io.Reader
+	pooled bool
+	small  [512]byte
+	pre    prefixReader
+}
+
+// prefixReader reads pre, then src.
+type prefixReader struct {
+	pre []byte
+	src io.Reader
+}
+
+func (p *prefixReader) Read(b []byte) (int, error) {
+	if len(p.pre) > 0 {
+		n := copy(b, p.pre)
+		p.pre = p.pre[n:]
+		return n, nil
+	}
+	return p.src.Read(b)
+}
+
+// readBufSize is the size of a Reader's buffer.
+const readBufSize = 32 << 10
+
+var readBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
+
+// NewPooledReader is NewReader for a server's connections, which mostly
+// wait between frames: it holds a read buffer (32 KiB) only while a frame
+// is arriving or more bytes are buffered, taking it from a pool shared by
+// all pooled readers and putting it back once everything that arrived is
+// read, so an idle connection holds none. Release puts it back for good.
+func NewPooledReader(r io.Reader, maxBody int) *Reader {
+	if maxBody <= 0 {
+		maxBody = DefaultMaxBody
+	}
+	rd := &Reader{src: r, pooled: true, maxBody: maxBody}
+	rd.pre.src = r
+	return rd
+}
+
+// Release returns a pooled reader's buffer to the pool; the reader must
+// not be used after. It does nothing for other readers.
+func (r *Reader) Release() {
+	if r.pooled && r.br != nil {
+		r.br.Reset(nil)
+		readBufs.Put(r.br)
+		r.br = nil
+	}
 }
 
 // NewReader reads frames from r, refusing bodies over maxBody bytes
@@ -184,6 +236,24 @@ func (r *Reader) ReadHeader() (Header, error) {
 // one stalled inside a frame (ReadHeaderRest or ReadBody blocks). It returns
 // io.EOF at a clean end of stream.
 func (r *Reader) ReadFirstByte() error {
+	if r.pooled {
+		if r.br != nil && r.br.Buffered() == 0 && len(r.pre.pre) == 0 {
+			r.Release()
+		}
+		if r.br == nil {
+			// Wait for the next bytes without a buffer; then take one.
+			n, err := r.src.Read(r.small[:])
+			if n == 0 {
+				if err == nil {
+					err = io.ErrNoProgress
+				}
+				return err
+			}
+			r.pre.pre = r.small[:n]
+			r.br = readBufs.Get().(*bufio.Reader)
+			r.br.Reset(&r.pre)
+		}
+	}
 	_, err := io.ReadFull(r.br, r.hdr[:1])
 	return err
 }
