@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +43,9 @@ type StormConfig struct {
 	// address and ports are set by the benchmark.
 	Node node.Config
 	Out  io.Writer // progress lines; nil: none
+	// MemProfile, when set, receives a heap profile taken after the last
+	// RSS reading.
+	MemProfile string
 }
 
 // StormPhase is a measured phase's gocql latency.
@@ -61,6 +65,10 @@ type StormResult struct {
 	// settle time.
 	RSSBaseline, RSSPeak, RSSEnd, RSSSettled int64
 	Settle                                   time.Duration
+	// Go's memory statistics at the baseline and after the settle time,
+	// to tell the heap from the rest.
+	MemBaseline, MemPeak, MemSettled runtime.MemStats
+	Goroutines, GoroutinesPeak       int // after the settle time, at the RSS peak
 	// Peak is the CQL server's counters at the sample with the most
 	// request bytes in flight; Final at the end.
 	Peak, Final cql.Stats
@@ -207,6 +215,7 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 	res.RSSBaseline = rss()
 	res.Phases = append(res.Phases, measure("before", nil))
 	res.RSSBaseline = max(res.RSSBaseline, rss())
+	runtime.ReadMemStats(&res.MemBaseline)
 	progress("RSS baseline %s", mb(res.RSSBaseline))
 
 	// The storm, while measuring.
@@ -224,7 +233,11 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 				return
 			case <-t.C:
 			}
-			res.RSSPeak = max(res.RSSPeak, rss())
+			if r := rss(); r > res.RSSPeak {
+				res.RSSPeak = r
+				runtime.ReadMemStats(&res.MemPeak)
+				res.GoroutinesPeak = runtime.NumGoroutine()
+			}
 			st := n.CQLStats()
 			res.PeakConns = max(res.PeakConns, st.ConnectionsOpen)
 			if st.RequestBytesInFlight >= res.Peak.RequestBytesInFlight {
@@ -252,6 +265,22 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 		return nil, ctx.Err()
 	}
 	res.RSSSettled = rss()
+	runtime.ReadMemStats(&res.MemSettled)
+	res.Goroutines = runtime.NumGoroutine()
+	if cfg.MemProfile != "" {
+		f, err := os.Create(cfg.MemProfile)
+		if err != nil {
+			return nil, fmt.Errorf("bench: storm: %w", err)
+		}
+		runtime.GC()
+		err = pprof.WriteHeapProfile(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench: storm: heap profile: %w", err)
+		}
+	}
 	res.Final = n.CQLStats()
 	return res, nil
 }
@@ -273,7 +302,9 @@ func rawHandshake(ctx context.Context, addr string) (net.Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	h, _, err := frame.NewReader(c, 0).Read()
+	// A small buffer: the attackers share the node's process, and their
+	// garbage should not be counted as the node's.
+	h, _, err := frame.NewReader(bufio.NewReaderSize(c, 64), 0).Read()
 	if err == nil && h.Op != frame.OpReady {
 		err = fmt.Errorf("STARTUP answered with %v", h.Op)
 	}
@@ -429,13 +460,16 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 	clients := fs.Int("clients", 4, "gocql goroutines measuring latency")
 	maxConns := fs.Int("max-conns", 0, "native_transport_max_concurrent_connections (0: the node's default, no limit)")
 	maxConnsIP := fs.Int("max-conns-per-ip", 0, "native_transport_max_concurrent_connections_per_ip (0: the node's default, no limit)")
+	maxReqs := fs.Int("max-requests-per-conn", 0, "native_transport_max_requests_per_connection (0: the node's default, 1024)")
 	dir := fs.String("dir", "", "data directory (default: a temporary one, removed)")
+	memprofile := fs.String("memprofile", "", "write a heap profile to this file at the end")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cfg := StormConfig{Dir: *dir, Phase: *phase, Settle: *settle, Conns: *conns, Churners: *churners, Pipeline: *pipeline,
-		Oversized: *oversized, Clients: *clients, Out: stderr,
-		Node: node.Config{NativeTransportMaxConcurrentConnections: *maxConns, NativeTransportMaxConnectionsPerIP: *maxConnsIP}}
+		Oversized: *oversized, Clients: *clients, Out: stderr, MemProfile: *memprofile,
+		Node: node.Config{NativeTransportMaxConcurrentConnections: *maxConns, NativeTransportMaxConnectionsPerIP: *maxConnsIP,
+			NativeTransportMaxRequestsPerConnection: *maxReqs}}
 	res, err := RunStorm(context.Background(), cfg)
 	if err != nil {
 		return err
@@ -460,5 +494,14 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(w, "RSS: baseline %s, peak %s (%s), end of after phase %s (%s), %v later %s (%s)\n",
 		mb(res.RSSBaseline), mb(res.RSSPeak), pct(res.RSSPeak), mb(res.RSSEnd), pct(res.RSSEnd), res.Settle, mb(res.RSSSettled), pct(res.RSSSettled))
+	fmt.Fprintf(w, "goroutines at the RSS peak %d, after settling %d\n", res.GoroutinesPeak, res.Goroutines)
+	for _, m := range []struct {
+		name string
+		ms   *runtime.MemStats
+	}{{"baseline", &res.MemBaseline}, {"peak", &res.MemPeak}, {"settled", &res.MemSettled}} {
+		fmt.Fprintf(w, "Go memory %-8s: heap in use %s, heap idle not returned %s, stacks %s, runtime other %s, GC metadata %s\n",
+			m.name, mb(int64(m.ms.HeapInuse)), mb(int64(m.ms.HeapIdle-m.ms.HeapReleased)), mb(int64(m.ms.StackSys)),
+			mb(int64(m.ms.OtherSys+m.ms.MSpanSys+m.ms.MCacheSys+m.ms.BuckHashSys)), mb(int64(m.ms.GCSys)))
+	}
 	return nil
 }

@@ -39,9 +39,10 @@ const (
 	// Cassandra's default is a 10th of its heap).
 	DefaultMaxInFlightBytes = 256 << 20
 	// DefaultMaxRequestsPerConn is the default limit on one connection's
-	// requests in flight (idemkv's own; the DataStax Java driver sends at
-	// most 1024 per connection by default).
-	DefaultMaxRequestsPerConn = 2048
+	// requests in flight (idemkv's own; the DataStax Java driver 4 sends
+	// at most 1024 per connection by default). A client beyond is slowed,
+	// not refused. It bounds what one pipelining connection runs at once.
+	DefaultMaxRequestsPerConn = 1024
 	// DefaultHalfFrameTimeout is the default time a frame that started
 	// arriving may stall before the connection is closed (idemkv's own).
 	DefaultHalfFrameTimeout = 10 * time.Second

@@ -55,7 +55,7 @@ type Config struct {
 	NativeTransportMaxRequestDataInFlightMB  int64 `yaml:"native_transport_max_request_data_in_flight_in_mb"`        // request bytes in flight on the node, default 256
 	NativeTransportMaxRequestDataPerIPMB     int64 `yaml:"native_transport_max_request_data_in_flight_per_ip_in_mb"` // per source address, default 64
 	NativeTransportReceiveQueueCapacityBytes int64 `yaml:"native_transport_receive_queue_capacity_in_bytes"`         // per connection, default 1 MiB
-	NativeTransportMaxRequestsPerConnection  int   `yaml:"native_transport_max_requests_per_connection"`             // requests in flight per connection, default 2048 (idemkv's own)
+	NativeTransportMaxRequestsPerConnection  int   `yaml:"native_transport_max_requests_per_connection"`             // requests in flight per connection, default 1024 (idemkv's own)
 	NativeTransportIdleTimeoutMS             int   `yaml:"native_transport_idle_timeout_in_ms"`                      // default 0: never, as Cassandra
 	NativeTransportHalfFrameTimeoutMS        int   `yaml:"native_transport_half_frame_timeout_in_ms"`                // a frame stalled half-read, default 10000 (idemkv's own)
 	NativeTransportWriteTimeoutMS            int   `yaml:"native_transport_write_timeout_in_ms"`                     // a write blocked by a client that reads nothing, default 30000 (idemkv's own)
@@ -175,7 +175,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	orNone(&c.NativeTransportMaxConcurrentConnections, -1)
 	orNone(&c.NativeTransportMaxConnectionsPerIP, -1)
-	orNone(&c.NativeTransportMaxRequestsPerConnection, 2048)
+	orNone(&c.NativeTransportMaxRequestsPerConnection, 1024)
 	orNone(&c.NativeTransportHalfFrameTimeoutMS, 10000)
 	orNone(&c.NativeTransportWriteTimeoutMS, 30000)
 	if c.NativeTransportIdleTimeoutMS < 0 {

@@ -17,7 +17,7 @@ func TestNativeTransportLimitKeys(t *testing.T) {
 	if d.NativeTransportMaxFrameMB != 16 || d.NativeTransportMaxAuthMessageKB != 128 ||
 		d.NativeTransportMaxConcurrentConnections != -1 || d.NativeTransportMaxConnectionsPerIP != -1 ||
 		d.NativeTransportMaxRequestDataInFlightMB != 256 || d.NativeTransportMaxRequestDataPerIPMB != 64 ||
-		d.NativeTransportReceiveQueueCapacityBytes != 1<<20 || d.NativeTransportMaxRequestsPerConnection != 2048 ||
+		d.NativeTransportReceiveQueueCapacityBytes != 1<<20 || d.NativeTransportMaxRequestsPerConnection != 1024 ||
 		d.NativeTransportIdleTimeoutMS != 0 || d.NativeTransportHalfFrameTimeoutMS != 10000 || d.NativeTransportWriteTimeoutMS != 30000 {
 		t.Errorf("defaults %+v", d)
 	}
