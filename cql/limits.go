@@ -1,6 +1,7 @@
 package cql
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -301,7 +302,7 @@ func (s *Server) refuse(nc net.Conn, msg string) {
 	defer func() { <-s.refusing }()
 	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(refuseWait))
-	rd := frame.NewReader(nc, 1)
+	rd := frame.NewReader(bufio.NewReaderSize(nc, 64), 1) // a small buffer: refusals come in storms
 	h, err := rd.ReadHeader()
 	var ve *frame.VersionError
 	var tl *frame.TooLargeError
