@@ -2,6 +2,8 @@ package cql
 
 import (
 	"encoding/binary"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -317,5 +319,77 @@ func TestHalfFrameTimeout(t *testing.T) {
 	time.Sleep(150 * time.Millisecond)
 	if m := c.call(4, query("echo")); m.Opcode() != frame.OpResult {
 		t.Fatalf("%+v", m)
+	}
+}
+
+// TestMaxRequestsPerConn: with at most 3 requests in flight per connection,
+// 5 pipelined requests that block in the executor start 3 at a time; the
+// server stops reading until one is answered.
+func TestMaxRequestsPerConn(t *testing.T) {
+	s, ex := startServer(t, ServerConfig{MaxRequestsPerConn: 3})
+	c := dial(t, s)
+	c.handshake()
+	var buf []byte
+	for i := range 5 {
+		var err error
+		buf, err = frame.AppendFrame(buf, &frame.Frame{Version: 4, Stream: int16(10 + i), Message: query(fmt.Sprintf("wait %d", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.write(buf)
+	for range 3 {
+		<-ex.started
+	}
+	waitFor(t, "the reader pauses", func() bool { return s.Stats().ReadsPausedNow == 1 })
+	if st := s.Stats(); st.RequestsInFlight != 3 {
+		t.Fatalf("%d requests in flight, want 3", st.RequestsInFlight)
+	}
+	select {
+	case q := <-ex.started:
+		t.Fatalf("%q started over the limit", q)
+	default:
+	}
+	ex.release(0)
+	if h, _ := c.recv(); h.Stream != 10 {
+		t.Fatalf("answer on stream %d", h.Stream)
+	}
+	if q := <-ex.started; q != "wait 3" {
+		t.Fatalf("started %q, want wait 3", q)
+	}
+	for i := 1; i < 5; i++ {
+		ex.release(i)
+	}
+	for range 4 {
+		c.recv()
+	}
+	waitFor(t, "nothing in flight", func() bool { st := s.Stats(); return st.RequestsInFlight == 0 && st.ReadsPausedNow == 0 })
+}
+
+// TestRefusedInTheClientsVersion: a v3 client over the limit is answered in
+// v3; a client with a version the server does not serve gets the version
+// error (so that a driver downgrades and tries again).
+func TestRefusedInTheClientsVersion(t *testing.T) {
+	s, _ := startServer(t, ServerConfig{MaxConnections: 1})
+	dial(t, s).handshake()
+	c := dial(t, s)
+	b, _ := frame.AppendFrame(nil, &frame.Frame{Version: 3, Stream: 5, Message: &frame.Options{}})
+	c.write(b)
+	h, f := c.recv()
+	if h.Version != 0x83 || h.Stream != 5 {
+		t.Errorf("v3 refusal on %+v", h)
+	}
+	wantError(t, f.Message, frame.ErrOverloaded, "Exceeded maximum native connection limit of 1")
+	c.expectEOF()
+
+	c = dial(t, s)
+	c.write(mustHex(t, "05 00 0107 05 00000000"))
+	c.nc.SetReadDeadline(time.Now().Add(safety))
+	resp, err := io.ReadAll(c.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp) < 9 || resp[0] != 0x85 || !strings.Contains(string(resp), "Invalid or unsupported protocol version (5)") {
+		t.Fatalf("v5 refusal %q", resp)
 	}
 }
