@@ -2,6 +2,7 @@ package cql
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -301,6 +302,8 @@ func (s *Server) refuse(nc net.Conn, msg string) {
 	defer s.wg.Done()
 	defer func() { <-s.refusing }()
 	defer nc.Close()
+	stop := context.AfterFunc(s.ctx, func() { nc.Close() }) // Close does not wait for refusals
+	defer stop()
 	nc.SetDeadline(time.Now().Add(refuseWait))
 	rd := frame.NewReader(bufio.NewReaderSize(nc, 64), 1) // a small buffer: refusals come in storms
 	h, err := rd.ReadHeader()
