@@ -73,6 +73,7 @@ type conn struct {
 
 	mu       sync.Mutex
 	wq       []outFrame
+	evQueued int64 // bytes of the events in wq, bounded by MaxInFlightBytesPerConn
 	wspare   []outFrame
 	closed   bool
 	draining bool // a last frame is queued: nothing more is accepted
@@ -137,6 +138,25 @@ func (c *conn) enqueue(b []byte, last bool, cost int64) bool {
 		c.mu.Unlock()
 		c.s.release(c, cost)
 		return false
+	}
+	if cost == 0 && !last { // an event: no request holds it back
+		if lim := c.s.cfg.MaxInFlightBytesPerConn; lim > 0 && c.evQueued > 0 && c.evQueued+int64(len(b)) > lim {
+			queued := c.evQueued
+			c.draining = true // nothing more is queued
+			// Closed on a goroutine of its own: this one may be the events
+			// source's, which close's unsubscribing would re-enter. The
+			// connection's reader, alive while it is not closed, holds the
+			// wait group.
+			c.s.wg.Add(1)
+			c.mu.Unlock()
+			c.s.stats.eventOverflows.Add(1)
+			go func() {
+				defer c.s.wg.Done()
+				c.close(fmt.Errorf("%d bytes of events queued and not written (the client reads nothing)", queued))
+			}()
+			return false
+		}
+		c.evQueued += int64(len(b))
 	}
 	c.s.stats.queued.Add(int64(len(b)))
 	c.wq = append(c.wq, outFrame{b: b, last: last, cost: cost})
@@ -249,6 +269,7 @@ func (c *conn) writeLoop() {
 			if len(batch) > 0 {
 				c.wq = c.wspare[:0]
 				c.wspare = nil
+				c.evQueued = 0 // every queued event is in the batch
 			}
 			c.mu.Unlock()
 			if len(batch) == 0 {

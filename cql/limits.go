@@ -90,6 +90,7 @@ type Stats struct {
 	IdleTimeouts      int64 // connections closed by the idle timeout
 	HalfFrameTimeouts int64 // connections closed with a frame stalled half-read
 	WriteTimeouts     int64 // connections closed with a write blocked too long
+	EventOverflows    int64 // connections closed with more events queued than MaxInFlightBytesPerConn
 }
 
 // counters are the Stats kept with atomics; the in-flight ones are kept
@@ -98,7 +99,7 @@ type counters struct {
 	accepted, refused, acceptErrors     atomic.Int64
 	queued                              atomic.Int64
 	tooLarge, idle, halfFrame, writeOut atomic.Int64
-	pauses                              atomic.Int64
+	pauses, eventOverflows              atomic.Int64
 }
 
 // flow accounts the connections and the requests in flight, per
@@ -270,6 +271,7 @@ func (s *Server) Stats() Stats {
 		IdleTimeouts:        s.stats.idle.Load(),
 		HalfFrameTimeouts:   s.stats.halfFrame.Load(),
 		WriteTimeouts:       s.stats.writeOut.Load(),
+		EventOverflows:      s.stats.eventOverflows.Load(),
 	}
 	f := &s.flow
 	f.mu.Lock()

@@ -393,3 +393,28 @@ func TestRefusedInTheClientsVersion(t *testing.T) {
 		t.Fatalf("v5 refusal %q", resp)
 	}
 }
+
+// TestEventsToANeverReadingClient: a connection registered for events that
+// never reads them is closed once more than its in-flight limit of events
+// waits for its writer, even without a write timeout.
+func TestEventsToANeverReadingClient(t *testing.T) {
+	evs := &fakeEvents{}
+	s, _ := startServer(t, ServerConfig{Events: evs, MaxInFlightBytesPerConn: 8 << 10, WriteTimeout: -1})
+	c := dial(t, s)
+	c.handshake()
+	if m := c.call(3, &frame.Register{Events: []string{frame.EventSchemaChange}}); m.Opcode() != frame.OpReady {
+		t.Fatalf("REGISTER: %+v", m)
+	}
+	ev := frame.Event{Type: frame.EventSchemaChange, Change: "CREATED",
+		Schema: frame.SchemaChangeResult{Change: "CREATED", Target: frame.TargetKeyspace, Keyspace: strings.Repeat("k", 1000)}}
+	waitFor(t, "the connection is closed", func() bool {
+		for range 100 {
+			evs.publish(ev)
+		}
+		st := s.Stats()
+		return st.EventOverflows == 1 && st.ConnectionsOpen == 0 && st.QueuedResponseBytes == 0
+	})
+	if evs.count() != 0 {
+		t.Errorf("%d subscriptions left", evs.count())
+	}
+}
