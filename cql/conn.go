@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkv/idemkv/cql/frame"
@@ -36,19 +37,32 @@ const (
 
 // outFrame is an encoded frame queued for the writer; last marks the fatal
 // answer after which nothing more is written.
+// cost is the in-flight cost of the request it answers, released once it is
+// written (0 for events and fatal answers).
 type outFrame struct {
 	b    []byte
 	last bool
+	cost int64
 }
 
 type conn struct {
 	s      *Server
 	nc     net.Conn
+	ip     string // source address, for the per-address limits
 	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	dead      atomic.Bool  // closed: a reader waiting for room gives up
+	lastWrite atomic.Int64 // unix nanoseconds of the last flush, for the idle timeout
+
+	// Guarded by s.flow.mu: the requests in flight and their bytes.
+	reqs  int64
+	bytes int64
+
 	// Read loop only.
+	rd      *frame.Reader
+	dr      *deadlineReader
 	version byte // protocol version of the connection, set by its first frame
 	state   int
 	events  map[string]bool
@@ -59,6 +73,7 @@ type conn struct {
 
 	mu       sync.Mutex
 	wq       []outFrame
+	evQueued int64 // bytes of the events in wq, bounded by MaxInFlightBytesPerConn
 	wspare   []outFrame
 	closed   bool
 	draining bool // a last frame is queued: nothing more is accepted
@@ -69,13 +84,17 @@ type conn struct {
 	evMu     sync.Mutex // guards unsub against close
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn, ip string) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
-	return &conn{
-		s: s, nc: nc, log: s.log.With("remote", nc.RemoteAddr().String()),
+	c := &conn{
+		s: s, nc: nc, ip: ip, log: s.log.With("remote", nc.RemoteAddr().String()),
 		ctx: ctx, cancel: cancel,
 		wsig: make(chan struct{}, 1), done: make(chan struct{}), wdone: make(chan struct{}),
 	}
+	c.dr = &deadlineReader{nc: nc, idle: s.cfg.IdleTimeout, halfFrame: max(s.cfg.HalfFrameTimeout, 0)}
+	c.rd = frame.NewPooledReader(c.dr, s.cfg.MaxHandshakeFrame)
+	c.lastWrite.Store(time.Now().UnixNano())
+	return c
 }
 
 // close ends the connection: it cancels the requests in flight, stops the
@@ -85,8 +104,15 @@ func (c *conn) close(cause error) {
 	c.once.Do(func() {
 		c.mu.Lock()
 		c.closed = true
+		dropped := c.wq
 		c.wq = nil
 		c.mu.Unlock()
+		c.dead.Store(true)
+		for _, f := range dropped {
+			c.s.stats.queued.Add(-int64(len(f.b)))
+			c.s.release(c, f.cost)
+		}
+		c.s.wake()
 		c.cancel()
 		close(c.done)
 		c.nc.Close()
@@ -103,15 +129,37 @@ func (c *conn) close(cause error) {
 	})
 }
 
-// enqueue queues an encoded frame for the writer. It reports false when
-// the connection is closed or closing.
-func (c *conn) enqueue(b []byte, last bool) bool {
+// enqueue queues an encoded frame for the writer, answering a request of
+// the given in-flight cost (released once written). It reports false (and
+// releases the cost) when the connection is closed or closing.
+func (c *conn) enqueue(b []byte, last bool, cost int64) bool {
 	c.mu.Lock()
 	if c.closed || c.draining {
 		c.mu.Unlock()
+		c.s.release(c, cost)
 		return false
 	}
-	c.wq = append(c.wq, outFrame{b: b, last: last})
+	if cost == 0 && !last { // an event: no request holds it back
+		if lim := c.s.cfg.MaxInFlightBytesPerConn; lim > 0 && c.evQueued > 0 && c.evQueued+int64(len(b)) > lim {
+			queued := c.evQueued
+			c.draining = true // nothing more is queued
+			// Closed on a goroutine of its own: this one may be the events
+			// source's, which close's unsubscribing would re-enter. The
+			// connection's reader, alive while it is not closed, holds the
+			// wait group.
+			c.s.wg.Add(1)
+			c.mu.Unlock()
+			c.s.stats.eventOverflows.Add(1)
+			go func() {
+				defer c.s.wg.Done()
+				c.close(fmt.Errorf("%d bytes of events queued and not written (the client reads nothing)", queued))
+			}()
+			return false
+		}
+		c.evQueued += int64(len(b))
+	}
+	c.s.stats.queued.Add(int64(len(b)))
+	c.wq = append(c.wq, outFrame{b: b, last: last, cost: cost})
 	if last {
 		c.draining = true
 	}
@@ -123,10 +171,11 @@ func (c *conn) enqueue(b []byte, last bool) bool {
 	return true
 }
 
-// send encodes a frame in the connection's version and queues it. A frame
+// send encodes a frame in the connection's version and queues it, as the
+// answer to a request of the given in-flight cost (0: an event). A frame
 // that does not encode (an executor's result that breaks the protocol's
 // limits) is answered with a server error instead.
-func (c *conn) send(f *frame.Frame) {
+func (c *conn) send(f *frame.Frame, cost int64) {
 	if f.Version == 0 {
 		f.Version = c.version
 	}
@@ -136,10 +185,11 @@ func (c *conn) send(f *frame.Frame) {
 		b, err = frame.AppendFrame(nil, &frame.Frame{Version: f.Version, Stream: f.Stream,
 			Message: frame.Errorf(frame.ErrServer, "cannot encode the response: %v", err)})
 		if err != nil {
+			c.s.release(c, cost)
 			return
 		}
 	}
-	c.enqueue(b, false)
+	c.enqueue(b, false, cost)
 }
 
 // fatal answers a frame the connection cannot go on from with a protocol
@@ -157,7 +207,7 @@ func (c *conn) fatal(h frame.Header, msg string) {
 		c.close(err)
 		return
 	}
-	c.enqueue(b, true)
+	c.enqueue(b, true, 0)
 	// Wait for the writer to write the answer and half-close, then read and
 	// drop what the client still sends until it closes, so that the answer
 	// is not lost to a reset.
@@ -167,13 +217,45 @@ func (c *conn) fatal(h frame.Header, msg string) {
 	c.close(errors.New(msg))
 }
 
+// writeBufs are the connections' write buffers, held while writing only.
+var writeBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
+
 // writeLoop drains the queue into a buffered writer and flushes only when
 // the queue is empty (after yielding once), so frames queued together leave
-// in one system call.
+// in one system call. A frame's in-flight cost is released once it is in
+// the buffered writer, whose size bounds what is held past that. A write
+// that stays blocked past the write timeout (the client reads nothing)
+// closes the connection.
 func (c *conn) writeLoop() {
 	defer c.s.wg.Done()
 	defer close(c.wdone)
-	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	// The buffer is taken from a pool for a batch and put back once it is
+	// flushed, so that an idle connection holds none.
+	var bw *bufio.Writer
+	defer func() {
+		if bw != nil {
+			bw.Reset(nil)
+			writeBufs.Put(bw)
+		}
+	}()
+	timeout := c.s.cfg.WriteTimeout
+	armed := false
+	arm := func() { // before a write that reaches the socket
+		if timeout > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(timeout))
+			armed = true
+		} else if armed {
+			c.nc.SetWriteDeadline(time.Time{})
+			armed = false
+		}
+	}
+	fail := func(err error) {
+		if isTimeout(err) {
+			c.s.stats.writeOut.Add(1)
+			err = fmt.Errorf("write blocked for %v (the client reads nothing): %w", timeout, err)
+		}
+		c.close(fmt.Errorf("write: %w", err))
+	}
 	for {
 		select {
 		case <-c.wsig:
@@ -187,6 +269,7 @@ func (c *conn) writeLoop() {
 			if len(batch) > 0 {
 				c.wq = c.wspare[:0]
 				c.wspare = nil
+				c.evQueued = 0 // every queued event is in the batch
 			}
 			c.mu.Unlock()
 			if len(batch) == 0 {
@@ -197,12 +280,27 @@ func (c *conn) writeLoop() {
 				runtime.Gosched()
 				continue
 			}
+			if bw == nil {
+				bw = writeBufs.Get().(*bufio.Writer)
+				bw.Reset(c.nc)
+			}
 			for i := range batch {
-				if _, err := bw.Write(batch[i].b); err != nil {
-					c.close(fmt.Errorf("write: %w", err))
+				if len(batch[i].b) > bw.Available() {
+					arm()
+				}
+				_, err := bw.Write(batch[i].b)
+				c.s.stats.queued.Add(-int64(len(batch[i].b)))
+				c.s.release(c, batch[i].cost)
+				if err != nil {
+					for _, f := range batch[i+1:] {
+						c.s.stats.queued.Add(-int64(len(f.b)))
+						c.s.release(c, f.cost)
+					}
+					fail(err)
 					return
 				}
 				if batch[i].last {
+					arm()
 					if bw.Flush() == nil {
 						if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
 							tc.CloseWrite()
@@ -218,32 +316,50 @@ func (c *conn) writeLoop() {
 			}
 			c.mu.Unlock()
 		}
+		if bw == nil {
+			continue
+		}
+		arm()
 		if err := bw.Flush(); err != nil {
-			c.close(fmt.Errorf("write: %w", err))
+			fail(err)
 			return
 		}
+		bw.Reset(nil)
+		writeBufs.Put(bw)
+		bw = nil
+		c.lastWrite.Store(time.Now().UnixNano())
 	}
 }
 
-// readLoop reads frames until the connection ends.
+// readLoop reads frames until the connection ends. Between frames the
+// socket read waits at most the idle timeout (and only while nothing is in
+// flight and nothing was written for that long); inside a frame it waits at
+// most the half-frame timeout for each next byte. A request's cost is
+// reserved after its header is read and before its body is: over an
+// in-flight limit, the loop stops reading until answers are written.
 func (c *conn) readLoop() {
 	defer c.s.wg.Done()
-	rd := frame.NewReader(c.nc, c.s.cfg.MaxFrame)
+	rd := c.rd
+	defer rd.Release()
 	for {
-		h, body, err := rd.Read()
-		if err != nil {
-			var ve *frame.VersionError
-			var tl *frame.TooLargeError
-			switch {
-			case errors.As(err, &ve):
-				c.fatal(h, ve.Error())
-			case errors.As(err, &tl):
-				c.fatal(h, tl.Error())
-			case errors.Is(err, io.ErrUnexpectedEOF):
-				c.fatal(h, "Truncated frame: the stream ended inside a frame")
-			default:
-				c.close(err)
+		c.dr.mid = false
+		if err := rd.ReadFirstByte(); err != nil {
+			if isTimeout(err) && c.s.cfg.IdleTimeout > 0 {
+				idle := time.Since(time.Unix(0, c.lastWrite.Load()))
+				if c.s.inFlight(c) > 0 || idle < c.s.cfg.IdleTimeout {
+					continue
+				}
+				c.s.stats.idle.Add(1)
+				c.close(fmt.Errorf("idle for %v: %w", c.s.cfg.IdleTimeout, err))
+				return
 			}
+			c.close(err)
+			return
+		}
+		c.dr.mid = true
+		h, err := rd.ReadHeaderRest()
+		if err != nil {
+			c.readError(h, err)
 			return
 		}
 		if c.version == 0 {
@@ -256,18 +372,51 @@ func (c *conn) readLoop() {
 				h.ProtoVersion(), c.version))
 			return
 		}
+		cost := frameCost(h)
+		if err := c.s.reserve(c, cost, c.state == stateReady); err != nil {
+			c.close(err)
+			return
+		}
+		body, err := rd.ReadBody(h)
+		if err != nil {
+			c.s.release(c, cost)
+			c.readError(h, err)
+			return
+		}
 		f, err := frame.DecodeFrame(h, body)
 		if err != nil {
+			c.s.release(c, cost)
 			c.fatal(h, err.Error())
 			return
 		}
-		c.dispatch(h, f)
+		c.dispatch(h, f, cost)
+	}
+}
+
+// readError ends the connection after a failed frame read: with a protocol
+// error for a frame it cannot serve, or at once for a stalled one.
+func (c *conn) readError(h frame.Header, err error) {
+	var ve *frame.VersionError
+	var tl *frame.TooLargeError
+	switch {
+	case errors.As(err, &ve):
+		c.fatal(h, ve.Error())
+	case errors.As(err, &tl):
+		c.s.stats.tooLarge.Add(1)
+		c.fatal(h, tl.Error())
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		c.fatal(h, "Truncated frame: the stream ended inside a frame")
+	case isTimeout(err):
+		c.s.stats.halfFrame.Add(1)
+		c.close(fmt.Errorf("a frame stalled half-read for %v: %w", c.s.cfg.HalfFrameTimeout, err))
+	default:
+		c.close(err)
 	}
 }
 
 // reply queues a response on the request's stream.
-func (c *conn) reply(h frame.Header, m frame.Message) {
-	c.send(&frame.Frame{Stream: h.Stream, Message: m})
+func (c *conn) reply(h frame.Header, m frame.Message, cost int64) {
+	c.send(&frame.Frame{Stream: h.Stream, Message: m}, cost)
 }
 
 func protocolErrorf(format string, args ...any) *frame.Error {
@@ -276,97 +425,97 @@ func protocolErrorf(format string, args ...any) *frame.Error {
 
 // dispatch answers the handshake messages in order, here, and hands
 // statements to goroutines of their own.
-func (c *conn) dispatch(h frame.Header, f *frame.Frame) {
+func (c *conn) dispatch(h frame.Header, f *frame.Frame, cost int64) {
 	op := h.Op
 	switch c.state {
 	case stateNew:
 		if op != frame.OpStartup && op != frame.OpOptions {
-			c.reply(h, protocolErrorf("Unexpected message %v, expecting STARTUP or OPTIONS", op))
+			c.reply(h, protocolErrorf("Unexpected message %v, expecting STARTUP or OPTIONS", op), cost)
 			return
 		}
 	case stateAuth:
 		if op != frame.OpAuthResponse && op != frame.OpOptions {
-			c.reply(h, protocolErrorf("Unexpected message %v, expecting SASL_RESPONSE", op))
+			c.reply(h, protocolErrorf("Unexpected message %v, expecting SASL_RESPONSE", op), cost)
 			return
 		}
 	case stateReady:
 		if op == frame.OpStartup {
-			c.reply(h, protocolErrorf("Unexpected message STARTUP, the connection is already initialized"))
+			c.reply(h, protocolErrorf("Unexpected message STARTUP, the connection is already initialized"), cost)
 			return
 		}
 		if op == frame.OpAuthResponse {
-			c.reply(h, protocolErrorf("Unexpected message AUTH_RESPONSE, the connection is already authenticated"))
+			c.reply(h, protocolErrorf("Unexpected message AUTH_RESPONSE, the connection is already authenticated"), cost)
 			return
 		}
 	}
 	switch m := f.Message.(type) {
 	case *frame.Options:
-		c.reply(h, &frame.Supported{Options: supported})
+		c.reply(h, &frame.Supported{Options: supported}, cost)
 	case *frame.Startup:
-		c.startup(h, m)
+		c.startup(h, m, cost)
 	case *frame.AuthResponse:
-		c.authResponse(h, m)
+		c.authResponse(h, m, cost)
 	case *frame.Register:
-		c.register(h, m)
+		c.register(h, m, cost)
 	case *frame.Query, *frame.Prepare, *frame.Execute, *frame.Batch:
 		c.s.wg.Add(1)
-		go c.execute(h, f)
+		go c.execute(h, f, cost)
 	default:
-		c.reply(h, protocolErrorf("Unexpected message %v", op))
+		c.reply(h, protocolErrorf("Unexpected message %v", op), cost)
 	}
 }
 
-func (c *conn) startup(h frame.Header, m *frame.Startup) {
+func (c *conn) startup(h frame.Header, m *frame.Startup, cost int64) {
 	if _, ok := m.Options["CQL_VERSION"]; !ok {
-		c.reply(h, protocolErrorf("Missing value CQL_VERSION in STARTUP message"))
+		c.reply(h, protocolErrorf("Missing value CQL_VERSION in STARTUP message"), cost)
 		return
 	}
 	if comp, ok := m.Options["COMPRESSION"]; ok && comp != "" {
-		c.reply(h, protocolErrorf("Unknown compression algorithm: %s", comp))
+		c.reply(h, protocolErrorf("Unknown compression algorithm: %s", comp), cost)
 		return
 	}
 	if c.s.cfg.Auth != nil {
 		c.state = stateAuth
-		c.reply(h, &frame.Authenticate{Authenticator: Authenticator})
+		c.reply(h, &frame.Authenticate{Authenticator: Authenticator}, cost)
 		return
 	}
-	c.state = stateReady
-	c.reply(h, &frame.Ready{})
+	c.ready()
+	c.reply(h, &frame.Ready{}, cost)
 }
 
 // authResponse checks a SASL PLAIN token, "authzid\x00user\x00password"
 // (drivers send an empty authzid), as Cassandra's PasswordAuthenticator.
 // A failed attempt leaves the connection waiting for another.
-func (c *conn) authResponse(h frame.Header, m *frame.AuthResponse) {
+func (c *conn) authResponse(h frame.Header, m *frame.AuthResponse, cost int64) {
 	parts := bytes.Split(m.Token, []byte{0})
 	if len(parts) < 2 || len(parts) > 3 {
-		c.reply(h, frame.Errorf(frame.ErrBadCredentials, "Authentication ID must not be null"))
+		c.reply(h, frame.Errorf(frame.ErrBadCredentials, "Authentication ID must not be null"), cost)
 		return
 	}
 	pass := string(parts[len(parts)-1])
 	user := string(parts[len(parts)-2])
 	if user == "" {
-		c.reply(h, frame.Errorf(frame.ErrBadCredentials, "Authentication ID must not be null"))
+		c.reply(h, frame.Errorf(frame.ErrBadCredentials, "Authentication ID must not be null"), cost)
 		return
 	}
 	if want, ok := c.s.cfg.Auth[user]; !ok || want != pass {
-		c.reply(h, frame.Errorf(frame.ErrBadCredentials, "Provided username %s and/or password are incorrect", user))
+		c.reply(h, frame.Errorf(frame.ErrBadCredentials, "Provided username %s and/or password are incorrect", user), cost)
 		return
 	}
 	c.sessMu.Lock()
 	c.sess.User = user
 	c.sessMu.Unlock()
-	c.state = stateReady
-	c.reply(h, &frame.AuthSuccess{})
+	c.ready()
+	c.reply(h, &frame.AuthSuccess{}, cost)
 }
 
 var eventTypes = []string{frame.EventTopologyChange, frame.EventStatusChange, frame.EventSchemaChange}
 
 // register adds event types to the connection's subscription.
-func (c *conn) register(h frame.Header, m *frame.Register) {
+func (c *conn) register(h frame.Header, m *frame.Register, cost int64) {
 	for _, t := range m.Events {
 		if !slices.Contains(eventTypes, t) {
-			c.reply(h, protocolErrorf("Invalid value '%s' for Event.Type", t))
+			c.reply(h, protocolErrorf("Invalid value '%s' for Event.Type", t), cost)
 			return
 		}
 	}
@@ -389,13 +538,19 @@ func (c *conn) register(h frame.Header, m *frame.Register) {
 			version := c.version
 			c.unsub = c.s.cfg.Events.Subscribe(func(ev frame.Event) {
 				if want[ev.Type] {
-					c.send(&frame.Frame{Version: version, Stream: -1, Message: ev})
+					c.send(&frame.Frame{Version: version, Stream: -1, Message: ev}, 0)
 				}
 			})
 		}
 		c.evMu.Unlock()
 	}
-	c.reply(h, &frame.Ready{})
+	c.reply(h, &frame.Ready{}, cost)
+}
+
+// ready ends the handshake: from now on, frames up to MaxFrame are read.
+func (c *conn) ready() {
+	c.state = stateReady
+	c.rd.SetMaxBody(c.s.cfg.MaxFrame)
 }
 
 func (c *conn) closedNow() bool {
@@ -407,7 +562,7 @@ func (c *conn) closedNow() bool {
 // execute runs one statement request on the executor and answers it. The
 // executor gets its own copy of the connection's Session; a keyspace it sets
 // (USE) is kept for the requests that start after it returns.
-func (c *conn) execute(h frame.Header, f *frame.Frame) {
+func (c *conn) execute(h frame.Header, f *frame.Frame, cost int64) {
 	defer c.s.wg.Done()
 	var out Outcome
 	var err error
@@ -462,5 +617,5 @@ func (c *conn) execute(h frame.Header, f *frame.Frame) {
 		}
 		resp.Message = m
 	}
-	c.send(resp)
+	c.send(resp, cost)
 }

@@ -27,6 +27,7 @@ import (
 //	"timeout"     a WriteTimeout(COUNTER) error, wrapped
 //	"fail"        a plain error
 //	"block"       blocks until the request's context ends, and counts that
+//	"big N"       Rows with one blob value of N zero bytes
 //
 // Every answer mirrors the request's custom payload.
 type fakeExecutor struct {
@@ -77,6 +78,10 @@ func (e *fakeExecutor) Query(ctx context.Context, s *Session, q string, p frame.
 		}
 		out.Result = frame.RowsResult{Columns: []frame.ColumnSpec{{Keyspace: "t", Table: "t", Name: "n", Type: frame.Int}},
 			Rows: [][]frame.Value{{frame.Bytes(frame.EncodeInt(int32(n)))}}}
+	case strings.HasPrefix(q, "big "):
+		fmt.Sscanf(q, "big %d", &n)
+		out.Result = frame.RowsResult{Columns: []frame.ColumnSpec{{Keyspace: "t", Table: "t", Name: "b", Type: frame.Blob}},
+			Rows: [][]frame.Value{{frame.Bytes(make([]byte, n))}}}
 	case q == "echo":
 		out.Result = &frame.RowsResult{
 			Columns: []frame.ColumnSpec{{Keyspace: "t", Table: "t", Name: "ks", Type: frame.Text}, {Keyspace: "t", Table: "t", Name: "user", Type: frame.Text}},

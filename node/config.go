@@ -43,9 +43,22 @@ type Config struct {
 
 	// StartNativeTransport serves CQL (default true).
 	StartNativeTransport      *bool             `yaml:"start_native_transport"`
-	NativeTransportMaxFrameMB int               `yaml:"native_transport_max_frame_size_in_mb"` // default 256
+	NativeTransportMaxFrameMB int               `yaml:"native_transport_max_frame_size_in_mb"` // default 16, as Cassandra 4.0+
 	Authenticator             string            `yaml:"authenticator"`                         // AllowAllAuthenticator (default) | PasswordAuthenticator
 	Credentials               map[string]string `yaml:"credentials"`                           // users and passwords for PasswordAuthenticator (default cassandra: cassandra)
+
+	// Native transport limits (docs/limits.md). For the limits, 0 (or
+	// absent) is the default and -1 no limit.
+	NativeTransportMaxAuthMessageKB          int   `yaml:"native_transport_max_auth_message_size_in_kb"`             // frame limit before the handshake is done, default 128
+	NativeTransportMaxConcurrentConnections  int   `yaml:"native_transport_max_concurrent_connections"`              // default -1 (no limit), as Cassandra
+	NativeTransportMaxConnectionsPerIP       int   `yaml:"native_transport_max_concurrent_connections_per_ip"`       // default -1 (no limit), as Cassandra
+	NativeTransportMaxRequestDataInFlightMB  int64 `yaml:"native_transport_max_request_data_in_flight_in_mb"`        // request bytes in flight on the node, default 256
+	NativeTransportMaxRequestDataPerIPMB     int64 `yaml:"native_transport_max_request_data_in_flight_per_ip_in_mb"` // per source address, default 64
+	NativeTransportReceiveQueueCapacityBytes int64 `yaml:"native_transport_receive_queue_capacity_in_bytes"`         // per connection, default 1 MiB
+	NativeTransportMaxRequestsPerConnection  int   `yaml:"native_transport_max_requests_per_connection"`             // requests in flight per connection, default 1024 (idemkv's own)
+	NativeTransportIdleTimeoutMS             int   `yaml:"native_transport_idle_timeout_in_ms"`                      // default 0: never, as Cassandra
+	NativeTransportHalfFrameTimeoutMS        int   `yaml:"native_transport_half_frame_timeout_in_ms"`                // a frame stalled half-read, default 10000 (idemkv's own)
+	NativeTransportWriteTimeoutMS            int   `yaml:"native_transport_write_timeout_in_ms"`                     // a write blocked by a client that reads nothing, default 30000 (idemkv's own)
 }
 
 // LoadConfig reads a YAML configuration file with idemkv's keys and
@@ -133,7 +146,37 @@ func (c Config) withDefaults() (Config, error) {
 		on := true
 		c.StartNativeTransport = &on
 	}
-	def(&c.NativeTransportMaxFrameMB, 256)
+	def(&c.NativeTransportMaxFrameMB, 16)
+	def(&c.NativeTransportMaxAuthMessageKB, 128)
+	if c.NativeTransportMaxFrameMB > 2047 {
+		return c, fmt.Errorf("node: native_transport_max_frame_size_in_mb %d: at most 2047", c.NativeTransportMaxFrameMB)
+	}
+	// The limits where -1 means none: 0 (absent) is the default.
+	def64 := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		} else if *v < 0 {
+			*v = -1
+		}
+	}
+	def64(&c.NativeTransportMaxRequestDataInFlightMB, 256)
+	def64(&c.NativeTransportMaxRequestDataPerIPMB, 64)
+	def64(&c.NativeTransportReceiveQueueCapacityBytes, 1<<20)
+	orNone := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		} else if *v < 0 {
+			*v = -1
+		}
+	}
+	orNone(&c.NativeTransportMaxConcurrentConnections, -1)
+	orNone(&c.NativeTransportMaxConnectionsPerIP, -1)
+	orNone(&c.NativeTransportMaxRequestsPerConnection, 1024)
+	orNone(&c.NativeTransportHalfFrameTimeoutMS, 10000)
+	orNone(&c.NativeTransportWriteTimeoutMS, 30000)
+	if c.NativeTransportIdleTimeoutMS < 0 {
+		c.NativeTransportIdleTimeoutMS = 0
+	}
 	switch c.Authenticator {
 	case "", "AllowAllAuthenticator", "org.apache.cassandra.auth.AllowAllAuthenticator":
 		c.Authenticator = "AllowAllAuthenticator"

@@ -111,6 +111,14 @@ func (e *events) schemaEvents(now schema.Doc) {
 	}
 }
 
+// mib is a limit in MiB as bytes, -1 (no limit) kept.
+func mib(v int64) int64 {
+	if v < 0 {
+		return -1
+	}
+	return v << 20
+}
+
 // startCQL serves CQL on the node's native transport address.
 func (n *Node) startCQL(wrap func(cql.Executor) cql.Executor) error {
 	var auth map[string]string
@@ -122,17 +130,38 @@ func (n *Node) startCQL(wrap func(cql.Executor) cql.Executor) error {
 	if wrap != nil {
 		ex = wrap(ex)
 	}
-	srv, err := cql.Listen(cql.ServerConfig{
+	cfg := cql.ServerConfig{
 		Addr:     n.cfg.CQLAddr(),
 		Executor: ex,
 		Events:   n.events,
 		MaxFrame: n.cfg.NativeTransportMaxFrameMB << 20,
 		Auth:     auth,
 		Logger:   n.logger,
-	})
+	}
+	cfg.MaxHandshakeFrame = n.cfg.NativeTransportMaxAuthMessageKB << 10
+	cfg.MaxConnections = n.cfg.NativeTransportMaxConcurrentConnections
+	cfg.MaxConnectionsPerIP = n.cfg.NativeTransportMaxConnectionsPerIP
+	cfg.MaxInFlightBytes = mib(n.cfg.NativeTransportMaxRequestDataInFlightMB)
+	cfg.MaxInFlightBytesPerIP = mib(n.cfg.NativeTransportMaxRequestDataPerIPMB)
+	cfg.MaxInFlightBytesPerConn = n.cfg.NativeTransportReceiveQueueCapacityBytes
+	cfg.MaxRequestsPerConn = n.cfg.NativeTransportMaxRequestsPerConnection
+	cfg.IdleTimeout = ms(n.cfg.NativeTransportIdleTimeoutMS)
+	cfg.HalfFrameTimeout = ms(n.cfg.NativeTransportHalfFrameTimeoutMS)
+	cfg.WriteTimeout = ms(n.cfg.NativeTransportWriteTimeoutMS)
+	srv, err := cql.Listen(cfg)
 	if err != nil {
 		return fmt.Errorf("node: CQL on %s: %w", n.cfg.CQLAddr(), err)
 	}
 	n.cql = srv
 	return nil
+}
+
+// CQLStats are the counters of the node's CQL server (connections, requests
+// and bytes in flight, paused reads, refusals and timeouts); zero when the
+// node serves no CQL.
+func (n *Node) CQLStats() cql.Stats {
+	if n.cql == nil {
+		return cql.Stats{}
+	}
+	return n.cql.Stats()
 }

@@ -62,12 +62,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return runBenchEngine(args[1:], stdout, stderr)
 	case "ring":
 		return runBenchRing(args[1:], stdout, stderr)
+	case "storm":
+		return bench.RunStormCommand(args[1:], stdout, stderr)
 	case "help":
 		benchUsage(stderr)
 		return flag.ErrHelp
 	}
 	benchUsage(stderr)
-	return fmt.Errorf("unknown benchmark %q (have: overcount, latency, engine, ring)", args[0])
+	return fmt.Errorf("unknown benchmark %q (have: overcount, latency, engine, ring, storm)", args[0])
 }
 
 func benchUsage(w io.Writer) {
@@ -77,6 +79,8 @@ func benchUsage(w io.Writer) {
        idemkv bench latency [flags]      write latency and throughput of each counter mode
        idemkv bench engine [flags]       one node's leader path, in process
        idemkv bench ring [flags]         coordinator-level writes on an embedded ring, no CQL
+       idemkv bench storm [flags]        hostile CQL clients (connection storm, never-reading pipeliner,
+                                         oversized frames) against an embedded node: latency and RSS
 
 run 'idemkv bench <benchmark> -h' for its flags; --hosts h1,h2 sends the load to a running ring
 (e.g. 'idemkv ring up', CQL on 9042) instead of an embedded one

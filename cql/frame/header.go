@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Header sizes: protocol v3 and later use 9 bytes (a 2-byte stream id),
@@ -16,7 +17,8 @@ const (
 )
 
 // DefaultMaxBody is the default limit on a frame body, as Cassandra's
-// native_transport_max_frame_size_in_mb (256 MiB).
+// native_transport_max_frame_size_in_mb of Cassandra 3 (256 MiB); the CQL
+// server applies its own, smaller limits (cql.DefaultMaxFrame).
 const DefaultMaxBody = 256 << 20
 
 // Protocol versions and the direction bit of the version byte.
@@ -137,6 +139,57 @@ type Reader struct {
 	br      *bufio.Reader
 	maxBody int
 	hdr     [HeaderSize]byte
+
+	// Pooled readers only (NewPooledReader): br is nil while nothing is
+	// buffered, and the first read after that goes to small.
+	src    io.Reader
+	pooled bool
+	small  [512]byte
+	pre    prefixReader
+}
+
+// prefixReader reads pre, then src.
+type prefixReader struct {
+	pre []byte
+	src io.Reader
+}
+
+func (p *prefixReader) Read(b []byte) (int, error) {
+	if len(p.pre) > 0 {
+		n := copy(b, p.pre)
+		p.pre = p.pre[n:]
+		return n, nil
+	}
+	return p.src.Read(b)
+}
+
+// readBufSize is the size of a Reader's buffer.
+const readBufSize = 32 << 10
+
+var readBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
+
+// NewPooledReader is NewReader for a server's connections, which mostly
+// wait between frames: it holds a read buffer (32 KiB) only while a frame
+// is arriving or more bytes are buffered, taking it from a pool shared by
+// all pooled readers and putting it back once everything that arrived is
+// read, so an idle connection holds none. Release puts it back for good.
+func NewPooledReader(r io.Reader, maxBody int) *Reader {
+	if maxBody <= 0 {
+		maxBody = DefaultMaxBody
+	}
+	rd := &Reader{src: r, pooled: true, maxBody: maxBody}
+	rd.pre.src = r
+	return rd
+}
+
+// Release returns a pooled reader's buffer to the pool; the reader must
+// not be used after. It does nothing for other readers.
+func (r *Reader) Release() {
+	if r.pooled && r.br != nil {
+		r.br.Reset(nil)
+		readBufs.Put(r.br)
+		r.br = nil
+	}
 }
 
 // NewReader reads frames from r, refusing bodies over maxBody bytes
@@ -159,26 +212,91 @@ func NewReader(r io.Reader, maxBody int) *Reader {
 // *TooLargeError, both with the header read and the body left unread; the
 // stream is then out of step and should be closed once the error is answered.
 func (r *Reader) Read() (Header, []byte, error) {
-	if _, err := io.ReadFull(r.br, r.hdr[:1]); err != nil {
-		return Header{}, nil, err
+	h, err := r.ReadHeader()
+	if err != nil {
+		return h, nil, err
 	}
+	body, err := r.ReadBody(h)
+	return h, body, err
+}
+
+// ReadHeader reads the header of the next frame and checks its version and
+// body length against the reader's limit, with Read's errors; the body is
+// left unread, for ReadBody. Splitting the two lets a server account for a
+// frame (and wait) before it reads or allocates the body.
+func (r *Reader) ReadHeader() (Header, error) {
+	if err := r.ReadFirstByte(); err != nil {
+		return Header{}, err
+	}
+	return r.ReadHeaderRest()
+}
+
+// ReadFirstByte reads the first byte of the next frame's header, so that a
+// server can tell a connection idle between frames (this call blocks) from
+// one stalled inside a frame (ReadHeaderRest or ReadBody blocks). It returns
+// io.EOF at a clean end of stream.
+func (r *Reader) ReadFirstByte() error {
+	if r.pooled {
+		if r.br != nil && r.br.Buffered() == 0 && len(r.pre.pre) == 0 {
+			r.Release()
+		}
+		if r.br == nil {
+			// Wait for the next bytes without a buffer; then take one.
+			n, err := r.src.Read(r.small[:])
+			if n == 0 {
+				if err == nil {
+					err = io.ErrNoProgress
+				}
+				return err
+			}
+			r.pre.pre = r.small[:n]
+			r.br = readBufs.Get().(*bufio.Reader)
+			r.br.Reset(&r.pre)
+		}
+	}
+	_, err := io.ReadFull(r.br, r.hdr[:1])
+	return err
+}
+
+// ReadHeaderRest reads the rest of the header whose first byte
+// ReadFirstByte read, as ReadHeader.
+func (r *Reader) ReadHeaderRest() (Header, error) {
 	n := headerSize(r.hdr[0] & versionMask)
 	if _, err := io.ReadFull(r.br, r.hdr[1:n]); err != nil {
-		return Header{}, nil, unexpected(err)
+		return Header{}, unexpected(err)
 	}
 	h, _ := ParseHeader(r.hdr[:n])
 	if v := h.ProtoVersion(); v < MinVersion || v > MaxVersion {
-		return h, nil, &VersionError{Header: h}
+		return h, &VersionError{Header: h}
 	}
 	if h.Length < 0 || int64(h.Length) > int64(r.maxBody) {
-		return h, nil, &TooLargeError{Header: h, Max: r.maxBody}
+		return h, &TooLargeError{Header: h, Max: r.maxBody}
 	}
+	return h, nil
+}
+
+// ReadBody reads the body of the frame whose header ReadHeader returned,
+// into a freshly allocated slice the caller owns.
+func (r *Reader) ReadBody(h Header) ([]byte, error) {
 	body := make([]byte, h.Length)
 	if _, err := io.ReadFull(r.br, body); err != nil {
-		return h, nil, unexpected(err)
+		return nil, unexpected(err)
 	}
-	return h, body, nil
+	return body, nil
 }
+
+// SetMaxBody changes the limit on frame bodies for the frames read from now
+// on (≤ 0: DefaultMaxBody); a server raises it once a connection's
+// handshake is done.
+func (r *Reader) SetMaxBody(n int) {
+	if n <= 0 {
+		n = DefaultMaxBody
+	}
+	r.maxBody = n
+}
+
+// MaxBody is the reader's current limit on frame bodies.
+func (r *Reader) MaxBody() int { return r.maxBody }
 
 func unexpected(err error) error {
 	if errors.Is(err, io.EOF) {

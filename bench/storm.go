@@ -1,0 +1,507 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/idemkv/idemkv/cql"
+	"github.com/idemkv/idemkv/cql/frame"
+	"github.com/idemkv/idemkv/node"
+	"github.com/idemkv/idemkv/schema"
+)
+
+// StormConfig configures the hostile-client benchmark (idemkv bench storm).
+type StormConfig struct {
+	Dir       string        // data directory; "" a temporary one
+	Phase     time.Duration // length of each measured phase: before, during and after the storm
+	Settle    time.Duration // wait after the storm before the last RSS reading
+	Conns     int           // connections the storm opens and holds
+	Churners  int           // goroutines that connect, handshake and close in a loop
+	Pipeline  int           // requests the never-reading client pipelines
+	Oversized int           // goroutines sending oversized frames in a loop
+	Clients   int           // gocql goroutines measuring latency
+	// Node is the configuration of the embedded node; its data directory,
+	// address and ports are set by the benchmark.
+	Node node.Config
+	Out  io.Writer // progress lines; nil: none
+	// MemProfile, when set, receives a heap profile taken after the last
+	// RSS reading.
+	MemProfile string
+}
+
+// StormPhase is a measured phase's gocql latency.
+type StormPhase struct {
+	Name     string
+	Ops      int
+	Errors   int
+	P50, P99 time.Duration
+	Max      time.Duration
+}
+
+// StormResult is what the storm benchmark measured.
+type StormResult struct {
+	Phases []StormPhase
+	// RSS of the process (the node is embedded) from /proc/self/status, in
+	// bytes: before the storm, its peak during it, at its end and after the
+	// settle time.
+	RSSBaseline, RSSPeak, RSSEnd, RSSSettled int64
+	Settle                                   time.Duration
+	// Go's memory statistics at the baseline and after the settle time,
+	// to tell the heap from the rest.
+	MemBaseline, MemPeak, MemSettled runtime.MemStats
+	Goroutines, GoroutinesPeak       int // after the settle time, at the RSS peak
+	// Peak is the CQL server's counters at the sample with the most
+	// request bytes in flight; Final at the end.
+	Peak, Final cql.Stats
+	PeakConns   int64
+	Attack      StormAttack
+}
+
+// StormAttack counts what the attackers did.
+type StormAttack struct {
+	Held, Refused, DialErrors int64 // storm connections held, refused (OVERLOADED or closed), failed to dial
+	Churned                   int64 // connect-handshake-close cycles
+	Pipelined                 int64 // requests the never-reading client wrote
+	OversizedSent             int64 // oversized frame headers sent
+}
+
+// rss reads the process's resident set size from /proc/self/status.
+func rss() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// RunStorm starts an embedded node, measures a gocql client's latency,
+// then runs a connection storm, a client pipelining requests it never
+// reads and clients sending oversized frames while measuring again, then
+// measures once more after the storm, and reads the process's RSS
+// throughout.
+func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
+	if cfg.Phase <= 0 || cfg.Clients < 1 {
+		return nil, errors.New("bench: storm: phase and clients must be positive")
+	}
+	progress := func(format string, args ...any) {
+		if cfg.Out != nil {
+			fmt.Fprintf(cfg.Out, format+"\n", args...)
+		}
+	}
+	if cfg.Dir == "" {
+		d, err := os.MkdirTemp("", "idemkv-bench-storm-")
+		if err != nil {
+			return nil, fmt.Errorf("bench: storm: %w", err)
+		}
+		defer os.RemoveAll(d)
+		cfg.Dir = d
+	}
+	port, err := FreePort(1, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)))
+	if err != nil {
+		return nil, err
+	}
+	nc := cfg.Node
+	nc.DataDirectory = filepath.Join(cfg.Dir, "node1")
+	nc.ListenAddress = "127.0.0.1"
+	nc.StoragePort, nc.NativeTransportPort = port, port+1
+	nc.Seeds = []string{fmt.Sprintf("127.0.0.1:%d", port)}
+	n, err := node.Start(nc, node.Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
+	if err != nil {
+		return nil, fmt.Errorf("bench: storm: start node: %w", err)
+	}
+	defer n.Stop()
+	err = n.Schema().CreateKeyspace(schema.Keyspace{Name: "bench", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "1"}}, true)
+	if err == nil {
+		err = n.Schema().CreateTable(VanillaTable, true)
+	}
+	if err == nil {
+		err = n.WaitSchemaAgreement(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bench: storm: schema: %w", err)
+	}
+	addr := nc.CQLAddr()
+
+	quietGocql()
+	cc := gocql.NewCluster("127.0.0.1")
+	cc.Port = port + 1
+	cc.Consistency = gocql.One
+	cc.Timeout = 5 * time.Second
+	cc.ConnectTimeout = 5 * time.Second
+	cc.NumConns = 2
+	cc.RetryPolicy = nil
+	sess, err := cc.CreateSession()
+	if err != nil {
+		return nil, fmt.Errorf("bench: storm: gocql: %w", err)
+	}
+	defer sess.Close()
+
+	res := &StormResult{Settle: cfg.Settle}
+	measure := func(name string, during func()) StormPhase {
+		var mu sync.Mutex
+		var lat []time.Duration
+		errs := 0
+		pctx, cancel := context.WithTimeout(ctx, cfg.Phase)
+		defer cancel()
+		var wg sync.WaitGroup
+		for w := range cfg.Clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var mine []time.Duration
+				bad := 0
+				for i := 0; pctx.Err() == nil; i++ {
+					t := time.Now()
+					err := sess.Query(`UPDATE bench.counters SET c = c + 1 WHERE k = ?`, fmt.Sprintf("k%d-%d", w, i%1000)).
+						WithContext(pctx).Exec()
+					if err != nil {
+						if pctx.Err() == nil {
+							if bad == 0 && w == 0 {
+								progress("%s: %v", name, err)
+							}
+							bad++
+						}
+						continue
+					}
+					mine = append(mine, time.Since(t))
+				}
+				mu.Lock()
+				lat = append(lat, mine...)
+				errs += bad
+				mu.Unlock()
+			}()
+		}
+		if during != nil {
+			during()
+		}
+		wg.Wait()
+		slices.Sort(lat)
+		p := StormPhase{Name: name, Ops: len(lat), Errors: errs}
+		if len(lat) > 0 {
+			p.P50, p.P99, p.Max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
+		}
+		progress("%-7s %8d ops %5d errors  p50 %-10v p99 %-10v max %v", name, p.Ops, p.Errors, p.P50, p.P99, p.Max)
+		return p
+	}
+
+	// Warm up, then the baseline.
+	measure("warmup", nil)
+	runtime.GC()
+	res.RSSBaseline = rss()
+	res.Phases = append(res.Phases, measure("before", nil))
+	res.RSSBaseline = max(res.RSSBaseline, rss())
+	runtime.ReadMemStats(&res.MemBaseline)
+	progress("RSS baseline %s", mb(res.RSSBaseline))
+
+	// The storm, while measuring.
+	actx, stopAttack := context.WithCancel(ctx)
+	var attackers sync.WaitGroup
+	counts := startAttack(actx, &attackers, addr, cfg)
+	sampleDone := make(chan struct{})
+	go func() {
+		defer close(sampleDone)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-actx.Done():
+				return
+			case <-t.C:
+			}
+			if r := rss(); r > res.RSSPeak {
+				res.RSSPeak = r
+				runtime.ReadMemStats(&res.MemPeak)
+				res.GoroutinesPeak = runtime.NumGoroutine()
+			}
+			st := n.CQLStats()
+			res.PeakConns = max(res.PeakConns, st.ConnectionsOpen)
+			if st.RequestBytesInFlight >= res.Peak.RequestBytesInFlight {
+				res.Peak = st
+			}
+		}
+	}()
+	res.Phases = append(res.Phases, measure("during", nil))
+	stopAttack()
+	attackers.Wait()
+	<-sampleDone
+	res.Attack = counts()
+	att := res.Attack
+	res.RSSPeak = max(res.RSSPeak, rss())
+	progress("storm: %d connections held, %d refused, %d dial errors; %d churned; %d requests pipelined unread; %d oversized frames",
+		att.Held, att.Refused, att.DialErrors, att.Churned, att.Pipelined, att.OversizedSent)
+	progress("RSS peak %s", mb(res.RSSPeak))
+
+	res.Phases = append(res.Phases, measure("after", nil))
+	res.RSSEnd = rss()
+	progress("RSS at the end of the after phase %s; settling %v", mb(res.RSSEnd), cfg.Settle)
+	select {
+	case <-time.After(cfg.Settle):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	res.RSSSettled = rss()
+	runtime.ReadMemStats(&res.MemSettled)
+	res.Goroutines = runtime.NumGoroutine()
+	if cfg.MemProfile != "" {
+		f, err := os.Create(cfg.MemProfile)
+		if err != nil {
+			return nil, fmt.Errorf("bench: storm: %w", err)
+		}
+		runtime.GC()
+		err = pprof.WriteHeapProfile(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench: storm: heap profile: %w", err)
+		}
+	}
+	res.Final = n.CQLStats()
+	return res, nil
+}
+
+func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }
+
+// rawHandshake connects to addr and does OPTIONS and STARTUP, reading the
+// answers; a refusal (an ERROR answer, or a closed connection) is an
+// error.
+func rawHandshake(ctx context.Context, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	b, _ := frame.AppendFrame(nil, &frame.Frame{Version: 4, Stream: 1, Message: &frame.Startup{Options: map[string]string{"CQL_VERSION": "3.0.0"}}})
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write(b); err != nil {
+		c.Close()
+		return nil, err
+	}
+	// A small buffer: the attackers share the node's process, and their
+	// garbage should not be counted as the node's.
+	h, _, err := frame.NewReader(bufio.NewReaderSize(c, 64), 0).Read()
+	if err == nil && h.Op != frame.OpReady {
+		err = fmt.Errorf("STARTUP answered with %v", h.Op)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// startAttack starts the storm's attackers, which stop when ctx ends, and
+// returns what reads their counts.
+func startAttack(ctx context.Context, wg *sync.WaitGroup, addr string, cfg StormConfig) func() StormAttack {
+	var held, refused, dialErrs, churned, pipelined, oversized atomic.Int64
+	classify := func(err error) {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() || strings.Contains(err.Error(), "connect:") {
+			dialErrs.Add(1)
+		} else {
+			refused.Add(1)
+		}
+	}
+	// Connection storm: Conns connections opened by 16 dialers and held.
+	var next atomic.Int64
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []net.Conn
+			defer func() {
+				for _, c := range mine {
+					c.Close()
+				}
+			}()
+			for ctx.Err() == nil && next.Add(1) <= int64(cfg.Conns) {
+				c, err := rawHandshake(ctx, addr)
+				if err != nil {
+					if ctx.Err() == nil {
+						classify(err)
+					}
+					continue
+				}
+				held.Add(1)
+				mine = append(mine, c)
+			}
+			<-ctx.Done()
+		}()
+	}
+	// Churners.
+	for range cfg.Churners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				c, err := rawHandshake(ctx, addr)
+				if err != nil {
+					if ctx.Err() == nil {
+						classify(err)
+						time.Sleep(10 * time.Millisecond)
+					}
+					continue
+				}
+				c.Close()
+				churned.Add(1)
+			}
+		}()
+	}
+	// A client pipelining requests it never reads.
+	if cfg.Pipeline > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := rawHandshake(ctx, addr)
+			if err != nil {
+				classify(err)
+				return
+			}
+			stop := context.AfterFunc(ctx, func() { c.Close() })
+			defer stop()
+			defer c.Close()
+			bw := bufio.NewWriterSize(c, 64<<10)
+			var b []byte
+			for i := 0; i < cfg.Pipeline && ctx.Err() == nil; i++ {
+				b, _ = frame.AppendFrame(b[:0], &frame.Frame{Version: 4, Stream: int16(i%32767 + 1),
+					Message: &frame.Query{Query: "SELECT * FROM system.local", Params: frame.QueryParams{Consistency: 1}}})
+				if _, err := bw.Write(b); err != nil {
+					return
+				}
+				pipelined.Add(1)
+			}
+			bw.Flush()
+			<-ctx.Done()
+		}()
+	}
+	// Oversized frames: a 16 MiB STARTUP (before the handshake) and a
+	// 256 MiB QUERY (after it), each header followed by as much of its body
+	// as the server takes.
+	zeros := make([]byte, 64<<10)
+	for i := range cfg.Oversized {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				var c net.Conn
+				var err error
+				hdr := frame.Header{Version: 4, Stream: 9, Op: frame.OpStartup, Length: 16 << 20}
+				if i%2 == 1 {
+					hdr = frame.Header{Version: 4, Stream: 9, Op: frame.OpQuery, Length: 256 << 20}
+					c, err = rawHandshake(ctx, addr)
+				} else {
+					c, err = (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", addr)
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						classify(err)
+						time.Sleep(10 * time.Millisecond)
+					}
+					continue
+				}
+				stop := context.AfterFunc(ctx, func() { c.Close() })
+				c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+				if _, err := c.Write(frame.AppendHeader(nil, hdr)); err == nil {
+					oversized.Add(1)
+					for sent := 0; sent < int(hdr.Length); sent += len(zeros) {
+						if _, err := c.Write(zeros); err != nil {
+							break
+						}
+					}
+				}
+				stop()
+				c.Close()
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	return func() StormAttack {
+		return StormAttack{Held: held.Load(), Refused: refused.Load(), DialErrors: dialErrs.Load(),
+			Churned: churned.Load(), Pipelined: pipelined.Load(), OversizedSent: oversized.Load()}
+	}
+}
+
+// RunStormCommand is 'idemkv bench storm': flags, run, report.
+func RunStormCommand(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench storm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	phase := fs.Duration("phase", 10*time.Second, "length of each measured phase (before, during and after the storm)")
+	settle := fs.Duration("settle", time.Minute, "wait after the storm before the last RSS reading")
+	conns := fs.Int("conns", 2000, "connections the storm opens and holds")
+	churners := fs.Int("churners", 4, "goroutines that connect, handshake and close in a loop")
+	pipeline := fs.Int("pipeline", 100000, "requests the never-reading client pipelines")
+	oversized := fs.Int("oversized", 8, "goroutines sending oversized frames (16 MiB STARTUP, 256 MiB QUERY) in a loop")
+	clients := fs.Int("clients", 4, "gocql goroutines measuring latency")
+	maxConns := fs.Int("max-conns", 0, "native_transport_max_concurrent_connections (0: the node's default, no limit)")
+	maxConnsIP := fs.Int("max-conns-per-ip", 0, "native_transport_max_concurrent_connections_per_ip (0: the node's default, no limit)")
+	maxReqs := fs.Int("max-requests-per-conn", 0, "native_transport_max_requests_per_connection (0: the node's default, 1024)")
+	dir := fs.String("dir", "", "data directory (default: a temporary one, removed)")
+	memprofile := fs.String("memprofile", "", "write a heap profile to this file at the end")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg := StormConfig{Dir: *dir, Phase: *phase, Settle: *settle, Conns: *conns, Churners: *churners, Pipeline: *pipeline,
+		Oversized: *oversized, Clients: *clients, Out: stderr, MemProfile: *memprofile,
+		Node: node.Config{NativeTransportMaxConcurrentConnections: *maxConns, NativeTransportMaxConnectionsPerIP: *maxConnsIP,
+			NativeTransportMaxRequestsPerConnection: *maxReqs}}
+	res, err := RunStorm(context.Background(), cfg)
+	if err != nil {
+		return err
+	}
+	w := stdout
+	fmt.Fprintf(w, "gocql latency (%d clients, counter UPDATE at ONE, %v per phase)\n", cfg.Clients, cfg.Phase)
+	fmt.Fprintf(w, "%-8s %9s %7s %10s %10s %10s\n", "phase", "ops", "errors", "p50", "p99", "max")
+	for _, p := range res.Phases {
+		fmt.Fprintf(w, "%-8s %9d %7d %10v %10v %10v\n", p.Name, p.Ops, p.Errors, p.P50.Round(time.Microsecond), p.P99.Round(time.Microsecond), p.Max.Round(time.Microsecond))
+	}
+	a := res.Attack
+	fmt.Fprintf(w, "storm: %d connections held (peak open %d), %d refused, %d dial errors, %d churned, %d requests pipelined unread, %d oversized frames\n",
+		a.Held, res.PeakConns, a.Refused, a.DialErrors, a.Churned, a.Pipelined, a.OversizedSent)
+	pk := res.Peak
+	fmt.Fprintf(w, "server at peak: %d requests / %d bytes in flight, %d answer bytes queued, %d reads paused\n",
+		pk.RequestsInFlight, pk.RequestBytesInFlight, pk.QueuedResponseBytes, pk.ReadsPausedNow)
+	f := res.Final
+	fmt.Fprintf(w, "server totals: %d accepted, %d refused, %d read pauses, %d frames too large, %d half-frame / %d write / %d idle timeouts, peak %d request bytes in flight\n",
+		f.ConnectionsAccepted, f.ConnectionsRefused, f.ReadPauses, f.FramesTooLarge, f.HalfFrameTimeouts, f.WriteTimeouts, f.IdleTimeouts, f.PeakRequestBytesInFlight)
+	pct := func(v int64) string {
+		return fmt.Sprintf("%+.1f%%", 100*float64(v-res.RSSBaseline)/float64(res.RSSBaseline))
+	}
+	fmt.Fprintf(w, "RSS: baseline %s, peak %s (%s), end of after phase %s (%s), %v later %s (%s)\n",
+		mb(res.RSSBaseline), mb(res.RSSPeak), pct(res.RSSPeak), mb(res.RSSEnd), pct(res.RSSEnd), res.Settle, mb(res.RSSSettled), pct(res.RSSSettled))
+	fmt.Fprintf(w, "goroutines at the RSS peak %d, after settling %d\n", res.GoroutinesPeak, res.Goroutines)
+	for _, m := range []struct {
+		name string
+		ms   *runtime.MemStats
+	}{{"baseline", &res.MemBaseline}, {"peak", &res.MemPeak}, {"settled", &res.MemSettled}} {
+		fmt.Fprintf(w, "Go memory %-8s: heap in use %s, heap idle not returned %s, stacks %s, runtime other %s, GC metadata %s\n",
+			m.name, mb(int64(m.ms.HeapInuse)), mb(int64(m.ms.HeapIdle-m.ms.HeapReleased)), mb(int64(m.ms.StackSys)),
+			mb(int64(m.ms.OtherSys+m.ms.MSpanSys+m.ms.MCacheSys+m.ms.BuckHashSys)), mb(int64(m.ms.GCSys)))
+	}
+	return nil
+}
