@@ -305,6 +305,15 @@ var cassandraAliases = map[string]*alias{
 	"counter_write_request_timeout":   {own: "counter_write_request_timeout_in_ms", apply: durationMS(func(c *Config) *int { return &c.CounterWriteTimeoutMS })},
 	"commitlog_segment_size":          {own: "commitlog_segment_size_in_mb", apply: sizeMiB(func(c *Config) *int { return &c.CommitLogSegmentSizeMB })},
 	"native_transport_max_frame_size": {own: "native_transport_max_frame_size_in_mb", apply: sizeMiB(func(c *Config) *int { return &c.NativeTransportMaxFrameMB })},
+	"native_transport_max_auth_message_size": {own: "native_transport_max_auth_message_size_in_kb",
+		apply: sizeIn(1<<10, "KiB", func(c *Config, n int64) { c.NativeTransportMaxAuthMessageKB = int(min(n, 1<<30)) })},
+	"native_transport_max_request_data_in_flight": {own: "native_transport_max_request_data_in_flight_in_mb",
+		apply: sizeIn(1<<20, "MiB", func(c *Config, n int64) { c.NativeTransportMaxRequestDataInFlightMB = n })},
+	"native_transport_max_request_data_in_flight_per_ip": {own: "native_transport_max_request_data_in_flight_per_ip_in_mb",
+		apply: sizeIn(1<<20, "MiB", func(c *Config, n int64) { c.NativeTransportMaxRequestDataPerIPMB = n })},
+	"native_transport_receive_queue_capacity": {own: "native_transport_receive_queue_capacity_in_bytes",
+		apply: sizeIn(1, "bytes", func(c *Config, n int64) { c.NativeTransportReceiveQueueCapacityBytes = n })},
+	"native_transport_idle_timeout": {own: "native_transport_idle_timeout_in_ms", apply: durationMSOrZero(func(c *Config) *int { return &c.NativeTransportIdleTimeoutMS })},
 }
 
 // sameAddress honours an address key that idemkv has no separate setting
@@ -355,9 +364,28 @@ func durationMS(field func(c *Config) *int) func(v *yaml.Node, c *Config) (strin
 	}
 }
 
+// durationMSOrZero is durationMS for settings where 0 turns the feature off.
+func durationMSOrZero(field func(c *Config) *int) func(v *yaml.Node, c *Config) (string, error) {
+	positive := durationMS(field)
+	return func(v *yaml.Node, c *Config) (string, error) {
+		if m := quantity.FindStringSubmatch(v.Value); m != nil && strings.Trim(m[1], "0") == "" {
+			*field(c) = 0
+			return "", nil
+		}
+		return positive(v, c)
+	}
+}
+
 // sizeMiB reads a Cassandra data size ("32MiB", "1GiB") into a field of
 // mebibytes.
 func sizeMiB(field func(c *Config) *int) func(v *yaml.Node, c *Config) (string, error) {
+	return sizeIn(1<<20, "MiB", func(c *Config, n int64) { *field(c) = int(n) })
+}
+
+// sizeIn reads a Cassandra data size ("32MiB", "1GiB", "128KiB"; a bare
+// number is in MiB) and stores it as a positive whole number of unit bytes
+// (named name in errors).
+func sizeIn(unit int64, name string, set func(c *Config, n int64)) func(v *yaml.Node, c *Config) (string, error) {
 	return func(v *yaml.Node, c *Config) (string, error) {
 		m := quantity.FindStringSubmatch(v.Value)
 		if m == nil {
@@ -367,16 +395,19 @@ func sizeMiB(field func(c *Config) *int) func(v *yaml.Node, c *Config) (string, 
 		if err != nil {
 			return "", fmt.Errorf("%q: %w", v.Value, err)
 		}
-		unit := map[string]int64{"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "": 1 << 20}
-		u, ok := unit[strings.ToLower(m[2])]
+		units := map[string]int64{"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "": 1 << 20}
+		u, ok := units[strings.ToLower(m[2])]
 		if !ok {
 			return "", fmt.Errorf("%q: unknown unit %q (B, KiB, MiB, GiB)", v.Value, m[2])
 		}
-		b := n * u
-		if b%(1<<20) != 0 || b <= 0 {
-			return "", fmt.Errorf("%q: want a positive whole number of MiB", v.Value)
+		if n > (1<<62)/u {
+			return "", fmt.Errorf("%q: too large", v.Value)
 		}
-		*field(c) = int(b >> 20)
+		b := n * u
+		if b%unit != 0 || b <= 0 {
+			return "", fmt.Errorf("%q: want a positive whole number of %s", v.Value, name)
+		}
+		set(c, b/unit)
 		return "", nil
 	}
 }

@@ -104,6 +104,14 @@ func TestConfigKeys(t *testing.T) {
 		{name: "sizes", yaml: "commitlog_segment_size: 1GiB\nnative_transport_max_frame_size: 16MiB\n",
 			check: func(c Config) bool { return c.CommitLogSegmentSizeMB == 1024 && c.NativeTransportMaxFrameMB == 16 }},
 		{name: "size below a MiB", yaml: "commitlog_segment_size: 512KiB\n", err: "whole number of MiB"},
+		{name: "native transport limits", yaml: "native_transport_max_request_data_in_flight: 1GiB\nnative_transport_max_request_data_in_flight_per_ip: 32MiB\n" +
+			"native_transport_receive_queue_capacity: 2MiB\nnative_transport_max_auth_message_size: 64KiB\nnative_transport_idle_timeout: 0ms\n",
+			check: func(c Config) bool {
+				return c.NativeTransportMaxRequestDataInFlightMB == 1024 && c.NativeTransportMaxRequestDataPerIPMB == 32 &&
+					c.NativeTransportReceiveQueueCapacityBytes == 2<<20 && c.NativeTransportMaxAuthMessageKB == 64 && c.NativeTransportIdleTimeoutMS == 0
+			}},
+		{name: "idle timeout", yaml: "native_transport_idle_timeout: 2m\n", check: func(c Config) bool { return c.NativeTransportIdleTimeoutMS == 120000 }},
+		{name: "huge size", yaml: "native_transport_max_request_data_in_flight: 99999999999999GiB\n", err: "too large"},
 		{name: "authenticator class", yaml: "authenticator:\n  class_name: PasswordAuthenticator\n  parameters:\n    x: y\n",
 			check: func(c Config) bool { return c.Authenticator == "PasswordAuthenticator" }, ignored: "authenticator.parameters"},
 		{name: "blank keys", yaml: "listen_address:\nkey_cache_size:\n", check: func(c Config) bool { return c.ListenAddress == "" }, ignored: "key_cache_size"},
