@@ -190,7 +190,7 @@ func TestClassify(t *testing.T) {
 	for stmt, want := range map[string]bool{
 		"UPDATE bench.fbf SET c = c + ? WHERE k = ?": true, "  update t set c=c+1 where k=1": true,
 		"BEGIN COUNTER BATCH UPDATE t SET c = c + 1 WHERE k = 1; APPLY BATCH": true,
-		"SELECT * FROM system.local": false, "INSERT INTO t (k) VALUES (1)": false, "": false, "UPD": false,
+		"SELECT * FROM system.local":                                          false, "INSERT INTO t (k) VALUES (1)": false, "": false, "UPD": false,
 	} {
 		if got := IsUpdate(stmt); got != want {
 			t.Errorf("IsUpdate(%q) = %v", stmt, got)
