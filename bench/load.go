@@ -124,7 +124,7 @@ func (c Config) validate() error {
 		}
 		seen[m] = true
 	}
-	for _, p := range []float64{c.Faults.LostAck, c.Faults.Delay} {
+	for _, p := range []float64{c.Faults.LostAck, c.Faults.Delay, c.Faults.Reset} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("bench: fault probability %g: want 0 to 1", p)
 		}
@@ -138,11 +138,17 @@ func (c Config) validate() error {
 type Target struct {
 	Cluster *Cluster
 	Hosts   []string // host:port; ignored when Cluster is set
+	// Proxies, with Hosts (the servers they are in front of), takes the
+	// load instead: the proxies inject the lost acks and delays.
+	Proxies *Proxies
 }
 
 func (t Target) hosts() []string {
 	if t.Cluster != nil {
 		return t.Cluster.Hosts()
+	}
+	if t.Proxies != nil {
+		return t.Proxies.Hosts()
 	}
 	return t.Hosts
 }
@@ -216,6 +222,15 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		dismissedBefore, dupsBefore = c.Dismissed(), c.Injector().Duplicates()
 		c.Injector().Set(cfg.Faults)
 		defer c.Injector().Set(Faults{})
+	}
+	var proxyDupsBefore map[string]int64
+	if p := target.Proxies; p != nil {
+		proxyDupsBefore = p.duplicates()
+		disarm, err := p.arm(cfg, r.log)
+		if err != nil {
+			return nil, err
+		}
+		defer disarm()
 	}
 	for _, m := range cfg.Modes {
 		mr := &modeRun{name: m, stmt: "UPDATE bench." + m + " SET c = c + ? WHERE k = ?", ledger: NewLedger()}
@@ -313,6 +328,14 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 				m.Dismissed = dismissed
 				m.FalsePositives = max(0, m.Dismissed-m.Duplicates)
 			}
+		}
+	}
+	if p := target.Proxies; p != nil {
+		p.Group().Forget()
+		dups := p.duplicates()
+		for i := range rep.Modes {
+			m := &rep.Modes[i]
+			m.Duplicates = dups[m.Mode] - proxyDupsBefore[m.Mode]
 		}
 	}
 	rep.Faults = CountKinds(rep.faultEvents)
@@ -511,7 +534,7 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 // op's id, known before the first attempt of a single update and after the
 // first of a batch) with the run's client-side faults, retries and horizon.
 func (r *runner) attempts(ctx context.Context, mr *modeRun, op Op, idp *client.OpID, exec func(ctx context.Context, n int) error) (Outcome, error) {
-	clientFaults := r.target.Cluster == nil
+	clientFaults := r.target.Cluster == nil && r.target.Proxies == nil
 	f := r.cfg.Faults
 	var start time.Time
 	sawUnknown := false
