@@ -81,8 +81,9 @@ func (c *conn) fromClient() {
 		if err != nil {
 			var ve *frame.VersionError
 			if errors.As(err, &ve) {
-				// Answer as Cassandra does, so that the driver downgrades.
-				c.writeClient(c.versionError(ve.Header))
+				// Answer as Cassandra does, so that the driver downgrades
+				// (the proxy cannot follow v5's framing).
+				c.linger(c.versionError(ve.Header))
 				err = fmt.Errorf("faultproxy: client: %w", err)
 			}
 			c.fail("client", err)
@@ -113,6 +114,18 @@ func (c *conn) fromClient() {
 			return
 		}
 	}
+}
+
+// linger writes a last answer to the client, half-closes, and drops what
+// the client still sends for a moment, so that the answer is not lost to a
+// reset.
+func (c *conn) linger(b []byte) {
+	c.writeClient(b)
+	if tc, ok := c.client.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+	_ = c.client.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.CopyN(io.Discard, c.client, 64<<10)
 }
 
 func (c *conn) versionError(h frame.Header) []byte {
