@@ -197,17 +197,13 @@ func (f *loadFlags) proxied(t Target, stop func()) (Target, func(), error) {
 	if *f.proxyListen != "" {
 		listen = ParseHosts(*f.proxyListen, *f.port)
 	}
-	hosts, ring := t.hosts(), "hosts"
-	if t.Cluster != nil {
-		ring = "embedded"
-	}
-	p, err := StartProxies(hosts, listen, nil)
+	p, err := StartProxies(t.servers(), listen, nil)
 	if err != nil {
 		stop()
 		return t, nil, err
 	}
-	p.ring = ring
-	return Target{Hosts: hosts, Proxies: p}, func() { _ = p.Close(); stop() }, nil
+	t.Proxies = p
+	return t, func() { _ = p.Close(); stop() }, nil
 }
 
 // emit prints the reports and writes --out.

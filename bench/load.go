@@ -134,21 +134,29 @@ func (c Config) validate() error {
 
 // Target is where a run sends its load: an embedded Cluster (server-side
 // faults, dismissal counts, kills and pauses), or the CQL addresses of a
-// running ring (client-side faults only).
+// running ring (client-side faults only). With Proxies, fault proxies in
+// front of either take the load and inject the lost acks, delays and
+// resets (the embedded ring's injector and the client inject none).
 type Target struct {
 	Cluster *Cluster
 	Hosts   []string // host:port; ignored when Cluster is set
-	// Proxies, with Hosts (the servers they are in front of), takes the
-	// load instead: the proxies inject the lost acks and delays.
 	Proxies *Proxies
 }
 
 func (t Target) hosts() []string {
-	if t.Cluster != nil {
+	switch {
+	case t.Proxies != nil:
+		return t.Proxies.Hosts()
+	case t.Cluster != nil:
 		return t.Cluster.Hosts()
 	}
-	if t.Proxies != nil {
-		return t.Proxies.Hosts()
+	return t.Hosts
+}
+
+// servers are the addresses of the ring's nodes, behind the proxies if any.
+func (t Target) servers() []string {
+	if t.Cluster != nil {
+		return t.Cluster.Hosts()
 	}
 	return t.Hosts
 }
@@ -220,8 +228,10 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	var dupsBefore map[string]int64
 	if c := target.Cluster; c != nil {
 		dismissedBefore, dupsBefore = c.Dismissed(), c.Injector().Duplicates()
-		c.Injector().Set(cfg.Faults)
-		defer c.Injector().Set(Faults{})
+		if target.Proxies == nil {
+			c.Injector().Set(cfg.Faults)
+			defer c.Injector().Set(Faults{})
+		}
 	}
 	var proxyDupsBefore map[string]int64
 	if p := target.Proxies; p != nil {
@@ -332,6 +342,8 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	}
 	if p := target.Proxies; p != nil {
 		p.Group().Forget()
+	}
+	if p := target.Proxies; p != nil && target.Cluster == nil { // an embedded ring counts them itself
 		dups := p.duplicates()
 		for i := range rep.Modes {
 			m := &rep.Modes[i]

@@ -27,7 +27,6 @@ type Proxies struct {
 	g     *faultproxy.Group
 	hosts []string
 	log   atomic.Pointer[FaultLog]
-	ring  string // how the report names the ring behind the proxies
 }
 
 // DefaultProxyAddr is the default listen address of the proxy of server

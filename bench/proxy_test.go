@@ -92,6 +92,11 @@ func TestProxyCommandContract(t *testing.T) {
 	if o := modes[ModeFBF]["overcount"].(float64); o != 0 {
 		t.Errorf("fbf over-count %v", o)
 	}
+	// The embedded ring behind the proxies still counts what its FBF
+	// leaders dismissed: the retries of the proxies' lost acks.
+	if d, ok := modes[ModeFBF]["dismissed"].(float64); !ok || d == 0 {
+		t.Errorf("fbf dismissed %v", modes[ModeFBF]["dismissed"])
+	}
 	cfg, faults := v["config"].(map[string]any), v["faults"].(map[string]any)
 	if cfg["fault_side"] != "proxy" || cfg["ring"] != "embedded" || len(cfg["proxies"].([]any)) != 3 {
 		t.Errorf("config %v", cfg)

@@ -88,11 +88,8 @@ func reportConfig(cfg Config, t Target, hosts []string) ReportConfig {
 		}
 		rc.KillEveryS, rc.PauseEveryS = cfg.Faults.KillEvery.Seconds(), cfg.Faults.PauseEvery.Seconds()
 	}
-	if p := t.Proxies; p != nil && t.Cluster == nil {
-		rc.Hosts, rc.Proxies, rc.FaultSide, rc.ResetP = t.Hosts, p.Hosts(), "proxy", cfg.Faults.Reset
-		if p.ring == "embedded" {
-			rc.Ring, rc.Nodes = p.ring, len(t.Hosts)
-		}
+	if p := t.Proxies; p != nil {
+		rc.Hosts, rc.Proxies, rc.FaultSide, rc.ResetP = t.servers(), p.Hosts(), "proxy", cfg.Faults.Reset
 		if cfg.Faults.Delay > 0 {
 			rc.DelayByMS = ms(cfg.Faults.DelayBy)
 		}
