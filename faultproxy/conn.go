@@ -1,6 +1,7 @@
 package faultproxy
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +18,8 @@ type conn struct {
 	p              *Proxy
 	client, server net.Conn
 
-	wmu sync.Mutex // serialises writes to the client
+	wmu sync.Mutex    // serialises writes to the client
+	cw  *bufio.Writer // to the client, under wmu
 
 	mu      sync.Mutex
 	pending map[int16]*request
@@ -72,10 +74,22 @@ func frameBytes(h frame.Header, body []byte) []byte {
 	return append(frame.AppendHeader(b, h), body...)
 }
 
+// writeFrame writes a frame to w, unflushed.
+func writeFrame(w *bufio.Writer, h frame.Header, body []byte) error {
+	var hb [frame.HeaderSize]byte
+	if _, err := w.Write(frame.AppendHeader(hb[:0], h)); err != nil {
+		return err
+	}
+	_, err := w.Write(body)
+	return err
+}
+
 // fromClient forwards requests to the server.
 func (c *conn) fromClient() {
 	defer c.p.wg.Done()
-	r := frame.NewReader(c.client, 0)
+	br := bufio.NewReaderSize(c.client, 64<<10)
+	r := frame.NewReader(br, 0)
+	sw := bufio.NewWriterSize(c.server, 64<<10)
 	for {
 		h, body, err := r.Read()
 		if err != nil {
@@ -104,7 +118,13 @@ func (c *conn) fromClient() {
 			c.pending[h.Stream] = req
 			c.mu.Unlock()
 		}
-		if _, err := c.server.Write(frameBytes(h, body)); err != nil {
+		// Frames that came together leave together: flush when no
+		// further request is buffered, or before a reset.
+		err = writeFrame(sw, h, body)
+		if err == nil && (br.Buffered() == 0 || req != nil && req.fault == faultReset) {
+			err = sw.Flush()
+		}
+		if err != nil {
 			c.fail("server", fmt.Errorf("faultproxy: write to server: %w", err))
 			return
 		}
@@ -120,7 +140,7 @@ func (c *conn) fromClient() {
 // the client still sends for a moment, so that the answer is not lost to a
 // reset.
 func (c *conn) linger(b []byte) {
-	c.writeClient(b)
+	c.writeClient(b, true)
 	if tc, ok := c.client.(*net.TCPConn); ok {
 		_ = tc.CloseWrite()
 	}
@@ -211,12 +231,14 @@ func (c *conn) inject(req *request) {
 	c.p.g.record(req.ev)
 }
 
-func (c *conn) writeClient(b []byte) {
-	if b == nil {
-		return
-	}
+// writeClient writes b to the client, and flushes what is buffered when
+// flush is set (b may be nil to flush only).
+func (c *conn) writeClient(b []byte, flush bool) {
 	c.wmu.Lock()
-	_, err := c.client.Write(b)
+	_, err := c.cw.Write(b)
+	if err == nil && flush {
+		err = c.cw.Flush()
+	}
 	c.wmu.Unlock()
 	if err != nil {
 		c.fail("client", fmt.Errorf("faultproxy: write to client: %w", err))
@@ -227,8 +249,8 @@ func (c *conn) writeClient(b []byte) {
 // faults decided at the requests' arrival.
 func (c *conn) fromServer() {
 	defer c.p.wg.Done()
-	r := frame.NewReader(c.server, 0)
-	addrs := func() *addrMap { return c.p.g.addrs.Load() }
+	br := bufio.NewReaderSize(c.server, 64<<10)
+	r := frame.NewReader(br, 0)
 	for {
 		h, body, err := r.Read()
 		if err != nil {
@@ -239,70 +261,79 @@ func (c *conn) fromServer() {
 			c.fail("server", fmt.Errorf("faultproxy: server sent a request frame (%s)", h.Op))
 			return
 		}
-		out := frameBytes(h, body)
-		if h.Op == frame.OpEvent {
-			b, changed, err := addrs().rewriteEvent(h, body)
-			if err != nil {
-				c.fail("server", err)
-				return
-			}
-			if changed {
-				out = b
-				c.p.rewrites.Add(1)
-			}
-			c.writeClient(out)
-			continue
+		out, err := c.response(h, body)
+		if err != nil {
+			c.fail("server", err)
+			return
 		}
-		c.mu.Lock()
-		req := c.pending[h.Stream]
-		delete(c.pending, h.Stream)
-		c.mu.Unlock()
-		if req == nil {
-			c.writeClient(out)
-			continue
+		// Answers that came together leave together.
+		if flush := br.Buffered() == 0; out != nil || flush {
+			c.writeClient(out, flush)
 		}
-		ok := h.Op == frame.OpResult
-		if ok && req.prepare != "" {
-			f, err := frame.DecodeFrame(h, body)
-			if err != nil {
-				c.fail("server", fmt.Errorf("faultproxy: prepared result: %w", err))
-				return
-			}
-			if pr, isPrep := f.Message.(*frame.PreparedResult); isPrep {
-				c.p.g.addPrepared(pr.ID, req.prepare, pr.ResultColumns)
-			}
-		}
-		if ok && req.table != "" {
-			b, changed, err := addrs().rewriteResult(h, body, req.cols)
-			if err != nil {
-				c.fail("server", err)
-				return
-			}
-			if changed {
-				out = b
-				c.p.rewrites.Add(1)
-			}
-		}
-		if ok && req.st != nil {
-			c.p.g.acked(req.st)
-		}
-		if !ok {
-			// The server refused or failed the request: its answer goes
-			// through, as the bench's injector faults applied ops only.
-			c.writeClient(out)
-			continue
-		}
-		switch req.fault {
-		case faultLostAck:
-			c.inject(req)
-			continue
-		case faultDelay:
-			c.inject(req)
-			c.later(c.p.g.sched.Load().DelayBy, out)
-			continue
-		}
-		c.writeClient(out)
 	}
+}
+
+// response returns the frame to forward for a response or event, nil when
+// it is dropped or delayed; an error means it is malformed.
+func (c *conn) response(h frame.Header, body []byte) ([]byte, error) {
+	addrs := c.p.g.addrs.Load()
+	out := frameBytes(h, body)
+	if h.Op == frame.OpEvent {
+		b, changed, err := addrs.rewriteEvent(h, body)
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			out = b
+			c.p.rewrites.Add(1)
+		}
+		return out, nil
+	}
+	c.mu.Lock()
+	req := c.pending[h.Stream]
+	delete(c.pending, h.Stream)
+	c.mu.Unlock()
+	if req == nil {
+		return out, nil
+	}
+	ok := h.Op == frame.OpResult
+	if !ok {
+		// The server refused or failed the request: its answer goes
+		// through, as the bench's injector faults applied ops only.
+		return out, nil
+	}
+	if req.prepare != "" {
+		f, err := frame.DecodeFrame(h, body)
+		if err != nil {
+			return nil, fmt.Errorf("faultproxy: prepared result: %w", err)
+		}
+		if pr, isPrep := f.Message.(*frame.PreparedResult); isPrep {
+			c.p.g.addPrepared(pr.ID, req.prepare, pr.ResultColumns)
+		}
+	}
+	if req.table != "" {
+		b, changed, err := addrs.rewriteResult(h, body, req.cols)
+		if err != nil {
+			return nil, err
+		}
+		if changed {
+			out = b
+			c.p.rewrites.Add(1)
+		}
+	}
+	if req.st != nil {
+		c.p.g.acked(req.st)
+	}
+	switch req.fault {
+	case faultLostAck:
+		c.inject(req)
+		return nil, nil
+	case faultDelay:
+		c.inject(req)
+		c.later(c.p.g.sched.Load().DelayBy, out)
+		return nil, nil
+	}
+	return out, nil
 }
 
 // later writes b to the client after d, unless the connection closes
@@ -320,7 +351,7 @@ func (c *conn) later(d time.Duration, b []byte) {
 		delete(c.timers, t)
 		c.mu.Unlock()
 		if live {
-			c.writeClient(b)
+			c.writeClient(b, true)
 		}
 	})
 	c.timers[t] = struct{}{}

@@ -15,6 +15,7 @@
 package faultproxy
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -340,7 +341,7 @@ func (p *Proxy) accept() {
 			_ = cc.Close()
 			continue
 		}
-		c := &conn{p: p, client: cc, server: sc, pending: map[int16]*request{}, timers: map[*time.Timer]struct{}{}}
+		c := &conn{p: p, client: cc, server: sc, cw: bufio.NewWriterSize(cc, 64<<10), pending: map[int16]*request{}, timers: map[*time.Timer]struct{}{}}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
