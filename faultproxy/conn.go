@@ -296,6 +296,11 @@ func (c *conn) response(h frame.Header, body []byte) ([]byte, error) {
 	if req == nil {
 		return out, nil
 	}
+	if req.fault == faultReset {
+		// The connection is being closed: no answer of the request may
+		// slip through before it is.
+		return nil, nil
+	}
 	ok := h.Op == frame.OpResult
 	if !ok {
 		// The server refused or failed the request: its answer goes

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/idemkv/idemkv/client"
 	"github.com/idemkv/idemkv/cql/frame"
 )
 
@@ -252,6 +254,32 @@ func TestScheduleFaults(t *testing.T) {
 		}
 		if n := g.Counts()[tc.kind] - before; n != 1 {
 			t.Errorf("%s: %d events", tc.kind, n)
+		}
+	}
+}
+
+// TestForgetAfter: with ForgetAfter, op ids unseen for two periods are
+// forgotten and the memory stays bounded; an op seen within a period keeps
+// its attempt count.
+func TestForgetAfter(t *testing.T) {
+	g, err := NewGroup(Config{ForgetAfter: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		g.arrive(client.OpID{Client: 1, Sequence: uint64(i)}, true, 1)
+	}
+	g.mu.Lock()
+	n := len(g.ops) + len(g.oldOps)
+	g.mu.Unlock()
+	if n > 2 {
+		t.Fatalf("%d op ids remembered", n)
+	}
+	g2, _ := NewGroup(Config{ForgetAfter: time.Hour})
+	op := client.OpID{Client: 2, Sequence: 9}
+	for want := 1; want <= 3; want++ {
+		if _, _, a := g2.arrive(op, true, 1); a != want {
+			t.Fatalf("attempt %d, want %d", a, want)
 		}
 	}
 }

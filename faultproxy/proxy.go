@@ -45,6 +45,11 @@ type Config struct {
 	Logger *slog.Logger
 	// DialTimeout bounds the dial to the server (default 5 s).
 	DialTimeout time.Duration
+	// ForgetAfter, when positive, bounds the memory of op ids: an op id
+	// not seen for between ForgetAfter and twice that is forgotten (a
+	// later attempt counts as a first). Set it above the clients' retry
+	// horizon. Zero keeps every op id until Forget.
+	ForgetAfter time.Duration
 }
 
 // Group is a set of proxies, one per server node, that share a fault
@@ -59,6 +64,8 @@ type Group struct {
 	proxies  []*Proxy
 	prepared map[string]prepared
 	ops      map[client.OpID]*opState
+	oldOps   map[client.OpID]*opState // the previous generation, under ForgetAfter
+	rotated  time.Time
 	anon     uint64
 	dups     map[uint64]int64
 	events   []Event
@@ -93,7 +100,7 @@ func NewGroup(cfg Config) (*Group, error) {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 5 * time.Second
 	}
-	g := &Group{cfg: cfg, prepared: map[string]prepared{}, ops: map[client.OpID]*opState{},
+	g := &Group{cfg: cfg, prepared: map[string]prepared{}, ops: map[client.OpID]*opState{}, rotated: time.Now(),
 		dups: map[uint64]int64{}, counts: map[string]int64{}}
 	g.addrs.Store(&addrMap{})
 	if err := g.SetSchedule(cfg.Schedule); err != nil {
@@ -205,7 +212,7 @@ func (g *Group) Duplicates() map[uint64]int64 {
 // and duplicates stay.
 func (g *Group) Forget() {
 	g.mu.Lock()
-	g.ops = map[client.OpID]*opState{}
+	g.ops, g.oldOps = map[client.OpID]*opState{}, nil
 	g.mu.Unlock()
 }
 
@@ -229,9 +236,16 @@ func (g *Group) arrive(op client.OpID, hasOp bool, statements int) (*opState, cl
 		g.anon++
 		return nil, client.OpID{Sequence: g.anon}, 1
 	}
+	if d := g.cfg.ForgetAfter; d > 0 {
+		if now := time.Now(); now.Sub(g.rotated) >= d {
+			g.oldOps, g.ops, g.rotated = g.ops, map[client.OpID]*opState{}, now
+		}
+	}
 	st := g.ops[op]
 	if st == nil {
-		st = &opState{}
+		if st = g.oldOps[op]; st == nil {
+			st = &opState{}
+		}
 		g.ops[op] = st
 	}
 	st.arrivals++

@@ -61,6 +61,7 @@ func serveProxy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	reset := fs.Float64("reset", 0, "probability that the connection is closed once a counter write is forwarded")
 	events := fs.String("events", "", "also write every fault as a JSON line to this file")
 	dur := fs.Duration("for", 0, "stop after this long (0: until interrupted)")
+	forget := fs.Duration("forget-after", time.Minute, "forget an op id not seen for this long (above the clients' retry horizon; 0: never)")
 	verbose := fs.Bool("v", false, "log every connection closed on an error (malformed frame, failed dial)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -88,8 +89,9 @@ func serveProxy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var mu sync.Mutex
 	start := time.Now()
 	g, err := faultproxy.NewGroup(faultproxy.Config{
-		Schedule: faultproxy.Schedule{Seed: *seed, LostAck: *lostAck, Delay: *delay, DelayBy: *delayBy, Reset: *reset},
-		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+		Schedule:    faultproxy.Schedule{Seed: *seed, LostAck: *lostAck, Delay: *delay, DelayBy: *delayBy, Reset: *reset},
+		Logger:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+		ForgetAfter: *forget,
 		OnEvent: func(e faultproxy.Event) {
 			mu.Lock()
 			defer mu.Unlock()
