@@ -162,6 +162,9 @@ func (f *loadFlags) config(name string, stderr io.Writer) (Config, error) {
 	if !*f.proxy && (*f.proxyListen != "" || *f.proxyReset != 0) {
 		return cfg, errors.New("--proxy-listen and --proxy-reset need --proxy")
 	}
+	if r := *f.proxyReset; r < 0 || r > 1 {
+		return cfg, fmt.Errorf("--proxy-reset %g: want 0 to 1", r)
+	}
 	if *f.hosts != "" && (cfg.Faults.KillEvery > 0 || cfg.Faults.PauseEvery > 0) {
 		return cfg, errors.New("--kill-every and --pause-every need the embedded ring: on --hosts only client-side faults apply (--lost-ack, --delay)")
 	}

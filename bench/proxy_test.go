@@ -105,3 +105,20 @@ func TestProxyCommandContract(t *testing.T) {
 		t.Errorf("faults %v: want the proxies' only", faults)
 	}
 }
+
+// TestProxyFlagErrors: the proxy flags are refused where they cannot apply,
+// before any ring starts.
+func TestProxyFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--proxy-reset", "0.1"},
+		{"--proxy-listen", "127.0.2.1:9042"},
+		{"--proxy", "--kill-every", "1s"},
+		{"--proxy", "--pause-every", "1s"},
+		{"--proxy", "--proxy-reset", "2"},
+	} {
+		var out, errb bytes.Buffer
+		if err := Command("overcount", append(args, "--ops", "1", "--quiet"), &out, &errb); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+}
