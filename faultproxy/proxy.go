@@ -66,6 +66,7 @@ type Group struct {
 	ops      map[client.OpID]*opState
 	oldOps   map[client.OpID]*opState // the previous generation, under ForgetAfter
 	rotated  time.Time
+	now      func() time.Time // time.Now; tests fake it
 	anon     uint64
 	dups     map[uint64]int64
 	events   []Event
@@ -100,7 +101,7 @@ func NewGroup(cfg Config) (*Group, error) {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 5 * time.Second
 	}
-	g := &Group{cfg: cfg, prepared: map[string]prepared{}, ops: map[client.OpID]*opState{}, rotated: time.Now(),
+	g := &Group{cfg: cfg, prepared: map[string]prepared{}, ops: map[client.OpID]*opState{}, rotated: time.Now(), now: time.Now,
 		dups: map[uint64]int64{}, counts: map[string]int64{}}
 	g.addrs.Store(&addrMap{})
 	if err := g.SetSchedule(cfg.Schedule); err != nil {
@@ -237,7 +238,7 @@ func (g *Group) arrive(op client.OpID, hasOp bool, statements int) (*opState, cl
 		return nil, client.OpID{Sequence: g.anon}, 1
 	}
 	if d := g.cfg.ForgetAfter; d > 0 {
-		if now := time.Now(); now.Sub(g.rotated) >= d {
+		if now := g.now(); now.Sub(g.rotated) >= d {
 			g.oldOps, g.ops, g.rotated = g.ops, map[client.OpID]*opState{}, now
 		}
 	}
