@@ -286,6 +286,7 @@ func (c *conn) response(h frame.Header, body []byte) ([]byte, error) {
 		if changed {
 			out = b
 			c.p.rewrites.Add(1)
+			c.p.events.Add(1)
 		}
 		return out, nil
 	}

@@ -283,6 +283,7 @@ type Stats struct {
 	Matched  int64 // requests the filter selected
 	Faults   int64 // faults injected
 	Rewrites int64 // result and event frames whose addresses were rewritten
+	Events   int64 // of which TOPOLOGY_CHANGE and STATUS_CHANGE events
 }
 
 // Proxy is one proxy of a Group, in front of one server.
@@ -292,7 +293,7 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	conns, requests, matched, faults, rewrites atomic.Int64
+	conns, requests, matched, faults, rewrites, events atomic.Int64
 
 	mu     sync.Mutex
 	open   map[*conn]struct{}
@@ -312,7 +313,7 @@ func (p *Proxy) Node() int { return p.node }
 // Stats returns the proxy's counts so far.
 func (p *Proxy) Stats() Stats {
 	return Stats{Conns: p.conns.Load(), Requests: p.requests.Load(), Matched: p.matched.Load(),
-		Faults: p.faults.Load(), Rewrites: p.rewrites.Load()}
+		Faults: p.faults.Load(), Rewrites: p.rewrites.Load(), Events: p.events.Load()}
 }
 
 // Close stops accepting, closes every connection and waits for their

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,6 +146,52 @@ func TestDriverSeesOnlyProxiesAndRoutesByToken(t *testing.T) {
 	}
 	if rewrites == 0 { // the control connection's system.local and system.peers reads
 		t.Error("no system rows rewritten")
+	}
+}
+
+// TestStatusEventsRewritten: a node that stops and starts again is
+// announced to the driver by STATUS_CHANGE events, which reach it with the
+// proxy's address: the driver still knows only the proxies, and its
+// session works on.
+func TestStatusEventsRewritten(t *testing.T) {
+	seed := testseed.Seed(t)
+	r := startProxiedRing(t, seed)
+	var seen sync.Map
+	s := r.session(t, 5*time.Second, &seen)
+	events := func() int64 {
+		var n int64
+		for _, p := range r.g.Proxies() {
+			n += p.Stats().Events
+		}
+		return n
+	}
+	waitEvents := func(n int64, what string) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute) // a bound on a wait, not a timing assertion
+		for events() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s event rewritten (%d events)", what, events())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if err := r.c.Kill(3); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(1, "DOWN")
+	if err := r.c.Restart(3); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(2, "UP")
+	seen.Range(func(k, _ any) bool {
+		if !strings.HasPrefix(k.(string), "127.0.2.") {
+			t.Errorf("driver learned of %s", k)
+		}
+		return true
+	})
+	var v string
+	if err := s.Query("SELECT release_version FROM system.local").Scan(&v); err != nil {
+		t.Fatal(err)
 	}
 }
 
