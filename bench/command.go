@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -189,18 +190,19 @@ func (f *loadFlags) target(ctx context.Context, stderr io.Writer) (t Target, sto
 		t, stop = Target{Cluster: c}, c.Stop
 	}
 	if *f.proxy {
-		return f.proxied(t, stop)
+		return f.proxied(t, stop, stderr)
 	}
 	return t, stop, nil
 }
 
-// proxied puts fault proxies in front of t's hosts.
-func (f *loadFlags) proxied(t Target, stop func()) (Target, func(), error) {
+// proxied puts fault proxies in front of t's hosts; their warnings (a
+// connection closed on a malformed frame, a failed dial) go to stderr.
+func (f *loadFlags) proxied(t Target, stop func(), stderr io.Writer) (Target, func(), error) {
 	var listen []string
 	if *f.proxyListen != "" {
 		listen = ParseHosts(*f.proxyListen, *f.port)
 	}
-	p, err := StartProxies(t.servers(), listen, nil)
+	p, err := StartProxies(t.servers(), listen, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		stop()
 		return t, nil, err
