@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -61,6 +62,9 @@ type loadFlags struct {
 	sync                       *string
 	fbfBits, fbfFPP, fbfFilter *string
 	fbfLeader                  *string
+	proxy                      *bool
+	proxyListen                *string
+	proxyReset                 *float64
 }
 
 // loadDefaults are a benchmark's flag defaults.
@@ -111,6 +115,9 @@ func addLoadFlags(fs *flag.FlagSet, d loadDefaults) *loadFlags {
 		fbfFPP:              fs.String("fbf-target-fpp", "", "fbf option target_fpp (default: the column's)"),
 		fbfFilter:           fs.String("fbf-filters", "", "fbf option filters (default: the column's)"),
 		fbfLeader:           fs.String("fbf-leader", "", "fbf option leader: first or random (Cassandra's rule: a retry may meet another leader's filter) (default: first)"),
+		proxy:               fs.Bool("proxy", false, "start a fault proxy in front of every host (--hosts or the embedded ring) and send the load through them: --lost-ack and --delay are injected by the proxies, for any CQL server alike"),
+		proxyListen:         fs.String("proxy-listen", "", "with --proxy: the proxies' listen addresses, comma-separated, one per host (default 127.0.2.i on the host's port)"),
+		proxyReset:          fs.Float64("proxy-reset", 0, "with --proxy: probability that a proxy closes the connection after forwarding an attempt"),
 		handoffExchanges:    fs.Int("handoff-exchanges", 1, "handoff mode: exchanges per op and key (1: an op's increments are handed off by the next op on the key or the final flush; 2: within the op)"),
 	}
 }
@@ -142,13 +149,22 @@ func (f *loadFlags) config(name string, stderr io.Writer) (Config, error) {
 		Modes:    modes, Clients: *f.clients, Rate: *f.rate, Ops: *f.ops, Duration: *f.duration,
 		Consistency: cl, Attempts: *f.attempts, Horizon: *f.horizon, Timeout: *f.timeout,
 		Faults: Faults{LostAck: *f.lostAck, Delay: *f.delay, DelayBy: *f.delayBy, KillEvery: *f.killEvery, Down: *f.down,
-			PauseEvery: *f.pauseEvery, PauseFor: *f.pauseFor},
+			PauseEvery: *f.pauseEvery, PauseFor: *f.pauseFor, Reset: *f.proxyReset},
 		Seed: *f.seed, RF: *f.rf, FBFOptions: fbf, SampleEvery: *f.sample, HandoffExchanges: *f.handoffExchanges,
 	}
 	if !*f.quiet {
 		if file, ok := stderr.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
 			cfg.Progress = stderr
 		}
+	}
+	if *f.proxy && (cfg.Faults.KillEvery > 0 || cfg.Faults.PauseEvery > 0) {
+		return cfg, errProxyFaults
+	}
+	if !*f.proxy && (*f.proxyListen != "" || *f.proxyReset != 0) {
+		return cfg, errors.New("--proxy-listen and --proxy-reset need --proxy")
+	}
+	if r := *f.proxyReset; r < 0 || r > 1 {
+		return cfg, fmt.Errorf("--proxy-reset %g: want 0 to 1", r)
 	}
 	if *f.hosts != "" && (cfg.Faults.KillEvery > 0 || cfg.Faults.PauseEvery > 0) {
 		return cfg, errors.New("--kill-every and --pause-every need the embedded ring: on --hosts only client-side faults apply (--lost-ack, --delay)")
@@ -165,13 +181,34 @@ func (f *loadFlags) config(name string, stderr io.Writer) (Config, error) {
 // what it started.
 func (f *loadFlags) target(ctx context.Context, stderr io.Writer) (t Target, stop func(), err error) {
 	if *f.hosts != "" {
-		return Target{Hosts: ParseHosts(*f.hosts, *f.port)}, func() {}, nil
+		t, stop = Target{Hosts: ParseHosts(*f.hosts, *f.port)}, func() {}
+	} else {
+		c, err := StartCluster(ctx, ClusterConfig{Nodes: *f.nodes, Dir: *f.dir, Seed: *f.seed, CounterWriteTimeout: *f.counterWriteTimeout, Sync: *f.sync})
+		if err != nil {
+			return t, nil, err
+		}
+		t, stop = Target{Cluster: c}, c.Stop
 	}
-	c, err := StartCluster(ctx, ClusterConfig{Nodes: *f.nodes, Dir: *f.dir, Seed: *f.seed, CounterWriteTimeout: *f.counterWriteTimeout, Sync: *f.sync})
+	if *f.proxy {
+		return f.proxied(t, stop, stderr)
+	}
+	return t, stop, nil
+}
+
+// proxied puts fault proxies in front of t's hosts; their warnings (a
+// connection closed on a malformed frame, a failed dial) go to stderr.
+func (f *loadFlags) proxied(t Target, stop func(), stderr io.Writer) (Target, func(), error) {
+	var listen []string
+	if *f.proxyListen != "" {
+		listen = ParseHosts(*f.proxyListen, *f.port)
+	}
+	p, err := StartProxies(t.servers(), listen, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
+		stop()
 		return t, nil, err
 	}
-	return Target{Cluster: c}, c.Stop, nil
+	t.Proxies = p
+	return t, func() { _ = p.Close(); stop() }, nil
 }
 
 // emit prints the reports and writes --out.

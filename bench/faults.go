@@ -97,11 +97,15 @@ type Faults struct {
 	// PauseEvery stalls a seeded random node's CQL executor every period
 	// for PauseFor (default 1.5 × the client timeout).
 	PauseEvery, PauseFor time.Duration
+	// Reset is the probability that a fault proxy (Target.Proxies) closes
+	// the connection after forwarding an attempt; without proxies it is
+	// ignored.
+	Reset float64
 }
 
 // Any reports whether a fault is configured.
 func (f Faults) Any() bool {
-	return f.LostAck > 0 || f.Delay > 0 || f.KillEvery > 0 || f.PauseEvery > 0
+	return f.LostAck > 0 || f.Delay > 0 || f.KillEvery > 0 || f.PauseEvery > 0 || f.Reset > 0
 }
 
 // decide returns a uniform number in [0, 1) from the seed, a salt, the op

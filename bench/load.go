@@ -124,7 +124,7 @@ func (c Config) validate() error {
 		}
 		seen[m] = true
 	}
-	for _, p := range []float64{c.Faults.LostAck, c.Faults.Delay} {
+	for _, p := range []float64{c.Faults.LostAck, c.Faults.Delay, c.Faults.Reset} {
 		if p < 0 || p > 1 {
 			return fmt.Errorf("bench: fault probability %g: want 0 to 1", p)
 		}
@@ -134,13 +134,27 @@ func (c Config) validate() error {
 
 // Target is where a run sends its load: an embedded Cluster (server-side
 // faults, dismissal counts, kills and pauses), or the CQL addresses of a
-// running ring (client-side faults only).
+// running ring (client-side faults only). With Proxies, fault proxies in
+// front of either take the load and inject the lost acks, delays and
+// resets (the embedded ring's injector and the client inject none).
 type Target struct {
 	Cluster *Cluster
 	Hosts   []string // host:port; ignored when Cluster is set
+	Proxies *Proxies
 }
 
 func (t Target) hosts() []string {
+	switch {
+	case t.Proxies != nil:
+		return t.Proxies.Hosts()
+	case t.Cluster != nil:
+		return t.Cluster.Hosts()
+	}
+	return t.Hosts
+}
+
+// servers are the addresses of the ring's nodes, behind the proxies if any.
+func (t Target) servers() []string {
 	if t.Cluster != nil {
 		return t.Cluster.Hosts()
 	}
@@ -214,8 +228,19 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	var dupsBefore map[string]int64
 	if c := target.Cluster; c != nil {
 		dismissedBefore, dupsBefore = c.Dismissed(), c.Injector().Duplicates()
-		c.Injector().Set(cfg.Faults)
-		defer c.Injector().Set(Faults{})
+		if target.Proxies == nil {
+			c.Injector().Set(cfg.Faults)
+			defer c.Injector().Set(Faults{})
+		}
+	}
+	var proxyDupsBefore map[string]int64
+	if p := target.Proxies; p != nil {
+		proxyDupsBefore = p.duplicates()
+		disarm, err := p.arm(cfg, r.log)
+		if err != nil {
+			return nil, err
+		}
+		defer disarm()
 	}
 	for _, m := range cfg.Modes {
 		mr := &modeRun{name: m, stmt: "UPDATE bench." + m + " SET c = c + ? WHERE k = ?", ledger: NewLedger()}
@@ -313,6 +338,16 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 				m.Dismissed = dismissed
 				m.FalsePositives = max(0, m.Dismissed-m.Duplicates)
 			}
+		}
+	}
+	if p := target.Proxies; p != nil {
+		p.Group().Forget()
+	}
+	if p := target.Proxies; p != nil && target.Cluster == nil { // an embedded ring counts them itself
+		dups := p.duplicates()
+		for i := range rep.Modes {
+			m := &rep.Modes[i]
+			m.Duplicates = dups[m.Mode] - proxyDupsBefore[m.Mode]
 		}
 	}
 	rep.Faults = CountKinds(rep.faultEvents)
@@ -511,7 +546,7 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 // op's id, known before the first attempt of a single update and after the
 // first of a batch) with the run's client-side faults, retries and horizon.
 func (r *runner) attempts(ctx context.Context, mr *modeRun, op Op, idp *client.OpID, exec func(ctx context.Context, n int) error) (Outcome, error) {
-	clientFaults := r.target.Cluster == nil
+	clientFaults := r.target.Cluster == nil && r.target.Proxies == nil
 	f := r.cfg.Faults
 	var start time.Time
 	sawUnknown := false

@@ -37,7 +37,8 @@ type Report struct {
 type ReportConfig struct {
 	Ring        string   `json:"ring"` // "embedded" or "hosts"
 	Hosts       []string `json:"hosts"`
-	Nodes       int      `json:"nodes,omitempty"` // embedded ring size
+	Proxies     []string `json:"proxies,omitempty"` // fault proxies in front of Hosts
+	Nodes       int      `json:"nodes,omitempty"`   // embedded ring size
 	RF          int      `json:"rf"`
 	Consistency string   `json:"consistency"`
 	Clients     int      `json:"clients"`
@@ -57,7 +58,8 @@ type ReportConfig struct {
 	DelayByMS   float64  `json:"delay_by_ms,omitempty"`
 	KillEveryS  float64  `json:"kill_every_s,omitempty"`
 	PauseEveryS float64  `json:"pause_every_s,omitempty"`
-	FaultSide   string   `json:"fault_side"` // server (embedded executor) or client
+	FaultSide   string   `json:"fault_side"` // server (embedded executor), proxy or client
+	ResetP      float64  `json:"proxy_reset,omitempty"`
 	FBFOptions  string   `json:"fbf_options"`
 	Seed        uint64   `json:"seed"`
 }
@@ -85,6 +87,12 @@ func reportConfig(cfg Config, t Target, hosts []string) ReportConfig {
 			rc.DelayByMS = ms(cfg.Faults.DelayBy)
 		}
 		rc.KillEveryS, rc.PauseEveryS = cfg.Faults.KillEvery.Seconds(), cfg.Faults.PauseEvery.Seconds()
+	}
+	if p := t.Proxies; p != nil {
+		rc.Hosts, rc.Proxies, rc.FaultSide, rc.ResetP = t.servers(), p.Hosts(), "proxy", cfg.Faults.Reset
+		if cfg.Faults.Delay > 0 {
+			rc.DelayByMS = ms(cfg.Faults.DelayBy)
+		}
 	}
 	return rc
 }
@@ -181,6 +189,9 @@ func (r *Report) Describe() string {
 	} else {
 		fmt.Fprintf(&b, "ring at %s", strings.Join(c.Hosts, ","))
 	}
+	if len(c.Proxies) > 0 {
+		fmt.Fprintf(&b, " behind fault proxies at %s", strings.Join(c.Proxies, ","))
+	}
 	fmt.Fprintf(&b, ", RF %d, %s; %d clients per mode, %s loop", c.RF, c.Consistency, c.Clients, c.Loop)
 	if c.Loop == "open" {
 		fmt.Fprintf(&b, " at %.0f ops/s", c.Rate)
@@ -209,14 +220,17 @@ func (r *Report) DescribeFaults() string {
 	c := r.Config
 	var parts []string
 	if c.LostAck > 0 {
-		parts = append(parts, fmt.Sprintf("lost ack p=%g (%d)", c.LostAck, r.Faults[FaultLostAck]+r.Faults[FaultClientLostAck]))
+		parts = append(parts, fmt.Sprintf("lost ack p=%g (%d)", c.LostAck, r.Faults[FaultLostAck]+r.Faults[FaultClientLostAck]+r.Faults[FaultProxyLostAck]))
 	}
 	if c.Delay > 0 {
-		if c.FaultSide == "server" {
-			parts = append(parts, fmt.Sprintf("answer delayed %gms p=%g (%d)", c.DelayByMS, c.Delay, r.Faults[FaultDelay]))
+		if c.FaultSide == "server" || c.FaultSide == "proxy" {
+			parts = append(parts, fmt.Sprintf("answer delayed %gms p=%g (%d)", c.DelayByMS, c.Delay, r.Faults[FaultDelay]+r.Faults[FaultProxyDelay]))
 		} else {
 			parts = append(parts, fmt.Sprintf("attempt abandoned p=%g (%d)", c.Delay, r.Faults[FaultClientAbandon]))
 		}
+	}
+	if c.ResetP > 0 {
+		parts = append(parts, fmt.Sprintf("connection reset p=%g (%d)", c.ResetP, r.Faults[FaultProxyReset]))
 	}
 	if c.KillEveryS > 0 {
 		parts = append(parts, fmt.Sprintf("a node killed every %gs (%d)", c.KillEveryS, r.Faults[FaultKill]))
