@@ -415,10 +415,12 @@ func query(ctx context.Context, addr string, nodes int) (p probe, err error) {
 	if err := iter.Close(); err != nil {
 		return p, fmt.Errorf("cassandra: %s system.peers: %w", addr, err)
 	}
-	iter = s.Query("SELECT status, rpc_ready FROM system_views.gossip_info").WithContext(ctx).Iter()
-	var status, ready string // every column of gossip_info is text
-	for iter.Scan(&status, &ready) {
-		if strings.HasPrefix(status, "NORMAL") && ready == "true" {
+	// Every column of gossip_info is text; a 5.0 node gossips its status
+	// as status_with_port alone (status stays empty but for its own row).
+	iter = s.Query("SELECT status, status_with_port, rpc_ready FROM system_views.gossip_info").WithContext(ctx).Iter()
+	var status, statusWithPort, ready string
+	for iter.Scan(&status, &statusWithPort, &ready) {
+		if (strings.HasPrefix(status, "NORMAL") || strings.HasPrefix(statusWithPort, "NORMAL")) && ready == "true" {
 			p.normal++
 		}
 	}
