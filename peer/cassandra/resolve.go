@@ -24,7 +24,10 @@ func DefaultCacheDir() string {
 	return filepath.Join(os.TempDir(), "idemkv-cache")
 }
 
-var versionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
+var (
+	versionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
+	ansiRE    = regexp.MustCompile("\x1b\\[[0-9;]*m")
+)
 
 // POM returns the Maven project that resolves cassandra-all version and its
 // runtime dependencies.
@@ -102,9 +105,15 @@ func Resolve(ctx context.Context, cacheDir, version string, log io.Writer) (Rele
 	cmd := exec.CommandContext(ctx, mvn, "-q", "-B", "-Dstyle.color=never", "-f", pomPath,
 		"dependency:copy-dependencies", "-DincludeScope=runtime", "-DoutputDirectory="+tmp)
 	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, log), io.MultiWriter(&out, log)
-	if err := cmd.Run(); err != nil {
-		return r, fmt.Errorf("cassandra: mvn dependency:copy-dependencies of cassandra-all %s: %w\n%s", version, err, tail(out.String(), 2000))
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	// Maven 3.8 prints colour resets even in batch mode with -q.
+	text := ansiRE.ReplaceAllString(out.String(), "")
+	if err != nil {
+		return r, fmt.Errorf("cassandra: mvn dependency:copy-dependencies of cassandra-all %s: %w\n%s", version, err, tail(text, 2000))
+	}
+	if _, err := io.WriteString(log, text); err != nil {
+		return r, fmt.Errorf("cassandra: Maven's output: %w", err)
 	}
 	if _, err := os.Stat(filepath.Join(tmp, "cassandra-all-"+version+".jar")); err != nil {
 		return r, fmt.Errorf("cassandra: Maven finished but cassandra-all-%s.jar is missing: %w", version, err)

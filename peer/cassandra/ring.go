@@ -121,6 +121,9 @@ func (r Ring) Up(ctx context.Context, o UpOptions) error {
 			return fmt.Errorf("cassandra: %d of the %d nodes of the peer ring in %s are running: stop it first (idemkv peer cassandra stop)", running, old.Nodes, r.Dir)
 		}
 	}
+	if o.Nodes < 1 {
+		return fmt.Errorf("cassandra: %d nodes: want at least 1", o.Nodes)
+	}
 	for i := 1; i <= o.Nodes; i++ {
 		if err := (NodeConfig{Index: i, Nodes: o.Nodes, Dir: r.NodeDir(i), NumTokens: o.NumTokens, CommitLogSync: o.CommitLogSync, CounterWriteTimeout: o.CounterWriteTimeout}).Validate(); err != nil {
 			return err
