@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -258,6 +259,9 @@ var JVMOptions = []string{
 	"-Dio.netty.allocator.maxOrder=11",
 }
 
+// heapRE is a JVM memory size: a number with an optional unit.
+var heapRE = regexp.MustCompile(`^[1-9][0-9]*[kKmMgG]?$`)
+
 // MainClass is the class every node's JVM runs.
 const MainClass = "org.apache.cassandra.service.CassandraDaemon"
 
@@ -268,7 +272,7 @@ func Command(c NodeConfig, lib, heap string) ([]string, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if heap == "" || strings.ContainsAny(heap, " \t") {
+	if !heapRE.MatchString(heap) {
 		return nil, fmt.Errorf("cassandra: heap %q: want a size such as 1G", heap)
 	}
 	if lib == "" {

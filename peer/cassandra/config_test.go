@@ -1,6 +1,8 @@
 package cassandra
 
 import (
+	"context"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -115,8 +117,15 @@ func TestCommand(t *testing.T) {
 	if i := slices.Index(args, "-cp"); i < 0 || args[i+1] != lib+"/*" {
 		t.Errorf("class path: %v", args)
 	}
-	if _, err := Command(NodeConfig{Index: 1, Nodes: 1, Dir: "/r"}, lib, "1 G"); err == nil {
-		t.Error("heap with a space accepted")
+	for _, heap := range []string{"", "1 G", "abc", "0", "1G -XX:+Foo"} {
+		if _, err := Command(NodeConfig{Index: 1, Nodes: 1, Dir: "/r"}, lib, heap); err == nil {
+			t.Errorf("heap %q accepted", heap)
+		}
+	}
+	for _, heap := range []string{"512M", "1G", "1536m", "2147483648"} {
+		if _, err := Command(NodeConfig{Index: 1, Nodes: 1, Dir: "/r"}, lib, heap); err != nil {
+			t.Errorf("heap %q: %v", heap, err)
+		}
 	}
 }
 
@@ -139,5 +148,18 @@ func TestLogbackEscapes(t *testing.T) {
 	b := string(Logback(NodeConfig{Index: 1, Nodes: 1, Dir: "/r&d/node1"}))
 	if !strings.Contains(b, "/r&amp;d/node1/logs/system.log") {
 		t.Errorf("logback:\n%s", b)
+	}
+}
+
+// A ring's data remembers its members: another size needs --wipe. The
+// check comes before anything is resolved or started.
+func TestUpOtherSizeNeedsWipe(t *testing.T) {
+	r := Ring{Dir: t.TempDir()}
+	if err := os.WriteFile(r.statePath(), []byte(`{"version": "5.0.9", "nodes": 3}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := r.Up(context.Background(), UpOptions{Nodes: 1, CacheDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "add --wipe") {
+		t.Errorf("error %v", err)
 	}
 }

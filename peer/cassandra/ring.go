@@ -119,6 +119,9 @@ func (r Ring) Up(ctx context.Context, o UpOptions) error {
 			return r.WaitUp(ctx)
 		case running > 0:
 			return fmt.Errorf("cassandra: %d of the %d nodes of the peer ring in %s are running: stop it first (idemkv peer cassandra stop)", running, old.Nodes, r.Dir)
+		case old.Nodes != o.Nodes && !o.Wipe:
+			// The nodes' data remembers the old ring's members and tokens.
+			return fmt.Errorf("cassandra: the peer ring in %s has %d nodes, not %d: add --wipe to start a new ring there", r.Dir, old.Nodes, o.Nodes)
 		}
 	}
 	if o.Nodes < 1 {
