@@ -397,8 +397,13 @@ func (r *runner) createTables(s *gocql.Session) error {
 		}
 		stmts = append(stmts, stmt)
 	}
-	for _, stmt := range stmts {
+	for i, stmt := range stmts {
 		if err := s.Query(stmt).Consistency(gocql.One).Exec(); err != nil {
+			if i > 0 && r.cfg.Modes[i-1] != ModeVanilla && r.target.Cluster == nil {
+				// Apache Cassandra (idemkv peer cassandra) has neither
+				// the idempotence option nor handoff_counter.
+				return fmt.Errorf("bench: %s: %w (mode %s needs an idemkv server; against another CQL server use --modes vanilla)", stmt, err, r.cfg.Modes[i-1])
+			}
 			return fmt.Errorf("bench: %s: %w", stmt, err)
 		}
 	}
