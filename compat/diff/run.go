@@ -36,6 +36,10 @@ type Answer struct {
 	Code string `json:"code,omitempty"`
 	// Message is the error's message.
 	Message string `json:"message,omitempty"`
+	// Detail is the error's own fields, for the errors that have some
+	// (Unavailable, timeouts, AlreadyExists), e.g. "consistency=TWO
+	// required=2 alive=1".
+	Detail string `json:"detail,omitempty"`
 	// Args, Result and PKey are a prepared statement's metadata: its bind
 	// markers ("keyspace.table.name type"), its result columns, and the
 	// indexes of the bind markers that make up the partition key.
@@ -79,6 +83,9 @@ func (a Answer) String() string {
 	}
 	if a.Message != "" {
 		fmt.Fprintf(&b, " %q", a.Message)
+	}
+	if a.Detail != "" {
+		fmt.Fprintf(&b, " (%s)", a.Detail)
 	}
 	if len(a.Args) > 0 || len(a.Result) > 0 || a.PKey != nil {
 		fmt.Fprintf(&b, " args=%v result=%v pkey=%v", a.Args, a.Result, a.PKey)
@@ -236,9 +243,30 @@ func typeName(t gocql.TypeInfo) string {
 func errorAnswer(err error) Answer {
 	var re gocql.RequestError
 	if errors.As(err, &re) {
-		return Answer{Kind: "error", Code: fmt.Sprintf("0x%04x", re.Code()), Message: re.Message()}
+		return Answer{Kind: "error", Code: fmt.Sprintf("0x%04x", re.Code()), Message: re.Message(), Detail: errorDetail(err)}
 	}
 	return Answer{Kind: "driver", Message: err.Error()}
+}
+
+// errorDetail formats the fields of the errors that have some.
+func errorDetail(err error) string {
+	var (
+		un *gocql.RequestErrUnavailable
+		wt *gocql.RequestErrWriteTimeout
+		rt *gocql.RequestErrReadTimeout
+		ae *gocql.RequestErrAlreadyExists
+	)
+	switch {
+	case errors.As(err, &un):
+		return fmt.Sprintf("consistency=%v required=%d alive=%d", un.Consistency, un.Required, un.Alive)
+	case errors.As(err, &wt):
+		return fmt.Sprintf("consistency=%v received=%d blockfor=%d writetype=%s", wt.Consistency, wt.Received, wt.BlockFor, wt.WriteType)
+	case errors.As(err, &rt):
+		return fmt.Sprintf("consistency=%v received=%d blockfor=%d", rt.Consistency, rt.Received, rt.BlockFor)
+	case errors.As(err, &ae):
+		return fmt.Sprintf("keyspace=%q table=%q", ae.Keyspace, ae.Table)
+	}
+	return ""
 }
 
 // readAll reads every row of it (following pages unless the query turned
