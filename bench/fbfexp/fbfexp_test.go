@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
 )
 
 func TestRunFPPDeterministicAndOrdered(t *testing.T) {
@@ -69,8 +70,8 @@ func TestFiguresSmall(t *testing.T) {
 // objects and files the figures wrote: fig8.csv has the paper's columns that
 // fig8.png plots; the log axes of fig11/fig12 are labelled 10, 100, 1000;
 // and in every plot no line series hides another (each has its own marker,
-// and a series equal to an earlier one says so while the earlier one is
-// drawn wider underneath).
+// one that shares points with a later one is drawn wider underneath, and a
+// series equal to an earlier one says so).
 func TestPlotsReadable(t *testing.T) {
 	dir := t.TempDir()
 	rs, err := All(Options{Out: dir, Seed: 1}, Settings{Probes: 500, Trials: 1})
@@ -129,8 +130,11 @@ func TestPlotsReadable(t *testing.T) {
 					if a.pts.Shape == b.pts.Shape {
 						t.Errorf("%s: %q and %q have the same marker", name, a.label, b.label)
 					}
-					if slices.Equal(a.xys, b.xys) && (a.line.Width <= b.line.Width || !strings.Contains(b.label, "(= "+a.label)) {
-						t.Errorf("%s: %q hides %q (widths %v, %v)", name, b.label, a.label, b.line.Width, a.line.Width)
+					if shares(a.xys, b.xys) && (a.line.Width <= b.line.Width || a.pts.Radius <= b.pts.Radius) {
+						t.Errorf("%s: %q hides %q where they meet (widths %v, %v)", name, b.label, a.label, b.line.Width, a.line.Width)
+					}
+					if slices.Equal(a.xys, b.xys) && !strings.Contains(b.label, "(= "+a.label) {
+						t.Errorf("%s: %q equals %q and does not say so", name, b.label, a.label)
 					}
 				}
 			}
@@ -148,6 +152,16 @@ func TestPlotsReadable(t *testing.T) {
 			t.Errorf("%s: x tick labels %q, want 10, 100, 1000", name, got)
 		}
 	}
+}
+
+// shares reports whether a and b have a point in common.
+func shares(a, b plotter.XYs) bool {
+	for _, p := range a {
+		if slices.Contains(b, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func labels(ts []plot.Tick) []string {

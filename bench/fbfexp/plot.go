@@ -55,8 +55,10 @@ type drawn struct {
 }
 
 // newPlot draws the series into a plot. On a log axis, points ≤ 0 are left
-// out. A line series whose points are all those of an earlier one says so
-// in its legend entry ("= name"), since one hides the other.
+// out. No line series hides another: each has its own marker, a line that
+// shares points with later ones is drawn wider than they are (and its
+// markers larger), and a line series whose points are all those of an
+// earlier one says so in its legend entry ("= name").
 func newPlot(title, xlabel, ylabel string, logX, logY bool, ss []series) (drawn, error) {
 	p := plot.New()
 	p.Title.Text = title
@@ -73,6 +75,21 @@ func newPlot(title, xlabel, ylabel string, logX, logY bool, ss []series) (drawn,
 		p.X.Tick.Marker = logTicks{}
 	}
 	p.Add(plotter.NewGrid())
+	// Lines drawn later go over earlier ones where they share points: a
+	// line is one band (1.25 pt) wider than the widest later line it shares
+	// a point with, so that it shows around them.
+	widths := make([]float64, len(ss))
+	for i := len(ss) - 1; i >= 0; i-- {
+		widths[i] = 1
+		if ss[i].wide {
+			widths[i] = 4
+		}
+		for j := i + 1; j < len(ss); j++ {
+			if !ss[j].points && !ss[i].points && sharePoint(ss[i], ss[j]) {
+				widths[i] = max(widths[i], widths[j]+1.25)
+			}
+		}
+	}
 	d := drawn{p: p}
 	for i, s := range ss {
 		var xys plotter.XYs
@@ -109,10 +126,9 @@ func newPlot(title, xlabel, ylabel string, logX, logY bool, ss []series) (drawn,
 		if s.dashed {
 			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 		}
+		l.Width, pts.Radius = vg.Points(widths[i]), vg.Points(widths[i]+1.5)
 		if s.wide {
-			l.Width = vg.Points(4)
 			l.Color = pale(c)
-			pts.Radius = vg.Points(4)
 		}
 		name := s.name
 		for _, e := range ss[:i] {
@@ -126,6 +142,18 @@ func newPlot(title, xlabel, ylabel string, logX, logY bool, ss []series) (drawn,
 		d.entries = append(d.entries, entry{label: name, xys: xys, line: l, pts: pts})
 	}
 	return d, nil
+}
+
+// sharePoint reports whether a and b have a point in common.
+func sharePoint(a, b series) bool {
+	for j := range a.x {
+		for k := range b.x {
+			if a.x[j] == b.x[k] && a.y[j] == b.y[k] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pale is c at 40 % opacity.
