@@ -589,6 +589,7 @@ func expectedPlot(name string, r *Report) (*plot.Plot, []string, error) {
 	p.NominalX(names...)
 	_, hi := minMax(append(append(plotter.Values{}, exp...), fin...))
 	p.Y.Min, p.Y.Max = 0, niceAbove(1.15*hi) // room for the legend
+	p.Y.Tick.Marker = plainTicks{}
 	return p, []string{"expected (acknowledged)", "final"}, nil
 }
 
@@ -643,6 +644,20 @@ func seriesPlot(name string, r *Report) (*plot.Plot, []string, error) {
 		}
 	}
 	return p, labels, nil
+}
+
+// plainTicks is plot.DefaultTicks labelled 25000 rather than 25000.00.
+type plainTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
 }
 
 // niceAbove is the least round number (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6 or 8

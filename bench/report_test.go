@@ -40,6 +40,12 @@ func TestReportShowsAccountingAndZeroBars(t *testing.T) {
 		t.Errorf("expected-vs-final value axis [%g, %g], want from 0 to 125000", p.Y.Min, p.Y.Max)
 	}
 
+	for _, tk := range p.Y.Tick.Marker.Ticks(p.Y.Min, p.Y.Max) {
+		if strings.Contains(tk.Label, ".") {
+			t.Errorf("expected-vs-final tick label %q", tk.Label)
+		}
+	}
+
 	_, labels, err := latencyPlot("t", r)
 	if err != nil {
 		t.Fatal(err)
