@@ -140,6 +140,9 @@ type Deletion struct {
 	// whose DELETE cancels only what was observed (the observed-reset
 	// counter); nil when the client sent none.
 	Context []byte
+	// Replicas are the key's natural replicas when the deletion is led by
+	// the coordinator (Update.Replicas); nil otherwise.
+	Replicas []counters.ID
 }
 
 // RowKey is the deletion's partition as the storage engine keys it.
