@@ -251,7 +251,12 @@ func (col *Column) write(l coltype.Leader, key []byte, c *cell, ts int64) error 
 	c.size = len(enc)
 	col.writes.Add(1)
 	col.track(key, c.b)
-	col.MarkDirty(col.ref(key))
+	if c.b.Pending() > 0 {
+		// Anti-entropy only has to push ops and bring acks back: a cell
+		// with nothing pending needs no round (its peers' rounds carry
+		// their own ops and this replica's acks).
+		col.MarkDirty(col.ref(key))
+	}
 	return nil
 }
 
