@@ -243,3 +243,23 @@ func must2[A, B any](a A, b B, err error) (A, B) {
 	}
 	return a, b
 }
+
+// TestExperiments runs the experiment's parts small and checks their
+// claims: 1 on every replica for reset_counter, 0 for the counter, no
+// counter entry left after every counter is reset, two mutations per op.
+func TestExperiments(t *testing.T) {
+	seed := testseed.Seed(t)
+	rows := must(Concurrent(t.TempDir(), seed))
+	if fmt.Sprint(rows[0].Reads, rows[0].After) != "[1 1 1] [2 2 2]" || fmt.Sprint(rows[1].Reads, rows[1].After) != "[0 0 0] [0 0 0]" {
+		t.Fatalf("concurrent: %+v", rows[:2])
+	}
+	sizes := must(Oblivious(t.TempDir(), 50, seed))
+	if sizes[0].Entries != 3*3*50 || sizes[1].Entries != 0 || sizes[1].Bytes >= sizes[0].Bytes {
+		t.Fatalf("oblivious: %+v", sizes)
+	}
+	for _, r := range must(Messages(t.TempDir(), 40, seed)) {
+		if m, _, _, _ := r.PerOp(); m != 2 {
+			t.Fatalf("messages: %+v", r)
+		}
+	}
+}

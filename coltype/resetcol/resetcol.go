@@ -251,12 +251,6 @@ func (col *Column) write(l coltype.Leader, key []byte, c *cell, ts int64) error 
 	c.size = len(enc)
 	col.writes.Add(1)
 	col.track(key, c.b)
-	if c.b.Pending() > 0 {
-		// Anti-entropy only has to push ops and bring acks back: a cell
-		// with nothing pending needs no round (its peers' rounds carry
-		// their own ops and this replica's acks).
-		col.MarkDirty(col.ref(key))
-	}
 	return nil
 }
 
@@ -331,6 +325,11 @@ func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, repl
 	if err := col.write(l, key, c, ts); err != nil {
 		return coltype.Mutation{}, err
 	}
+	// Anti-entropy only has to push ops and bring acks back: a new op
+	// puts its cell in the next round, and Sweep keeps a cell whose
+	// outboxes hold ops in every round after. A cell with nothing pending
+	// needs no round (its peers' rounds carry their ops and its acks).
+	col.MarkDirty(col.ref(key))
 	col.generated.Add(1)
 	return coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: EncodeOp(col.self, payload, seqs), Timestamp: ts}}, nil
 }
