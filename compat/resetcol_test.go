@@ -175,3 +175,43 @@ func (r *ring) waitAllUp(t *testing.T) {
 		return true
 	})
 }
+
+// TestGocqlResetWhatWasRead: a SELECT carrying the custom payload
+// idemkv-reset-context gets the context of what it read; a DELETE carrying
+// it cancels exactly those increments (later ones survive), and replaying
+// that DELETE changes nothing.
+func TestGocqlResetWhatWasRead(t *testing.T) {
+	r := startRing(t, 3, nil)
+	c := r.cluster()
+	c.Consistency = gocql.Quorum
+	s := r.session(c)
+	exec(t, s, `CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}`)
+	exec(t, s, `CREATE TABLE ks.r (k text PRIMARY KEY, c reset_counter)`)
+	for range 4 {
+		exec(t, s, `UPDATE ks.r SET c = c + 2 WHERE k = 'a'`)
+	}
+	asked := map[string][]byte{resetcol.ContextPayloadKey: nil}
+	iter := s.Query(`SELECT c FROM ks.r WHERE k = 'a'`).CustomPayload(asked).Iter()
+	var v int64
+	if !iter.Scan(&v) || v != 8 {
+		t.Fatalf("read %d, want 8 (%v)", v, iter.Close())
+	}
+	ctx, ok := iter.GetCustomPayload()[resetcol.ContextPayloadKey]
+	if err := iter.Close(); err != nil || !ok || len(ctx) == 0 {
+		t.Fatalf("no reset context in the answer (%v, %v)", ok, err)
+	}
+	exec(t, s, `UPDATE ks.r SET c = c + 3 WHERE k = 'a'`)
+	del := s.Query(`DELETE c FROM ks.r WHERE k = 'a'`).CustomPayload(map[string][]byte{resetcol.ContextPayloadKey: ctx})
+	for range 2 { // the second is a replay
+		if err := del.Exec(); err != nil {
+			t.Fatalf("DELETE with context: %v", err)
+		}
+		if err := s.Query(`SELECT c FROM ks.r WHERE k = 'a'`).Consistency(gocql.All).Scan(&v); err != nil || v != 3 {
+			t.Fatalf("after DELETE of what was read: %d (%v), want 3", v, err)
+		}
+	}
+	// A request for a context on a SELECT of no reset_counter is refused.
+	if err := s.Query(`SELECT k FROM ks.r WHERE k = 'a'`).CustomPayload(asked).Exec(); requestCode(err) != 0x2200 {
+		t.Errorf("context on a SELECT of no reset_counter: %v, want Invalid", err)
+	}
+}

@@ -141,6 +141,24 @@ func (Type) CheckDelta(d int64) error {
 	return nil
 }
 
+// ContextPayloadKey is the CQL custom payload key of a reset context
+// (coltype.ReadContext): a SELECT of one reset_counter carrying it gets
+// the context of what it read; a DELETE carrying it cancels exactly that.
+const ContextPayloadKey = "idemkv-reset-context"
+
+// ContextKey implements coltype.ReadContext.
+func (Type) ContextKey() string { return ContextPayloadKey }
+
+// ContextOf implements coltype.ReadContext: the reset context
+// (reset.Context, encoded) of what a read cell observes.
+func (Type) ContextOf(c row.Cell) ([]byte, error) {
+	b, err := DecodeCell(c.Value)
+	if err != nil {
+		return nil, fmt.Errorf("column %q: %w", c.Column, err)
+	}
+	return b.State.Observe("").MarshalBinary()
+}
+
 // Check implements coltype.Replayer: a replayed record must hold a cell.
 func (Type) Check(payload []byte) error {
 	_, err := DecodeCell(payload)
