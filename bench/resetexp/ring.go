@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/resetcol"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/counters"
@@ -43,6 +44,7 @@ type Msg struct {
 type Traffic struct {
 	Mutations, MutationBytes uint64 // leader → replica
 	Syncs, SyncBytes         uint64 // anti-entropy requests and answers
+	Held                     uint64 // mutations not acknowledged: held beyond a gap
 }
 
 // Ring is n replicas of the table ks.t (k text, c <type>) in one process.
@@ -163,12 +165,19 @@ func (r *Ring) Delete(i int, key string, ctx []byte) ([]Msg, error) {
 	return r.lead(i, coltype.Update{Key: []byte(key), Delete: true, Context: ctx})
 }
 
-// Deliver applies mutations at their replicas, counting them.
+// Deliver applies mutations at their replicas, counting them. A
+// reset_counter op held beyond a gap (resetcol.ErrHeld: not acknowledged,
+// the coordinator would hint it) is counted in Held, not an error.
 func (r *Ring) Deliver(ms ...Msg) error {
 	for _, m := range ms {
 		r.Mutations++
 		r.MutationBytes += uint64(len(coordinator.EncodeMutation(m.M)))
-		if err := r.Reps[m.To].ApplyMutation(m.M); err != nil {
+		err := r.Reps[m.To].ApplyMutation(m.M)
+		if errors.Is(err, resetcol.ErrHeld) {
+			r.Held++
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("deliver to replica %d: %w", m.To, err)
 		}
 	}

@@ -30,7 +30,9 @@
 // FIFO order and exactly-once: a duplicate, a retry, a hint replayed
 // after the direct message or a message that overtook an earlier one is
 // held or ignored, never applied twice or out of order. It applies what
-// is deliverable and writes the blob durably before acknowledging.
+// is deliverable and writes the blob durably before acknowledging; an op
+// held beyond a gap is not acknowledged (ErrHeld: the coordinator hints
+// it, anti-entropy fills the gap, the hint's replay is then a duplicate).
 // Decrements are refused (CheckDelta): the paper's counter counts up, a
 // reset is the way down.
 //

@@ -376,8 +376,22 @@ func (col *Column) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
 		return err
 	}
 	defer c.mu.Unlock()
-	return col.receive(l, m.Key, c, origin, []reset.Envelope{{Seq: seqs[i].Seq, Payload: payload}}, false)
+	seq := seqs[i].Seq
+	if err := col.receive(l, m.Key, c, origin, []reset.Envelope{{Seq: seq, Payload: payload}}, false); err != nil {
+		return err
+	}
+	if d := c.b.In[origin].Delivered(); d < seq {
+		// Held beyond a gap: not applied, so not acknowledged (the
+		// coordinator hints it; anti-entropy fills the gap).
+		return fmt.Errorf("%w: op %d from %s, %d delivered", ErrHeld, seq, origin, d)
+	}
+	return nil
 }
+
+// ErrHeld is returned for a replicated op that arrived before an earlier
+// op of its origin: it is held, not applied, until the gap fills, and the
+// replica does not acknowledge it.
+var ErrHeld = errors.New("resetcol: op held until the ops before it arrive")
 
 // receive takes envelopes from an origin into its inbox, applies every op
 // now deliverable and writes the blob if anything changed (or force).
