@@ -276,3 +276,209 @@ func messages(dir string, ops int, seed uint64, every bool) ([]TrafficRow, error
 	}
 	return rows, nil
 }
+
+// SampleResult is the outcome of Sample.
+type SampleResult struct {
+	Issued  int64 // Σ increments issued
+	Sampled int64 // Σ values the sampler read and reset
+	Samples int   // resets made by the sampler
+	Final   int64 // value every replica reads after healing
+	Lost    uint64
+	Dup     uint64
+}
+
+// Sample is sample-and-reset accounting: increments led by random replicas
+// while a sampler, every `every` increments, reads the counter at a random
+// replica with its reset context and resets exactly what it read (DELETE
+// with the context at ALL, led by another random replica); the increments'
+// mutations are lost (p = 0.1, anti-entropy resends), duplicated (p = 0.1)
+// and delivered in random order; anti-entropy rounds run now and then with
+// a replica missing. After healing, the samples plus the final value must
+// equal what was issued.
+//
+// The sampler's DELETE must be acknowledged everywhere (ALL) before its
+// next read, or that read must be served by the replica that led it: a
+// read from a replica its last reset has not reached counts again what
+// that reset cancels.
+func Sample(dir string, incs, every int, seed uint64) (SampleResult, error) {
+	var res SampleResult
+	d, err := os.MkdirTemp(dir, "sample-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(d)
+	r, err := OpenSync(d, 3, resetcol.TypeName, seed, commitlog.SyncPeriodic)
+	if err != nil {
+		return res, err
+	}
+	defer r.Close()
+	rng := rand.New(rand.NewPCG(seed, 17))
+	var inFlight []Msg
+	flush := func(n int) error {
+		rng.Shuffle(len(inFlight), func(i, j int) { inFlight[i], inFlight[j] = inFlight[j], inFlight[i] })
+		n = min(n, len(inFlight))
+		for _, m := range inFlight[:n] {
+			switch x := rng.Float64(); {
+			case x < 0.1:
+				res.Lost++
+			case x < 0.2:
+				res.Dup++
+				if err := r.Deliver(m, m); err != nil {
+					return err
+				}
+			default:
+				if err := r.Deliver(m); err != nil {
+					return err
+				}
+			}
+		}
+		inFlight = inFlight[n:]
+		return nil
+	}
+	for i := 1; i <= incs; i++ {
+		d := int64(1 + rng.IntN(5))
+		ms, err := r.Inc(rng.IntN(3), "k", d)
+		if err != nil {
+			return res, err
+		}
+		res.Issued += d
+		inFlight = append(inFlight, ms...)
+		if err := flush(rng.IntN(3)); err != nil {
+			return res, err
+		}
+		if rng.IntN(10) == 0 {
+			if _, err := r.Sync(rng.IntN(3)); err != nil {
+				return res, err
+			}
+		}
+		if i%every == 0 {
+			at := rng.IntN(3)
+			cell, found, err := r.Reps[at].Read(TableID, []byte("k"), "c")
+			if err != nil || !found {
+				continue
+			}
+			v, err := resetcol.Type{}.Value(cell)
+			if err != nil {
+				return res, err
+			}
+			ctx, err := resetcol.Type{}.ContextOf(cell)
+			if err != nil {
+				return res, err
+			}
+			ms, err := r.Delete(rng.IntN(3), "k", ctx)
+			if err != nil {
+				return res, err
+			}
+			res.Sampled += v
+			res.Samples++
+			// The DELETE is at ALL: acknowledged by every replica (one
+			// holding it behind a gap does not acknowledge it until
+			// anti-entropy fills the gap; the retry is a replay), so the
+			// sampler's next read, wherever, includes it.
+			for _, m := range ms {
+				for attempt := 0; ; attempt++ {
+					held := r.Held
+					if err := r.Deliver(m); err != nil {
+						return res, err
+					}
+					if r.Held == held {
+						break
+					}
+					if attempt == 100 {
+						return res, errors.New("a reset stayed held")
+					}
+					if _, err := r.Sync(); err != nil {
+						return res, err
+					}
+				}
+			}
+		}
+	}
+	if err := flush(len(inFlight)); err != nil {
+		return res, err
+	}
+	if ok, err := r.Heal(100); err != nil || !ok {
+		return res, errors.Join(err, errors.New("anti-entropy did not settle"))
+	}
+	vals, err := r.Values("k")
+	if err != nil {
+		return res, err
+	}
+	for _, v := range vals[1:] {
+		if v != vals[0] {
+			return res, fmt.Errorf("replicas disagree after healing: %v", vals)
+		}
+	}
+	res.Final = vals[0]
+	return res, nil
+}
+
+// PartitionRow is the outbox state at one point of Partition.
+type PartitionRow struct {
+	Phase   string
+	Pending int // ops in outboxes, over the replicas
+	Reads   []int64
+}
+
+// Partition cuts replica 2 off (its mutations lost, its anti-entropy
+// exchanges failing) while incs increments and a reset every 100 are led
+// by replicas 0 and 1, then heals it; it reports the outboxes' length.
+func Partition(dir string, incs int, seed uint64) ([]PartitionRow, error) {
+	d, err := os.MkdirTemp(dir, "partition-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(d)
+	r, err := OpenSync(d, 3, resetcol.TypeName, seed, commitlog.SyncPeriodic)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	rng := rand.New(rand.NewPCG(seed, 19))
+	pending := func() int {
+		n := 0
+		for _, rep := range r.Reps {
+			n += resetcol.ReplicaStats(rep).Pending
+		}
+		return n
+	}
+	row := func(phase string) (PartitionRow, error) {
+		vals, err := r.Values("k")
+		return PartitionRow{Phase: phase, Pending: pending(), Reads: vals}, err
+	}
+	var out []PartitionRow
+	for i := 1; i <= incs; i++ {
+		var ms []Msg
+		var err error
+		if i%100 == 0 {
+			ms, err = r.Delete(rng.IntN(2), "k", nil)
+		} else {
+			ms, err = r.Inc(rng.IntN(2), "k", 1)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			if m.To != 2 {
+				if err := r.Deliver(m); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if i%10 == 0 {
+			if _, err := r.Sync(2); err != nil {
+				return nil, err
+			}
+		}
+	}
+	p, err := row("partitioned")
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, p)
+	if ok, err := r.Heal(100); err != nil || !ok {
+		return nil, errors.Join(err, errors.New("anti-entropy did not settle"))
+	}
+	p, err = row("healed")
+	return append(out, p), err
+}

@@ -263,3 +263,28 @@ func TestExperiments(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleAndReset: the samples plus the final value equal what was
+// issued, under loss, duplication and reordering.
+func TestSampleAndReset(t *testing.T) {
+	res := must(Sample(t.TempDir(), 400, 20, testseed.Seed(t)))
+	if res.Samples == 0 || res.Lost == 0 || res.Dup == 0 {
+		t.Fatalf("the run did not exercise its faults: %+v", res)
+	}
+	t.Logf("%+v", res)
+	if res.Sampled+res.Final != res.Issued {
+		t.Fatalf("sampled %d + final %d != issued %d (%+v)", res.Sampled, res.Final, res.Issued, res)
+	}
+}
+
+// TestPartitionOutbox: ops for a cut-off replica wait in outboxes, and
+// drain when it heals.
+func TestPartitionOutbox(t *testing.T) {
+	rows := must(Partition(t.TempDir(), 250, testseed.Seed(t)))
+	if rows[0].Pending == 0 || rows[1].Pending != 0 {
+		t.Fatalf("outboxes: %+v", rows)
+	}
+	if r := rows[1].Reads; r[0] != r[1] || r[1] != r[2] || r[0] != 50 {
+		t.Fatalf("after healing: %v, want 50 everywhere", r)
+	}
+}
