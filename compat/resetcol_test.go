@@ -24,6 +24,13 @@ func TestGocqlResetCounter(t *testing.T) {
 	s := r.session(c)
 	exec(t, s, `CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}`)
 	exec(t, s, `CREATE TABLE ks.r (k text PRIMARY KEY, c reset_counter)`)
+	md, err := s.KeyspaceMetadata("ks")
+	if err != nil {
+		t.Fatalf("keyspace metadata: %v", err)
+	}
+	if tm, ok := md.Tables["r"]; !ok || tm.Columns["c"] == nil || tm.Columns["c"].Validator != resetcol.TypeName {
+		t.Fatalf("system_schema does not show c as %s: %+v", resetcol.TypeName, tm)
+	}
 
 	read := func(key string, cl gocql.Consistency) int64 {
 		t.Helper()
