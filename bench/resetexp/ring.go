@@ -45,6 +45,7 @@ type Traffic struct {
 	Mutations, MutationBytes uint64 // leader → replica
 	Syncs, SyncBytes         uint64 // anti-entropy requests and answers
 	Held                     uint64 // mutations not acknowledged: held beyond a gap
+	Dismissed                uint64 // retries a leader recognised by their op id
 }
 
 // Ring is n replicas of the table ks.t (k text, c <type>) in one process.
@@ -144,6 +145,9 @@ func (r *Ring) lead(i int, u coltype.Update) ([]Msg, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.Dismissed {
+		r.Dismissed++
+	}
 	var out []Msg
 	for j := range r.Reps {
 		if j != i {
@@ -157,6 +161,13 @@ func (r *Ring) lead(i int, u coltype.Update) ([]Msg, error) {
 // not delivered.
 func (r *Ring) Inc(i int, key string, d int64) ([]Msg, error) {
 	return r.lead(i, coltype.Update{Key: []byte(key), Delta: d})
+}
+
+// IncOp leads c = c + d with a client op id at replica i, as a client's
+// attempt (or retry) does; the mutations are returned, not delivered. A
+// retry the leader recognises returns its re-sent cell as the mutations.
+func (r *Ring) IncOp(i int, key string, d int64, opID [16]byte, opTime int64) ([]Msg, error) {
+	return r.lead(i, coltype.Update{Key: []byte(key), Delta: d, HasOp: true, OpID: opID, OpTime: opTime})
 }
 
 // Delete leads DELETE c at replica i, with the client's reset context (nil:

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/idemkv/idemkv/coltype/resetcol"
 	"github.com/idemkv/idemkv/internal/testseed"
@@ -298,4 +299,40 @@ func TestPartitionOutbox(t *testing.T) {
 	if r := rows[1].Reads; r[0] != r[1] || r[1] != r[2] || r[0] != 50 {
 		t.Fatalf("after healing: %v, want 50 everywhere", r)
 	}
+}
+
+// TestRetryWithOpID: a client's retry (same op id) is dismissed by a
+// leader that applied the first attempt, whether it led it or received
+// it; a dismissed retry re-sends the leader's cell, from which the other
+// replicas take the ops they lack. A retry reaching a replica that has
+// not received the first attempt counts it again (the limit of the op
+// window: no replica knows the op).
+func TestRetryWithOpID(t *testing.T) {
+	r := open(t, resetcol.TypeName)
+	id := [16]byte{1, 2, 3}
+	now := time.Now().UnixNano() // an op time within the window
+	first := must(r.IncOp(0, "k", 5, id, now))
+	// The answer is lost, and so is the replication: the retry meets the
+	// same leader, which dismisses it and re-sends its cell.
+	retry := must(r.IncOp(0, "k", 5, id, now))
+	if r.Dismissed != 1 {
+		t.Fatalf("the retry at the first leader was not dismissed")
+	}
+	if err := r.Deliver(retry...); err != nil {
+		t.Fatal(err)
+	}
+	wantAll(t, r, "k", 5)
+	if err := r.Deliver(first...); err != nil { // the first attempt arrives late
+		t.Fatal(err)
+	}
+	wantAll(t, r, "k", 5)
+	// A retry led by a replica that received the first attempt.
+	if err := r.Deliver(must(r.IncOp(1, "k", 5, id, now))...); err != nil {
+		t.Fatal(err)
+	}
+	if r.Dismissed != 2 {
+		t.Fatalf("the retry at a replica that delivered the op was not dismissed")
+	}
+	heal(t, r)
+	wantAll(t, r, "k", 5)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/idemkv/idemkv/counters/reset"
@@ -31,6 +32,16 @@ type Blob struct {
 	State   *reset.State
 	Out     map[reset.ID]*reset.Outbox // to each peer: ops not acknowledged
 	In      map[reset.ID]*reset.Inbox  // from each origin: ops delivered
+	// Recent are the client op ids of the increments applied here (led or
+	// delivered) within the op window, ascending id: a retry is dismissed.
+	Recent []OpRecord
+}
+
+// OpRecord is a client's op id with the time it was first seen (unix
+// nanoseconds, the client's OpTime).
+type OpRecord struct {
+	ID   [16]byte
+	Time int64
 }
 
 // Delivered returns the sum of the blob's delivered-sequence vector: the
@@ -60,6 +71,7 @@ func (b *Blob) Pending() int {
 //	uvarint  length, then reset.State.MarshalBinary (one counter)
 //	uvarint  n, then n × (peer id [16], uvarint length, reset.Outbox bytes), ascending id
 //	uvarint  n, then n × (origin id [16], uvarint length, reset.Inbox bytes), ascending id
+//	uvarint  n, then n × (client op id [16], uvarint time ≥ 0), ascending op id
 func EncodeCell(b *Blob) ([]byte, error) {
 	st, err := b.State.MarshalBinary()
 	if err != nil {
@@ -86,6 +98,11 @@ func EncodeCell(b *Blob) ([]byte, error) {
 		}
 		out = append(out, id[:]...)
 		out = appendBytes(out, enc)
+	}
+	out = binary.AppendUvarint(out, uint64(len(b.Recent)))
+	for _, r := range b.Recent {
+		out = append(out, r.ID[:]...)
+		out = binary.AppendUvarint(out, uint64(r.Time))
 	}
 	return out, nil
 }
@@ -135,6 +152,19 @@ func DecodeCell(v []byte) (*Blob, error) {
 		}
 		b.In[id] = in
 	}
+	for n := d.count(); n > 0 && d.err == nil; n-- {
+		var r OpRecord
+		r.ID = d.id()
+		t := d.uvarint()
+		if t > math.MaxInt64 {
+			d.fail("op time out of range")
+		}
+		r.Time = int64(t)
+		if k := len(b.Recent); k > 0 && bytes.Compare(b.Recent[k-1].ID[:], r.ID[:]) >= 0 {
+			d.fail("op ids not ascending")
+		}
+		b.Recent = append(b.Recent, r)
+	}
 	if err := d.end(); err != nil {
 		return nil, err
 	}
@@ -159,7 +189,7 @@ type Seq struct {
 //
 //	1 byte   FormatOp
 //	[16]     origin id
-//	uvarint  length, then reset.Op.MarshalBinary
+//	uvarint  length, then the op as EncodeChannelOp encodes it
 //	uvarint  n, then n × (peer id [16], uvarint seq ≥ 1), ascending id
 //
 // An op with no sequence numbers is addressed to nobody (a reset of a
@@ -199,15 +229,59 @@ func DecodeOp(v []byte) (origin reset.ID, op []byte, seqs []Seq, err error) {
 		return origin, nil, nil, err
 	}
 	if len(seqs) > 0 {
-		var o reset.Op
-		if err := o.UnmarshalBinary(op); err != nil {
-			return origin, nil, nil, fmt.Errorf("%w: op: %w", ErrCorrupt, err)
+		o, _, err := DecodeChannelOp(op)
+		if err != nil {
+			return origin, nil, nil, err
 		}
 		if o.From != origin {
 			return origin, nil, nil, fmt.Errorf("%w: an op of %s sent by %s", ErrCorrupt, o.From, origin)
 		}
 	}
 	return origin, op, seqs, nil
+}
+
+// EncodeChannelOp returns what travels on a channel for one op (an
+// outbox's payload, a replicated op's op): the client's op id, if the op
+// is an increment that carried one, then the reset.Op:
+//
+//	1 byte   0, or 1 followed by op id [16] and uvarint time
+//	...      reset.Op.MarshalBinary
+func EncodeChannelOp(op []byte, rec *OpRecord) []byte {
+	if rec == nil {
+		return append([]byte{0}, op...)
+	}
+	out := append([]byte{1}, rec.ID[:]...)
+	out = binary.AppendUvarint(out, uint64(rec.Time))
+	return append(out, op...)
+}
+
+// DecodeChannelOp parses bytes encoded by EncodeChannelOp.
+func DecodeChannelOp(v []byte) (reset.Op, *OpRecord, error) {
+	d := &dec{b: v}
+	var rec *OpRecord
+	switch d.byte() {
+	case 0:
+	case 1:
+		rec = &OpRecord{ID: d.id()}
+		t := d.uvarint()
+		if t > math.MaxInt64 {
+			d.fail("op time out of range")
+		}
+		rec.Time = int64(t)
+	default:
+		d.fail("bad op id flag")
+	}
+	if d.err != nil {
+		return reset.Op{}, nil, d.err
+	}
+	var o reset.Op
+	if err := o.UnmarshalBinary(d.b); err != nil {
+		return reset.Op{}, nil, fmt.Errorf("%w: op: %w", ErrCorrupt, err)
+	}
+	if rec != nil && o.Kind != reset.OpInc {
+		return reset.Op{}, nil, fmt.Errorf("%w: an op id on a reset", ErrCorrupt)
+	}
+	return o, rec, nil
 }
 
 // Sync is an anti-entropy message from one replica to another about one
@@ -224,7 +298,7 @@ type Sync struct {
 //	1 byte   FormatSync
 //	[16]     from, [16] to
 //	uvarint  ack
-//	uvarint  n, then n × (uvarint seq, uvarint length, reset.Op bytes), ascending seq
+//	uvarint  n, then n × (uvarint seq, uvarint length, EncodeChannelOp bytes), ascending seq
 func EncodeSync(s Sync) []byte {
 	out := append([]byte{FormatSync}, s.From[:]...)
 	out = append(out, s.To[:]...)

@@ -45,6 +45,9 @@ func sampleBlobs(t testing.TB, rng *rand.Rand) []*Blob {
 		}
 		bs[i].Gen++
 		bs[i].Version++
+		if op.Kind == reset.OpInc && rng.IntN(2) == 0 {
+			remember(bs[i], OpRecord{ID: [16]byte{byte(rng.IntN(256)), byte(rng.IntN(256))}, Time: rng.Int64N(1 << 40)})
+		}
 		for j, b := range bs {
 			if j == i {
 				continue
@@ -183,13 +186,21 @@ func TestOpAndSyncRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := EncodeOp(id(1), p, []Seq{{id(3), 4}, {id(2), 5}})
+	rec := &OpRecord{ID: [16]byte{9}, Time: 12345}
+	ch := EncodeChannelOp(p, rec)
+	v := EncodeOp(id(1), ch, []Seq{{id(3), 4}, {id(2), 5}})
 	o, q, seqs, err := DecodeOp(v)
-	if err != nil || o != id(1) || !bytes.Equal(q, p) || len(seqs) != 2 || seqs[0].Peer != id(2) {
+	if err != nil || o != id(1) || !bytes.Equal(q, ch) || len(seqs) != 2 || seqs[0].Peer != id(2) {
 		t.Fatalf("op round trip: %v %v %v", o, seqs, err)
 	}
-	if _, _, _, err := DecodeOp(EncodeOp(id(2), p, []Seq{{id(3), 1}})); !errors.Is(err, ErrCorrupt) {
+	if got, r, err := DecodeChannelOp(q); err != nil || r == nil || *r != *rec || got.W != 3 {
+		t.Fatalf("channel op round trip: %+v %v %v", got, r, err)
+	}
+	if _, _, _, err := DecodeOp(EncodeOp(id(2), EncodeChannelOp(p, nil), []Seq{{id(3), 1}})); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("an op of another origin decodes: %v", err)
+	}
+	if _, _, _, err := DecodeOp(EncodeOp(id(1), p, []Seq{{id(3), 1}})); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a bare op decodes as a channel op: %v", err)
 	}
 	s := Sync{From: id(1), To: id(2), Ack: 9, Ops: []reset.Envelope{{Seq: 3, Payload: p}, {Seq: 4, Payload: p}}}
 	got, err := DecodeSync(EncodeSync(s))

@@ -22,7 +22,9 @@ func seeds(f *testing.F) [][]byte {
 	st := reset.NewCounter(id(1))
 	op, _ := st.Inc("", 2)
 	p, _ := op.MarshalBinary()
-	out = append(out, EncodeOp(id(1), p, []Seq{{id(2), 1}, {id(3), 1}}), EncodeOp(id(1), nil, nil), nil, []byte{FormatCell}, []byte{FormatOp}, []byte{FormatSync})
+	out = append(out, EncodeOp(id(1), EncodeChannelOp(p, nil), []Seq{{id(2), 1}, {id(3), 1}}),
+		EncodeOp(id(1), EncodeChannelOp(p, &OpRecord{ID: [16]byte{7}, Time: 99}), []Seq{{id(2), 3}}),
+		EncodeOp(id(1), nil, nil), nil, []byte{FormatCell}, []byte{FormatOp}, []byte{FormatSync})
 	return out
 }
 
@@ -61,6 +63,29 @@ func FuzzDecodeOp(f *testing.F) {
 		}
 		if enc := EncodeOp(o, p, seqs); !bytes.Equal(enc, v) {
 			t.Fatalf("re-encoding differs:\n%x\n%x", v, enc)
+		}
+	})
+}
+
+// FuzzDecodeChannelOp: bad bytes are an error, never a panic.
+func FuzzDecodeChannelOp(f *testing.F) {
+	st := reset.NewCounter(id(1))
+	op, _ := st.Inc("", 2)
+	p, _ := op.MarshalBinary()
+	f.Add(EncodeChannelOp(p, nil))
+	f.Add(EncodeChannelOp(p, &OpRecord{ID: [16]byte{7}, Time: 99}))
+	f.Add([]byte{1})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		o, rec, err := DecodeChannelOp(v)
+		if err != nil {
+			return
+		}
+		enc, err := o.MarshalBinary()
+		if err != nil {
+			t.Fatalf("a decoded op does not encode: %v", err)
+		}
+		if again := EncodeChannelOp(enc, rec); !bytes.Equal(again, v) {
+			t.Fatalf("re-encoding differs:\n%x\n%x", v, again)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
@@ -45,8 +46,26 @@ func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev c
 	if p, ok := prev.(*Column); ok {
 		return p, nil
 	}
-	return &Column{env: env, self: reset.ID(env.HostID()), table: d.ID, column: column}, nil
+	window := DefaultOpWindow
+	if v := env.Setting(OpWindowSetting); v != "" {
+		w, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("setting %s = %q: %w", OpWindowSetting, v, err)
+		}
+		window = w
+	}
+	return &Column{env: env, self: reset.ID(env.HostID()), table: d.ID, column: column, window: window}, nil
 }
+
+// DefaultOpWindow is how long a replica remembers the client op ids of the
+// increments it applied (Blob.Recent), so that a client's retry is
+// dismissed, unless the replica setting OpWindowSetting (a Go duration)
+// says otherwise.
+const DefaultOpWindow = 10 * time.Second
+
+// OpWindowSetting is the name of the replica setting (coltype.Env.Setting)
+// of the op window.
+const OpWindowSetting = "reset_op_window"
 
 // Merge implements coltype.ColumnType: the maximum under the total order
 // (delivered sum, owner, version, bytes), never a combination of two
@@ -177,6 +196,7 @@ type Column struct {
 	self   reset.ID
 	table  uint64
 	column string
+	window time.Duration
 
 	cells sync.Map // partition key → *cell
 
@@ -184,7 +204,7 @@ type Column struct {
 	dirty   map[string]coltype.CellRef
 	pending map[string]coltype.CellRef // cells whose outboxes hold ops
 
-	generated, delivered, writes, syncs atomic.Uint64
+	generated, delivered, writes, syncs, dismissed atomic.Uint64
 }
 
 // cell is this replica's blob of one cell, loaded once from storage and
@@ -284,11 +304,51 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 		return coltype.Mutation{}, err
 	}
 	defer c.mu.Unlock()
+	var rec *OpRecord
+	if u.HasOp {
+		col.prune(c)
+		if col.seen(c, u.OpID) {
+			// A retry of an increment applied here (led or delivered):
+			// nothing is applied; the replica answers with its cell,
+			// which the coordinator re-sends to the other replicas
+			// (ApplyReplicated takes their ops from it).
+			col.dismissed.Add(1)
+			return coltype.Mutation{Table: col.table, Key: u.Key, Cell: row.Cell{Column: col.column}, HasOp: true, OpID: u.OpID, OpTime: u.OpTime, Dismissed: true}, nil
+		}
+		rec = &OpRecord{ID: u.OpID, Time: u.OpTime}
+		if rec.Time <= 0 {
+			rec.Time = col.env.Now().UnixNano()
+		}
+	}
 	op, err := c.b.State.Inc("", u.Delta)
 	if err != nil {
 		return coltype.Mutation{}, fmt.Errorf("%s: %w", TypeName, err)
 	}
-	return col.emit(l, u.Key, c, op, u.Replicas, u.Timestamp)
+	if rec != nil {
+		remember(c.b, *rec)
+	}
+	return col.emit(l, u.Key, c, op, rec, u.Replicas, u.Timestamp)
+}
+
+// seen reports whether a client op id is among the cell's recent ones.
+func (col *Column) seen(c *cell, id [16]byte) bool {
+	_, found := slices.BinarySearchFunc(c.b.Recent, id, func(r OpRecord, id [16]byte) int { return bytes.Compare(r.ID[:], id[:]) })
+	return found
+}
+
+// remember adds an op id to a blob's recent ones (kept sorted by id).
+func remember(b *Blob, r OpRecord) {
+	i, found := slices.BinarySearchFunc(b.Recent, r.ID, func(x OpRecord, id [16]byte) int { return bytes.Compare(x.ID[:], id[:]) })
+	if !found {
+		b.Recent = slices.Insert(b.Recent, i, r)
+	}
+}
+
+// prune drops the op ids older than the window. c.mu is held; the change
+// is written with the cell's next write.
+func (col *Column) prune(c *cell) {
+	horizon := col.env.Now().Add(-col.window).UnixNano()
+	c.b.Recent = slices.DeleteFunc(c.b.Recent, func(r OpRecord) bool { return r.Time < horizon })
 }
 
 // Delete implements coltype.Deleter: a reset of what the deletion's
@@ -316,19 +376,20 @@ func (col *Column) Delete(l coltype.Leader, d coltype.Deletion) (coltype.Mutatio
 		c.loaded = false
 		return coltype.Mutation{}, fmt.Errorf("%s: %w", TypeName, err)
 	}
-	return col.emit(l, d.Key, c, op, d.Replicas, d.Timestamp)
+	return col.emit(l, d.Key, c, op, nil, d.Replicas, d.Timestamp)
 }
 
 // emit pushes an op this replica generated (and applied to c.b.State) to
 // the outbox of every peer (the natural replicas given, and those the cell
 // already has an outbox for), writes the blob and returns the mutation to
 // replicate. c.mu is held.
-func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, replicas []counters.ID, ts int64) (coltype.Mutation, error) {
-	payload, err := op.MarshalBinary()
+func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, rec *OpRecord, replicas []counters.ID, ts int64) (coltype.Mutation, error) {
+	enc, err := op.MarshalBinary()
 	if err != nil {
 		c.loaded = false
 		return coltype.Mutation{}, fmt.Errorf("%s: %w", TypeName, err)
 	}
+	payload := EncodeChannelOp(enc, rec)
 	for _, r := range replicas {
 		if id := reset.ID(r); id != col.self && c.b.Out[id] == nil {
 			c.b.Out[id] = &reset.Outbox{}
@@ -349,7 +410,11 @@ func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, repl
 	// needs no round (its peers' rounds carry their ops and its acks).
 	col.MarkDirty(col.ref(key))
 	col.generated.Add(1)
-	return coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: EncodeOp(col.self, payload, seqs), Timestamp: ts}}, nil
+	m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: EncodeOp(col.self, payload, seqs), Timestamp: ts}}
+	if rec != nil {
+		m.HasOp, m.OpID, m.OpTime = true, rec.ID, rec.Time
+	}
+	return m, nil
 }
 
 // ApplyReplicated implements coltype.Replicated: an op another replica
@@ -359,6 +424,9 @@ func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, repl
 func (col *Column) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
 	if m.Cell.Tombstone {
 		return fmt.Errorf("%s columns are reset by DELETE through a leader, never tombstoned", TypeName)
+	}
+	if len(m.Cell.Value) > 0 && m.Cell.Value[0] == FormatCell {
+		return col.applyCell(l, m)
 	}
 	origin, payload, seqs, err := DecodeOp(m.Cell.Value)
 	if err != nil {
@@ -393,6 +461,36 @@ func (col *Column) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
 // replica does not acknowledge it.
 var ErrHeld = errors.New("resetcol: op held until the ops before it arrive")
 
+// applyCell takes another replica's cell sent as a mutation (a leader
+// re-sends its cell when it dismisses a retry): its ops for this replica
+// are received as if from the channel. Not acknowledged while some are
+// held beyond a gap.
+func (col *Column) applyCell(l coltype.Leader, m coltype.Mutation) error {
+	b, err := DecodeCell(m.Cell.Value)
+	if err != nil {
+		return err
+	}
+	origin := b.State.Self()
+	out := b.Out[col.self]
+	if origin == col.self || out == nil || out.Len() == 0 {
+		return nil
+	}
+	envs := out.Pending()
+	c, err := col.lock(l, m.Key)
+	if err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if err := col.receive(l, m.Key, c, origin, envs, false); err != nil {
+		return err
+	}
+	last := envs[len(envs)-1].Seq
+	if d := c.b.In[origin].Delivered(); d < last {
+		return fmt.Errorf("%w: ops to %d from %s, %d delivered", ErrHeld, last, origin, d)
+	}
+	return nil
+}
+
 // receive takes envelopes from an origin into its inbox, applies every op
 // now deliverable and writes the blob if anything changed (or force).
 // c.mu is held.
@@ -411,8 +509,7 @@ func (col *Column) receive(l coltype.Leader, key []byte, c *cell, origin reset.I
 		if !ok {
 			break
 		}
-		var op reset.Op
-		err := op.UnmarshalBinary(p)
+		op, rec, err := DecodeChannelOp(p)
 		if err == nil && op.From != origin {
 			err = fmt.Errorf("%w: an op of %s on %s's channel", ErrCorrupt, op.From, origin)
 		}
@@ -423,6 +520,12 @@ func (col *Column) receive(l coltype.Leader, key []byte, c *cell, origin reset.I
 			c.loaded = false
 			return fmt.Errorf("%s: op %d from %s: %w", TypeName, in.Delivered(), origin, err)
 		}
+		if rec != nil {
+			remember(c.b, *rec)
+		}
+	}
+	if in.Delivered() != before {
+		col.prune(c)
 	}
 	n := in.Delivered() - before
 	if n == 0 && !force {
@@ -555,6 +658,7 @@ type Stats struct {
 	Delivered uint64 // ops of other replicas applied here
 	Writes    uint64 // blob versions written
 	Syncs     uint64 // anti-entropy messages built
+	Dismissed uint64 // client retries recognised by their op id
 	Cells     int    // cells in memory
 	Bytes     int    // bytes of their stored blobs
 	Entries   int    // counter entries (M) in them
@@ -564,7 +668,7 @@ type Stats struct {
 // Stats returns the column's running counts and what its cells in memory
 // hold.
 func (col *Column) Stats() Stats {
-	s := Stats{Generated: col.generated.Load(), Delivered: col.delivered.Load(), Writes: col.writes.Load(), Syncs: col.syncs.Load()}
+	s := Stats{Generated: col.generated.Load(), Delivered: col.delivered.Load(), Writes: col.writes.Load(), Syncs: col.syncs.Load(), Dismissed: col.dismissed.Load()}
 	col.cells.Range(func(_, v any) bool {
 		c := v.(*cell)
 		c.mu.Lock()
@@ -599,6 +703,7 @@ func ReplicaStats(r ColumnLister) Stats {
 		out.Delivered += s.Delivered
 		out.Writes += s.Writes
 		out.Syncs += s.Syncs
+		out.Dismissed += s.Dismissed
 		out.Cells += s.Cells
 		out.Bytes += s.Bytes
 		out.Entries += s.Entries
