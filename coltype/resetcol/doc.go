@@ -76,10 +76,20 @@
 // # Not done
 //
 // A replica joining a cell's replica set does not receive the ops sent
-// before it joined (no state transfer); increments carry no op ids, so a
-// client's retry after a timeout may count twice, as for the vanilla
-// counter; and the ops' channel is carried by the mutation and anti-entropy
-// messages rather than by the contract's Channel hook, which is not wired.
+// before it joined (no state transfer); a client's retry (same op id) is
+// dismissed only by a replica that applied the first attempt within the
+// op window (OpWindowSetting), so a retry led by a replica the first
+// attempt has not reached counts twice; and the ops' channel is carried
+// by the mutation and anti-entropy messages rather than by the contract's
+// Channel hook, which is not wired.
+//
+// # Op ids
+//
+// An increment with a client op id carries it on the channel
+// (EncodeChannelOp); every replica remembers the op ids of the increments
+// it applied (Blob.Recent) for the op window. A leader that meets a retry
+// returns a dismissed mutation; the coordinator re-sends the leader's cell
+// to the other replicas, which take the ops they lack from its outbox.
 //
 // Importing the package registers the type (init).
 package resetcol
