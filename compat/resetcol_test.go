@@ -217,6 +217,10 @@ func TestGocqlResetWhatWasRead(t *testing.T) {
 			t.Fatalf("after DELETE of what was read: %d (%v), want 3", v, err)
 		}
 	}
+	// A context on a DELETE of the whole row (no single column) is refused.
+	if err := s.Query(`DELETE FROM ks.r WHERE k = 'a'`).CustomPayload(map[string][]byte{resetcol.ContextPayloadKey: ctx}).Exec(); requestCode(err) != 0x2200 {
+		t.Errorf("context on a row DELETE: %v, want Invalid", err)
+	}
 	// A request for a context on a SELECT of no reset_counter is refused.
 	if err := s.Query(`SELECT k FROM ks.r WHERE k = 'a'`).CustomPayload(asked).Exec(); requestCode(err) != 0x2200 {
 		t.Errorf("context on a SELECT of no reset_counter: %v, want Invalid", err)
