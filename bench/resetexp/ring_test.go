@@ -89,6 +89,15 @@ func TestConcurrentIncrementSurvivesReset(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantAll(t, r, "k", 3)
+			// c = c + 0 and a DELETE of a counter never written change nothing.
+			if err := r.Deliver(must(r.Inc(1, "k", 0))...); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Deliver(must(r.Delete(1, "never", nil))...); err != nil {
+				t.Fatal(err)
+			}
+			wantAll(t, r, "k", 3)
+			wantAll(t, r, "never", 0)
 		})
 	}
 }

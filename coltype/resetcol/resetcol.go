@@ -299,6 +299,10 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 	if err := col.CheckDelta(u.Delta); err != nil {
 		return coltype.Mutation{}, err
 	}
+	if u.Delta == 0 {
+		// c = c + 0 changes nothing: an op addressed to nobody.
+		return coltype.Mutation{Table: col.table, Key: u.Key, Cell: row.Cell{Column: col.column, Value: EncodeOp(col.self, nil, nil), Timestamp: u.Timestamp}}, nil
+	}
 	c, err := col.lock(l, u.Key)
 	if err != nil {
 		return coltype.Mutation{}, err
