@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -125,4 +126,48 @@ func TestResetCounterDuplicatedReorderedLost(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestResetCounterConcurrentIncrementAndReset is issue 13's case through
+// the real coordinators: after 5 increments, node 3 is isolated; it leads
+// one more increment (at ONE, the only level it can meet) while node 1
+// coordinates a DELETE led on the other side (nodes 1 and 2, at QUORUM).
+// Neither has seen the other. After the partition heals (hints and
+// anti-entropy), every replica reads 1, and counts on.
+func TestResetCounterConcurrentIncrementAndReset(t *testing.T) {
+	c := newTestCluster(t, 3, func(i int, cfg *Config) { cfg.HandoffSyncMS = 50 })
+	c.createResetTable()
+	write := func(via int, d int64, cl coordinator.ConsistencyLevel) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := c.node(via).Coordinator().CounterWrite(ctx, coltype.Update{Table: 43, Key: []byte("k"), Column: "c", Delta: d}, cl); err != nil {
+			t.Fatalf("write via node %d: %v", via, err)
+		}
+	}
+	for range 5 {
+		write(1, 1, coordinator.All)
+	}
+	c.net.Isolate("127.0.0.3:7000")
+	c.seenDown(1, 3)
+	c.seenDown(2, 3)
+	c.seenDown(3, 1)
+	c.seenDown(3, 2)
+	write(3, 1, coordinator.One)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := c.node(1).Coordinator().Delete(ctx, 43, []byte("k"), []string{"c"}, coordinator.Quorum)
+	cancel()
+	if err != nil {
+		t.Fatalf("DELETE on the majority side: %v", err)
+	}
+	if got := fmt.Sprint(c.resetValues("k")); got != "[0 0 6]" {
+		t.Fatalf("during the partition, replicas read %s, want [0 0 6]", got)
+	}
+	c.net.Heal()
+	c.waitUp(3)
+	c.waitFor("every replica reads 1", func() bool { return fmt.Sprint(c.resetValues("k")) == "[1 1 1]" })
+	write(2, 1, coordinator.All)
+	if got := fmt.Sprint(c.resetValues("k")); got != "[2 2 2]" {
+		t.Fatalf("counting on: %s, want [2 2 2]", got)
+	}
 }
