@@ -27,7 +27,7 @@ const (
 )
 
 // knownModes fixes each mode's number, carried in its clients' ids.
-var knownModes = []string{ModeVanilla, ModeFBF, ModeHandoff}
+var knownModes = []string{ModeVanilla, ModeFBF, ModeHandoff, ModeReset}
 
 func modeNumber(mode string) (uint64, bool) {
 	for i, m := range knownModes {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,7 +118,7 @@ func (c Config) validate() error {
 	seen := map[string]bool{}
 	for _, m := range c.Modes {
 		if _, ok := modeNumber(m); !ok {
-			return fmt.Errorf("bench: counter mode %q: want %s, %s or %s", m, ModeVanilla, ModeFBF, ModeHandoff)
+			return fmt.Errorf("bench: counter mode %q: want one of %s", m, strings.Join(knownModes, ", "))
 		}
 		if seen[m] {
 			return fmt.Errorf("bench: counter mode %q given twice", m)
@@ -390,6 +391,9 @@ func (r *runner) createTables(s *gocql.Session) error {
 		typ := "counter"
 		if m == ModeHandoff {
 			typ = "handoff_counter"
+		}
+		if t, ok := modeColumnTypes[m]; ok {
+			typ = t
 		}
 		stmt := "CREATE TABLE IF NOT EXISTS bench." + m + " (k text PRIMARY KEY, c " + typ + ")"
 		if m == ModeFBF {

@@ -1,8 +1,9 @@
 // Package builtin registers the counter designs idemkv ships: importing it
 // (as package node does) brings the vanilla, legacy and FBF counters
-// (coltype/counter) and handoff counters (coltype/handoffcol). The storage
-// engine, the coordinator and the CQL layer import no design: they learn
-// the types from the coltype registry.
+// (coltype/counter), handoff counters (coltype/handoffcol) and
+// observed-reset counters (coltype/resetcol). The storage engine, the
+// coordinator and the CQL layer import no design: they learn the types
+// from the coltype registry.
 package builtin
 
 import (
@@ -10,4 +11,6 @@ import (
 	_ "github.com/idemkv/idemkv/coltype/counter"
 	// Handoff counters.
 	_ "github.com/idemkv/idemkv/coltype/handoffcol"
+	// Observed-reset counters.
+	_ "github.com/idemkv/idemkv/coltype/resetcol"
 )

@@ -25,6 +25,7 @@ type write struct {
 	// exchange in a custom payload (coltype.Exchanger: handoff counters).
 	exchanger coltype.Exchanger
 	table     uint64
+	tableInfo *tableInfo // the table of a deletion
 	key       []byte
 	delete    bool
 	columns   []string
@@ -225,6 +226,12 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	now := e.opts.Now().UnixNano()
 	for _, w := range writes {
 		if w.delete {
+			if handled, err := e.deleteContext(ctx, w.tableInfo, w, coordinator.ConsistencyLevel(cl), payload); handled || err != nil {
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			if err := e.b.Delete(ctx, w.table, w.key, w.columns, coordinator.ConsistencyLevel(cl)); err != nil {
 				return err
 			}
@@ -299,7 +306,7 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []write{{delete: true, table: t.id, key: ks[0], columns: st.Columns, index: i}}, nil
+		return []write{{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: st.Columns, index: i}}, nil
 	}
 	return nil, nil
 }
