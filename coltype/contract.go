@@ -248,6 +248,19 @@ type Exchanger interface {
 	Exchange(l Leader, table uint64, key []byte, column string, incoming []byte) ([]byte, error)
 }
 
+// DirectExchanger is the capability of Exchanger types whose client
+// exchanges the coordinator forwards unchanged to one live natural replica
+// of the key (the first in ring order, else the next ones), and whose plain
+// driver updates are led like a vanilla counter's (the type is Leading).
+// An Exchanger without it is served by the handoff paths (the payload is a
+// handoff state, a plain update runs a temporary tier-1 participant).
+// Borrow-Counter uses it (borrow requests and client writes).
+type DirectExchanger interface {
+	Exchanger
+	// DirectExchange marks the capability.
+	DirectExchange()
+}
+
 // Channel is the hook of types whose replicas exchange ops over a per-cell,
 // exactly-once FIFO channel instead of state (the observed-reset counter:
 // a reset must not overtake the increments it cancels, and a hint or a

@@ -215,7 +215,11 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	}
 	if exchange {
 		u := writes[0].update
-		out, err := e.b.HandoffExchange(ctx, u.Table, u.Key, u.Column, state)
+		exchangeVia := e.b.HandoffExchange
+		if _, direct := writes[0].exchanger.(coltype.DirectExchanger); direct {
+			exchangeVia = e.b.DirectExchange
+		}
+		out, err := exchangeVia(ctx, u.Table, u.Key, u.Column, state)
 		if err != nil {
 			return err
 		}
@@ -230,7 +234,7 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 			}
 			continue
 		}
-		if w.exchanger != nil {
+		if _, direct := w.exchanger.(coltype.DirectExchanger); w.exchanger != nil && !direct {
 			u := w.update
 			if err := e.b.HandoffIncrement(ctx, u.Table, u.Key, u.Column, uint64(u.Delta)); err != nil {
 				return err
