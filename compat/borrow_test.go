@@ -212,7 +212,7 @@ func TestGocqlBorrowCounter(t *testing.T) {
 	creator := -1
 	for i := range all {
 		for _, o := range cellOn(i, "k2").Dots() {
-			if o.Owner == b.ID() && borrow.ID(r.nodes[i].Replica().CounterID()) == o.Dot.Creator {
+			if o.Owner == b.ID() && borrow.ID(r.nodes[i].Replica().HostID()) == o.Dot.Creator {
 				creator = i
 			}
 		}

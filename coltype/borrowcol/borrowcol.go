@@ -136,7 +136,7 @@ func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev c
 	if p, ok := prev.(*Column); ok {
 		return p, nil
 	}
-	return &Column{env: env, table: d.ID, column: column}, nil
+	return &Column{env: env, self: borrow.ID(env.HostID()), table: d.ID, column: column}, nil
 }
 
 // Column is one borrow column of a table on one replica. It keeps no
@@ -146,6 +146,7 @@ func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev c
 type Column struct {
 	Type
 	env    coltype.Env
+	self   borrow.ID // this replica's permanent id: its host id
 	table  uint64
 	column string
 
@@ -153,6 +154,7 @@ type Column struct {
 	dirty   map[string]coltype.CellRef
 
 	borrows, writes, transferred, closed, leads atomic.Uint64
+	views, syncBytes                            atomic.Uint64
 }
 
 var (
@@ -165,11 +167,6 @@ var (
 	_ coltype.Replayer        = (*Column)(nil)
 	_ coltype.Configurable    = Type{}
 )
-
-// self is this replica's permanent id in the counter: its counter id,
-// which changes after an unclean start, so that a creator that may have
-// lost a Create it answered never lends that dot again.
-func self(l coltype.Leader) borrow.ID { return borrow.ID(l.CounterID()) }
 
 func rowKey(key []byte) row.Key { return row.Key{Token: ring.Token(key), Partition: key} }
 
@@ -261,7 +258,7 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 	if err != nil {
 		return coltype.Mutation{}, err
 	}
-	me := self(l)
+	me := col.self
 	col.settle(me, s)
 	if err := s.Inc(me, uint64(u.Delta)); errors.Is(err, borrow.ErrNoActiveDot) {
 		s.Create(me, me)
@@ -291,7 +288,7 @@ func (col *Column) Observe(l coltype.Leader, m coltype.Mutation) error {
 	if err != nil {
 		return err
 	}
-	me := self(l)
+	me := col.self
 	if !concerns(me, in) {
 		return nil
 	}
@@ -352,7 +349,7 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 	if err != nil {
 		return nil, err
 	}
-	me := self(l)
+	me := col.self
 	var owner borrow.ID
 	switch p.Kind {
 	case KindBorrow:
@@ -370,6 +367,7 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 		col.writes.Add(1)
 	case KindState:
 		s.Join(p.State)
+		col.syncBytes.Add(uint64(len(incoming)))
 	}
 	col.settle(me, s)
 	if _, err := col.commit(l, key, s, prev, true); err != nil {
@@ -413,10 +411,11 @@ func (col *Column) View(l coltype.Leader, key []byte, _ counters.ID) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
-	col.settle(self(l), s)
+	col.settle(col.self, s)
 	if _, err := col.commit(l, key, s, prev, false); err != nil {
 		return nil, err
 	}
+	col.views.Add(1)
 	return EncodeState(s)
 }
 
@@ -430,12 +429,17 @@ type Stats struct {
 	Writes      uint64 // client writes joined
 	Transferred uint64 // increments folded from frozen dots into own dots
 	Closed      uint64 // unlearnt loans of retired clients frozen
+	// Views: full states given for anti-entropy (each one sync exchange,
+	// a request and its answer); SyncBytes: the bytes of the full states
+	// received in sync exchanges, both ways (requests and answers).
+	Views     uint64
+	SyncBytes uint64
 }
 
 // Stats returns the column's running counts.
 func (col *Column) Stats() Stats {
 	return Stats{Leads: col.leads.Load(), Borrows: col.borrows.Load(), Writes: col.writes.Load(),
-		Transferred: col.transferred.Load(), Closed: col.closed.Load()}
+		Transferred: col.transferred.Load(), Closed: col.closed.Load(), Views: col.views.Load(), SyncBytes: col.syncBytes.Load()}
 }
 
 // ColumnLister is what ReplicaStats needs of a replica (replica.Replica
@@ -458,6 +462,8 @@ func ReplicaStats(r ColumnLister) Stats {
 		out.Writes += s.Writes
 		out.Transferred += s.Transferred
 		out.Closed += s.Closed
+		out.Views += s.Views
+		out.SyncBytes += s.SyncBytes
 	}
 	return out
 }

@@ -80,9 +80,18 @@ func state(t *testing.T, f *fakeLeader, key string) *borrow.State {
 	return s
 }
 
-func newColumn(t *testing.T) *Column {
+// fakeEnv is a replica's environment with a host id.
+type fakeEnv struct{ id counters.ID }
+
+func (e fakeEnv) Now() time.Time                     { return time.Unix(1, 0) }
+func (e fakeEnv) CounterID() counters.ID             { return e.id }
+func (e fakeEnv) HostID() counters.ID                { return e.id }
+func (e fakeEnv) CounterWriteTimeout() time.Duration { return time.Second }
+func (e fakeEnv) Setting(string) string              { return "" }
+
+func newColumn(t *testing.T, f *fakeLeader) *Column {
 	t.Helper()
-	c, err := Type{}.Configure(nil, coltype.TableDef{ID: 7}, "c", nil)
+	c, err := Type{}.Configure(fakeEnv{f.id}, coltype.TableDef{ID: 7}, "c", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +122,7 @@ func syncCells(t *testing.T, ca *Column, a *fakeLeader, cb *Column, b *fakeLeade
 // is left.
 func TestRingPaths(t *testing.T) {
 	fa, fb := newFake(1), newFake(2)
-	ca, cb := newColumn(t), newColumn(t)
+	ca, cb := newColumn(t, fa), newColumn(t, fb)
 	key := "k"
 	u := coltype.Update{Table: 7, Key: []byte(key), Column: "c", Delta: 5}
 	m, err := ca.Lead(fa, u)
@@ -208,7 +217,7 @@ func TestRingPaths(t *testing.T) {
 // mutation (a read repair, a hint) is transferred there.
 func TestObserveTransfers(t *testing.T) {
 	fa, fb := newFake(1), newFake(2)
-	ca, cb := newColumn(t), newColumn(t)
+	ca, cb := newColumn(t, fa), newColumn(t, fb)
 	key := "k"
 	if _, err := ca.Exchange(fa, 7, []byte(key), "c", EncodeBorrow(borrow.ID{9})); err != nil {
 		t.Fatal(err)
@@ -238,7 +247,7 @@ func TestObserveTransfers(t *testing.T) {
 func TestLostAnswerRetriedElsewhere(t *testing.T) {
 	for _, retireAtA := range []bool{true, false} {
 		fa, fb := newFake(1), newFake(2)
-		ca, cb := newColumn(t), newColumn(t)
+		ca, cb := newColumn(t, fa), newColumn(t, fb)
 		key := "k"
 		id := borrow.ID{9}
 		if _, err := ca.Exchange(fa, 7, []byte(key), "c", EncodeBorrow(id)); err != nil { // answer lost

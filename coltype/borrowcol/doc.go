@@ -1,8 +1,21 @@
 // Package borrowcol is the Borrow-Counter column type, `borrow_counter`
 // (counters/borrow, docs/borrow-counter.md): the natural replicas of a key
-// are the counter's permanent nodes, identified by their counter ids;
+// are the counter's permanent nodes, identified by their host ids;
 // clients (client.BorrowCounter) are transient nodes that borrow a dot from
 // one replica, count into it and retire.
+//
+// A replica's id in the counter is its host id, stable across restarts,
+// so that after any restart it transfers the dots it lent before. This
+// relies on the durability rules of counters/borrow: a replica writes
+// every change through the commit log before anything derived from it
+// leaves (a borrow answer, an acknowledgement, a state), which survives a
+// process crash in every sync mode (periodic acknowledges once written to
+// the operating system). A machine crash with periodic sync may lose the
+// last acknowledged records and bring a creator back to an older state
+// (it could lend a dot twice, or redo a transfer over a count that moved
+// on); vanilla counters cover that window with a new counter id after an
+// unclean start, borrow_counter does not: run it with commitlog_sync batch
+// or group where machine crashes matter.
 //
 // The cell is the replica's joined borrow.State, encoded as
 // borrow.State.MarshalBinary (version byte 1, kind byte 1). It is a
