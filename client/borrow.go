@@ -146,7 +146,7 @@ func (b *BorrowCounter) Borrow(ctx context.Context) error {
 	id := b.c.ID()
 	b.mu.Unlock()
 	b.borrows.Add(1)
-	reply, err := b.roundTrip(ctx, borrowcol.EncodeBorrow(id))
+	reply, err := b.roundTrip(ctx, borrowcol.EncodeBorrow(id), nil)
 	if err != nil {
 		return err
 	}
@@ -175,38 +175,79 @@ func (b *BorrowCounter) Borrow(ctx context.Context) error {
 	return b.persist()
 }
 
+// ErrNotBorrowed is returned by Incr before the client knows a dot.
+var ErrNotBorrowed = errors.New("client: no dot borrowed yet (call Borrow)")
+
 // Add counts n into the borrowed dot (borrowing one first if needed) and
 // sends the dot's new cumulative count in one write. The count is made
 // durable (with a file) before the write leaves; if the write fails, the
-// increments stay counted and the next Add, Flush or Retire carries them.
+// increments stay counted and the next Add, Send, Flush or Retire carries
+// them.
 func (b *BorrowCounter) Add(ctx context.Context, n uint64) error {
 	if err := b.Borrow(ctx); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	w, err := b.c.Add(n)
-	if errors.Is(err, borrow.ErrRetired) {
-		err = ErrBorrowRetired
-	}
-	if err == nil {
-		err = b.persist()
-	}
-	count := b.c.Count()
-	b.mu.Unlock()
-	if err != nil {
+	if err := b.Incr(n); err != nil {
 		return err
 	}
-	return b.write(ctx, w, count)
+	return b.Send(ctx)
+}
+
+// Incr counts n into the borrowed dot locally (durably, with a file),
+// without sending anything: the next Send, Flush or Retire carries it. It
+// fails with ErrNotBorrowed before Borrow.
+func (b *BorrowCounter) Incr(n uint64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.c.Retired() {
+		return ErrBorrowRetired
+	}
+	if _, err := b.c.Add(n); err != nil {
+		if errors.Is(err, borrow.ErrNoLoan) {
+			return ErrNotBorrowed
+		}
+		return fmt.Errorf("client: borrow incr: %w", err)
+	}
+	return b.persist()
+}
+
+// Send sends one write of the current dot's cumulative count (one round
+// trip, no retry; resending is always safe).
+func (b *BorrowCounter) Send(ctx context.Context) error { return b.send(ctx, nil) }
+
+// SendTagged is Send with an op id attached (the `idemkv-op` payload):
+// Borrow-Counters ignore it; it lets tools trace the writes of one
+// operation, or inject faults into them.
+func (b *BorrowCounter) SendTagged(ctx context.Context, op OpID) error {
+	return b.send(ctx, op.Bytes())
+}
+
+func (b *BorrowCounter) send(ctx context.Context, op []byte) error {
+	b.mu.Lock()
+	if b.c.Retired() {
+		b.mu.Unlock()
+		return ErrBorrowRetired
+	}
+	w, err := b.c.Add(0)
+	count := b.c.Count()
+	b.mu.Unlock()
+	if errors.Is(err, borrow.ErrNoLoan) {
+		return ErrNotBorrowed
+	}
+	if err != nil {
+		return fmt.Errorf("client: borrow send: %w", err)
+	}
+	return b.write(ctx, w, count, op)
 }
 
 // write sends a client write; count is the cumulative count it carries.
-func (b *BorrowCounter) write(ctx context.Context, w *borrow.State, count uint64) error {
+func (b *BorrowCounter) write(ctx context.Context, w *borrow.State, count uint64, op []byte) error {
 	p, err := borrowcol.EncodeWrite(w)
 	if err != nil {
 		return err
 	}
 	b.writes.Add(1)
-	if _, err := b.roundTrip(ctx, p); err != nil {
+	if _, err := b.roundTrip(ctx, p, op); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -215,8 +256,10 @@ func (b *BorrowCounter) write(ctx context.Context, w *borrow.State, count uint64
 	return nil
 }
 
-// Flush resends the cumulative count until a replica acknowledges it, with
-// a pause between failed attempts, until ctx ends.
+// Flush sends the cumulative count of every dot once more (even if it was
+// acknowledged: a replica that crashed before syncing its commit log may
+// have lost it) until a replica acknowledges it, with a pause between
+// failed attempts, until ctx ends.
 func (b *BorrowCounter) Flush(ctx context.Context) error {
 	return retry(ctx, func() error {
 		b.mu.Lock()
@@ -225,13 +268,10 @@ func (b *BorrowCounter) Flush(ctx context.Context) error {
 			return ErrBorrowRetired
 		}
 		ws := b.c.Writes()
-		count, written := b.c.Count(), b.written
+		count := b.c.Count()
 		b.mu.Unlock()
-		if count == written {
-			return nil
-		}
 		for _, w := range ws {
-			if err := b.write(ctx, w, count); err != nil {
+			if err := b.write(ctx, w, count, nil); err != nil {
 				return err
 			}
 		}
@@ -266,7 +306,7 @@ func (b *BorrowCounter) Retire(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("client: borrow retire: %w", err)
 	}
-	if err := retry(ctx, func() error { return b.write(ctx, ret, count) }); err != nil {
+	if err := retry(ctx, func() error { return b.write(ctx, ret, count, nil) }); err != nil {
 		return err
 	}
 	return b.retireDone()
@@ -305,12 +345,16 @@ func retry(ctx context.Context, f func() error) error {
 }
 
 // roundTrip sends one exchange and returns the replica's answer.
-func (b *BorrowCounter) roundTrip(ctx context.Context, out []byte) ([]byte, error) {
+func (b *BorrowCounter) roundTrip(ctx context.Context, out, op []byte) ([]byte, error) {
 	q := b.session.Query(b.stmt, append([]any{int64(0)}, b.values...)...).Idempotent(true)
 	if b.cl != 0 {
 		q.Consistency(b.cl)
 	}
-	q.CustomPayload(map[string][]byte{BorrowPayloadKey: out})
+	payload := map[string][]byte{BorrowPayloadKey: out}
+	if op != nil {
+		payload[PayloadKey] = op
+	}
+	q.CustomPayload(payload)
 	b.exchanges.Add(1)
 	b.sent.Add(uint64(len(out)))
 	iter := q.WithContext(ctx).Iter()
