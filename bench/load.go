@@ -17,6 +17,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/idemkv/idemkv/client"
+	"github.com/idemkv/idemkv/coltype/borrowcol"
 )
 
 // Config is one run of the load generator: every mode in Modes runs the
@@ -117,7 +118,7 @@ func (c Config) validate() error {
 	seen := map[string]bool{}
 	for _, m := range c.Modes {
 		if _, ok := modeNumber(m); !ok {
-			return fmt.Errorf("bench: counter mode %q: want %s, %s or %s", m, ModeVanilla, ModeFBF, ModeHandoff)
+			return fmt.Errorf("bench: counter mode %q: want %s, %s, %s or %s", m, ModeVanilla, ModeFBF, ModeHandoff, ModeBorrow)
 		}
 		if seen[m] {
 			return fmt.Errorf("bench: counter mode %q given twice", m)
@@ -160,6 +161,7 @@ type modeRun struct {
 	maxRetryAfter              atomic.Int64 // nanoseconds after the first attempt
 	clientDups                 atomic.Int64 // updates known applied whose ack the client dropped
 	handoff                    *handoffRun  // the handoff mode's counters
+	borrow                     *borrowRun   // the borrow mode's counters
 }
 
 type runner struct {
@@ -225,6 +227,9 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		if m == ModeHandoff {
 			mr.handoff = newHandoffRun(cfg.Clients)
 		}
+		if m == ModeBorrow {
+			mr.borrow = newBorrowRun(cfg.Clients)
+		}
 		r.modes = append(r.modes, mr)
 	}
 	logStart := r.log.Len()
@@ -234,6 +239,10 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	if c := target.Cluster; c != nil && slices.Contains(cfg.Modes, ModeHandoff) {
 		syncBefore = c.HandoffStats()
 		stopSlots = r.sampleSlots(&slotsPeak)
+	}
+	var borrowBefore borrowcol.Stats
+	if c := target.Cluster; c != nil && slices.Contains(cfg.Modes, ModeBorrow) {
+		borrowBefore = c.borrowStats()
 	}
 	faultsDone := r.scheduleFaults(ctx)
 	start := time.Now()
@@ -287,10 +296,13 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	rep := &Report{Name: cfg.Name, Config: reportConfig(cfg, target, hosts), Series: r.series, faultEvents: r.log.Since(logStart)}
 	for _, mr := range r.modes {
 		var hres *HandoffResult
+		var bres *BorrowResult
 		var final map[int]int64
 		var err error
 		if mr.handoff != nil {
 			final, hres, err = r.finishHandoff(ctx, setup, mr, syncBefore, int(slotsPeak.Load()))
+		} else if mr.borrow != nil {
+			final, bres, err = r.finishBorrow(ctx, setup, mr, borrowBefore)
 		} else {
 			final, err = r.readFinal(ctx, setup, mr)
 		}
@@ -299,6 +311,7 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		}
 		res := mr.result(final)
 		res.Handoff = hres
+		res.Borrow = bres
 		rep.Modes = append(rep.Modes, res)
 	}
 	if c := target.Cluster; c != nil {
@@ -355,6 +368,9 @@ func (r *runner) createTables(s *gocql.Session) error {
 		typ := "counter"
 		if m == ModeHandoff {
 			typ = "handoff_counter"
+		}
+		if m == ModeBorrow {
+			typ = borrowcol.TypeName
 		}
 		stmt := "CREATE TABLE IF NOT EXISTS bench." + m + " (k text PRIMARY KEY, c " + typ + ")"
 		if m == ModeFBF {
@@ -438,6 +454,8 @@ func (r *runner) client(ctx context.Context, mr *modeRun, c int) {
 		var err error
 		if mr.handoff != nil {
 			out, err = r.doHandoff(ctx, cli, mr, c, op)
+		} else if mr.borrow != nil {
+			out, err = r.doBorrow(ctx, cli, mr, c, op)
 		} else {
 			out, err = r.do(ctx, cli, mr, c, op)
 		}
@@ -445,7 +463,7 @@ func (r *runner) client(ctx context.Context, mr *modeRun, c int) {
 			r.fatal.CompareAndSwap(nil, &err)
 			return
 		}
-		if mr.handoff != nil {
+		if mr.handoff != nil || mr.borrow != nil {
 			mr.ledger.RecordHeld(op.Updates, out)
 		} else {
 			mr.ledger.Record(op.Updates, out)
