@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkv/idemkv/client"
 	"github.com/idemkv/idemkv/coltype/borrowcol"
+	"github.com/idemkv/idemkv/node"
 )
 
 // The borrow mode: table bench.borrow (k text PRIMARY KEY, c
@@ -165,6 +166,15 @@ type BorrowResult struct {
 	ReadExactMS float64 `json:"read_exact_ms"`
 	ConvergeMS  float64 `json:"converge_ms"`
 	Converged   bool    `json:"converged"`
+}
+
+// handoffSync is a node's coordinator count of anti-entropy exchanges and
+// bytes less its borrow columns' (the coordinator's sync rounds serve every
+// coltype.AntiEntropy column, and count them together).
+func handoffSync(nd *node.Node) (msgs, bytes uint64) {
+	st := nd.Coordinator().Stats()
+	b := borrowcol.ReplicaStats(nd.Replica())
+	return st.HandoffSyncMessages - min(st.HandoffSyncMessages, b.Views), st.HandoffSyncBytes - min(st.HandoffSyncBytes, b.SyncBytes)
 }
 
 // borrowStats sums the embedded ring's borrowcol counts.

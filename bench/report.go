@@ -275,10 +275,10 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 		}
 		for _, m := range r.Modes {
 			if h := m.Handoff; h != nil {
-				fmt.Fprintf(w, "\nhandoff: %d updates; per update %.2f client exchanges (%.0f B), %.2f tier-0 sync exchanges (%.0f B); "+
+				fmt.Fprintf(w, "\nhandoff: %d updates; per update %.2f client exchanges (%.0f B), %.2f tier-0 sync exchanges (%.0f B); %d client cells, %.2f exchanges per cell; "+
 					"accounted at tier 0 after p50 %.1f ms, p99 %.1f ms, max %.1f ms; server slots peak %d, after the clients retired %d (%d notices held); "+
 					"exact at ALL %.0f ms and on every replica %.0f ms after the flush\n",
-					h.Updates, h.ExchangesPerUpdate, h.BytesPerUpdate, h.SyncPerUpdate, h.SyncBytesPerUpdate,
+					h.Updates, h.ExchangesPerUpdate, h.BytesPerUpdate, h.SyncPerUpdate, h.SyncBytesPerUpdate, h.Cells, h.RoundTripsPerCell,
 					h.AccountP50MS, h.AccountP99MS, h.AccountMaxMS, h.SlotsPeak, h.SlotsAfter, h.NoticesAfter, h.ReadExactMS, h.ConvergeMS)
 			}
 			if b := m.Borrow; b != nil {
