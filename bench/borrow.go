@@ -23,8 +23,8 @@ import (
 // faults hit the same op as in the other modes); a failed attempt is
 // retried (the same cumulative write again: always safe). Every delta is
 // in a client's state, so it must be counted exactly once whatever the
-// op's outcome (Ledger.RecordHeld). At the end every client flushes and
-// retires its counters before the final read, which waits for the
+// op's outcome (Ledger.RecordHeld). At the end every client retires its
+// counters (the retirement carries the final counts) before the final read, which waits for the
 // replicas' anti-entropy to converge; the client dots left on the replicas
 // after the retirements are then counted.
 
@@ -104,7 +104,8 @@ func (r *runner) doBorrow(ctx context.Context, cli *client.Client, mr *modeRun, 
 	return r.attempts(ctx, mr, op, &id, exec)
 }
 
-// flushBorrow flushes every client's counters and retires them.
+// flushBorrow retires every client's counters (each retirement carries its
+// dots' final counts, so it is also the flush).
 func (r *runner) flushBorrow(ctx context.Context, mr *modeRun) error {
 	br := mr.borrow
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -116,10 +117,7 @@ func (r *runner) flushBorrow(ctx context.Context, mr *modeRun) error {
 		go func() {
 			defer wg.Done()
 			for _, b := range m {
-				if err := b.Flush(ctx); err != nil {
-					errs <- err
-					return
-				}
+				// The retirement carries every dot's final count: no flush.
 				if err := b.Retire(ctx); err != nil {
 					errs <- err
 					return
@@ -138,8 +136,8 @@ func (r *runner) flushBorrow(ctx context.Context, mr *modeRun) error {
 // BorrowResult is the borrow mode's costs in a run.
 type BorrowResult struct {
 	Updates int64 `json:"updates"` // updates issued (Incr calls)
-	// Client round trips (borrows, writes with their retries, the final
-	// flush and the retirements) and their payload bytes, both ways, per
+	// Client round trips (borrows, writes with their retries, and the
+	// retirements) and their payload bytes, both ways, per
 	// update; and round trips per client per cell (a cell: one client's
 	// counter of one key).
 	ExchangesPerUpdate float64 `json:"exchanges_per_update"`
