@@ -113,9 +113,14 @@ func (Type) Replayed(commitlog.Record) error { return nil }
 // PayloadKey implements coltype.Exchanger.
 func (Type) PayloadKey() string { return PayloadKey }
 
-// DirectExchange implements coltype.DirectExchanger: exchanges are
-// forwarded unchanged to one replica, plain updates are led.
-func (Type) DirectExchange() {}
+// ExchangeEverywhere implements coltype.DirectExchanger: a client's write
+// (its cumulative count, or its retirement) is joined by every replica and
+// acknowledged at the statement's consistency level; a borrow request goes
+// to one replica, which lends the dot; a replica's state (anti-entropy) is
+// never sent by a client.
+func (Type) ExchangeEverywhere(payload []byte) bool {
+	return len(payload) >= 2 && payload[0] == PayloadVersion && payload[1] == KindWrite
+}
 
 var errUnconfigured = errors.New("borrowcol: the column's configured instance is needed")
 
@@ -194,9 +199,12 @@ func (col *Column) load(l coltype.Leader, key []byte) (*borrow.State, []byte, er
 // settle applies this replica's rules after a join: it closes the loans a
 // retired client never learnt (closeUnlearnt) and transfers every frozen
 // dot it created into its own dot.
-func (col *Column) settle(me borrow.ID, s *borrow.State) {
-	col.closed.Add(uint64(closeUnlearnt(me, s)))
+func (col *Column) settle(me borrow.ID, s *borrow.State) (changed bool) {
+	n := closeUnlearnt(me, s)
+	col.closed.Add(uint64(n))
+	before := s.Borrowed()
 	col.transferred.Add(s.TransferAll(me))
+	return n > 0 || s.Borrowed() != before
 }
 
 // closeUnlearnt freezes, in s, every active dot that me created, lent to a
@@ -351,6 +359,13 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 	}
 	me := col.self
 	var owner borrow.ID
+	// The cell goes to anti-entropy if it changed by a borrow (the new
+	// dot), a peer's state, a retirement (its creators must see it, even
+	// one that is down now) or a transfer. A client's plain write is sent
+	// to every live replica (ExchangeEverywhere); a replica that missed it
+	// gets it with the retirement, which carries the final count, or by
+	// read repair.
+	spread := p.Kind != KindWrite
 	switch p.Kind {
 	case KindBorrow:
 		owner = p.Client
@@ -365,12 +380,17 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 		owner = p.State.Dots()[0].Owner
 		s.Join(p.State)
 		col.writes.Add(1)
+		for _, o := range p.State.Dots() {
+			spread = spread || o.Cell.Frozen
+		}
 	case KindState:
 		s.Join(p.State)
 		col.syncBytes.Add(uint64(len(incoming)))
 	}
-	col.settle(me, s)
-	if _, err := col.commit(l, key, s, prev, true); err != nil {
+	if col.settle(me, s) {
+		spread = true
+	}
+	if _, err := col.commit(l, key, s, prev, spread); err != nil {
 		return nil, err
 	}
 	if p.Kind == KindState {

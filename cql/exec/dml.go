@@ -215,11 +215,13 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	}
 	if exchange {
 		u := writes[0].update
-		exchangeVia := e.b.HandoffExchange
-		if _, direct := writes[0].exchanger.(coltype.DirectExchanger); direct {
-			exchangeVia = e.b.DirectExchange
+		var out []byte
+		var err error
+		if d, direct := writes[0].exchanger.(coltype.DirectExchanger); direct {
+			out, err = e.b.DirectExchange(ctx, u.Table, u.Key, u.Column, state, coordinator.ConsistencyLevel(cl), d.ExchangeEverywhere(state))
+		} else {
+			out, err = e.b.HandoffExchange(ctx, u.Table, u.Key, u.Column, state)
 		}
-		out, err := exchangeVia(ctx, u.Table, u.Key, u.Column, state)
 		if err != nil {
 			return err
 		}

@@ -97,7 +97,7 @@ func (f *fakeBackend) HandoffExchange(ctx context.Context, table uint64, key []b
 	return f.rep.Exchange(table, key, column, state)
 }
 
-func (f *fakeBackend) DirectExchange(ctx context.Context, table uint64, key []byte, column string, payload []byte) ([]byte, error) {
+func (f *fakeBackend) DirectExchange(ctx context.Context, table uint64, key []byte, column string, payload []byte, cl coordinator.ConsistencyLevel, everywhere bool) ([]byte, error) {
 	return f.rep.Exchange(table, key, column, payload)
 }
 
