@@ -142,9 +142,13 @@ type BorrowResult struct {
 	// counter of one key).
 	ExchangesPerUpdate float64 `json:"exchanges_per_update"`
 	BytesPerUpdate     float64 `json:"bytes_per_update"`
-	Cells              int     `json:"cells"`
-	RoundTripsPerCell  float64 `json:"round_trips_per_cell"`
-	BorrowsPerCell     float64 `json:"borrows_per_cell"`
+	// ReplicaExchangesPerUpdate: the exchanges the replicas served (borrow
+	// requests and client writes; a write goes to every live replica) per
+	// update (embedded ring only; counts of nodes killed are lost).
+	ReplicaExchangesPerUpdate float64 `json:"replica_exchanges_per_update"`
+	Cells                     int     `json:"cells"`
+	RoundTripsPerCell         float64 `json:"round_trips_per_cell"`
+	BorrowsPerCell            float64 `json:"borrows_per_cell"`
 	// Anti-entropy full-state exchanges between replicas (each a request
 	// and its answer) and their bytes, per update (embedded ring only;
 	// counts of nodes killed during the run are lost with them).
@@ -185,6 +189,8 @@ func (c *Cluster) borrowStats() borrowcol.Stats {
 			continue
 		}
 		s := borrowcol.ReplicaStats(nd.Replica())
+		out.Borrows += s.Borrows
+		out.Writes += s.Writes
 		out.Views += s.Views
 		out.SyncBytes += s.SyncBytes
 		out.Transferred += s.Transferred
@@ -317,6 +323,7 @@ func (r *runner) finishBorrow(ctx context.Context, s *gocql.Session, mr *modeRun
 	res.Transferred, res.Closed = since(st.Transferred, before.Transferred), since(st.Closed, before.Closed)
 	if res.Updates > 0 {
 		res.SyncPerUpdate = float64(since(st.Views, before.Views)) / float64(res.Updates)
+		res.ReplicaExchangesPerUpdate = float64(since(st.Borrows+st.Writes, before.Borrows+before.Writes)) / float64(res.Updates)
 		res.SyncBytesPerUpdate = float64(since(st.SyncBytes, before.SyncBytes)) / float64(res.Updates)
 	}
 	return final, res, nil

@@ -282,10 +282,10 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 					h.AccountP50MS, h.AccountP99MS, h.AccountMaxMS, h.SlotsPeak, h.SlotsAfter, h.NoticesAfter, h.ReadExactMS, h.ConvergeMS)
 			}
 			if b := m.Borrow; b != nil {
-				fmt.Fprintf(w, "\nborrow: %d updates; per update %.2f client round trips (%.0f B), %.2f replica sync exchanges (%.0f B); "+
+				fmt.Fprintf(w, "\nborrow: %d updates; per update %.2f client round trips (%.0f B) served by %.2f replica exchanges, %.2f replica sync exchanges (%.0f B); "+
 					"%d client cells, %.2f round trips and %.2f borrows per cell; client dots left after the retirements %d "+
 					"(%d increments transferred, %d unlearnt loans closed); exact %.0f ms and on every replica %.0f ms after the flush\n",
-					b.Updates, b.ExchangesPerUpdate, b.BytesPerUpdate, b.SyncPerUpdate, b.SyncBytesPerUpdate,
+					b.Updates, b.ExchangesPerUpdate, b.BytesPerUpdate, b.ReplicaExchangesPerUpdate, b.SyncPerUpdate, b.SyncBytesPerUpdate,
 					b.Cells, b.RoundTripsPerCell, b.BorrowsPerCell, b.BorrowedAfter, b.Transferred, b.Closed, b.ReadExactMS, b.ConvergeMS)
 			}
 		}
