@@ -27,8 +27,10 @@ const BorrowPayloadKey = borrowcol.PayloadKey
 // count, and Retire freezes the dot and hands it back. Each exchange is
 // one `UPDATE <table> SET <column> = <column> + 0 WHERE <where>` carrying
 // the payload `idemkv-borrow` (protocol v4 or later), answered in the same
-// payload key; the coordinator forwards it to the first live replica of
-// the key. Every exchange is idempotent — a borrow request returns the
+// payload key; the coordinator forwards a borrow request to the first live
+// replica of the key, and a write to every live replica, acknowledged at
+// the statement's consistency level (BorrowOptions.Consistency, else the
+// session's). Every exchange is idempotent — a borrow request returns the
 // same dot (Create is idempotent per (creator, client)), a write carries a
 // cumulative count that the replicas join (the maximum) — so retrying one,
 // at any coordinator, or sending one twice, is always safe; the statement
@@ -74,9 +76,9 @@ type BorrowOptions struct {
 	// ID is the client's id; zero picks a random one. It must be globally
 	// unique and never reused (a file keeps it).
 	ID borrow.ID
-	// Consistency of the exchanges; zero uses the session's. An exchange
-	// involves one replica whatever the level; the replicas spread it by
-	// anti-entropy.
+	// Consistency of the writes; zero uses the session's. A write is
+	// acknowledged once that many replicas joined it; a borrow request
+	// involves one replica whatever the level.
 	Consistency gocql.Consistency
 }
 
@@ -258,7 +260,7 @@ func (b *BorrowCounter) write(ctx context.Context, w *borrow.State, count uint64
 
 // Flush sends the cumulative count of every dot once more (even if it was
 // acknowledged: a replica that crashed before syncing its commit log may
-// have lost it) until a replica acknowledges it, with a pause between
+// have lost it) until it is acknowledged, with a pause between
 // failed attempts, until ctx ends.
 func (b *BorrowCounter) Flush(ctx context.Context) error {
 	return retry(ctx, func() error {
@@ -282,9 +284,9 @@ func (b *BorrowCounter) Flush(ctx context.Context) error {
 // Retire freezes the client's dots (durably, with a file: a client that
 // restarts goes on retiring and never counts again with this id) and sends
 // the retirement — every dot with its final count, frozen, in one write —
-// until a replica acknowledges it, which it does once the retirement is
-// durable there; the replicas carry it to each creator, which transfers
-// the dot. Then the file is removed. Failed attempts are retried after a
+// until it is acknowledged (at the consistency level, each replica having
+// made it durable first); the replicas carry it to each creator, which
+// transfers the dot. Then the file is removed. Failed attempts are retried after a
 // pause until ctx ends; Retire may then be called again. A client that
 // never borrowed retires at once.
 func (b *BorrowCounter) Retire(ctx context.Context) error {

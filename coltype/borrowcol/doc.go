@@ -30,16 +30,20 @@
 //     full state at the statement's consistency level, at least once like a
 //     vanilla counter.
 //   - A client's exchange (coltype.Exchanger, custom payload
-//     `idemkv-borrow`, forwarded unchanged to one live natural replica: see
-//     coltype.DirectExchanger) is a borrow request, answered with the dot the
-//     replica lent (Create, idempotent per (creator, client), made durable
-//     before the answer leaves), or a client's write (one dot with its
-//     cumulative count, or its retirement), joined and made durable before
-//     the answer. The payload format is documented on EncodeBorrow.
+//     `idemkv-borrow`, forwarded unchanged: see coltype.DirectExchanger) is
+//     a borrow request, sent to one live natural replica and answered with
+//     the dot the replica lent (Create, idempotent per (creator, client),
+//     made durable before the answer leaves), or a client's write (one dot
+//     with its cumulative count, or its retirement), sent to every live
+//     natural replica (ExchangeEverywhere), joined and made durable by each
+//     before it answers, and acknowledged at the statement's consistency
+//     level. The payload format is documented on EncodeBorrow.
 //   - Replicas exchange full states (decision (b) of counters/borrow) in the
 //     coordinator's anti-entropy rounds (coltype.AntiEntropy): a cell is
-//     marked for the next round whenever this replica changes it outside the
-//     leader path (a borrow, a client write, a transfer).
+//     marked for the next round when this replica changes it by a borrow, a
+//     retirement, a peer's state or a transfer (a client's plain write
+//     reached every live replica; one that missed it gets the retirement,
+//     which carries the final count, or a read repair).
 //
 // After every join (a lead, an exchange, a replicated mutation seen by
 // Observe) the replica folds the frozen dots it created into its own dot
