@@ -24,10 +24,13 @@ const (
 	// ModeHandoff is bench.handoff (c handoff_counter): clients are tier-1
 	// handoff participants (client.HandoffCounter), see handoff.go.
 	ModeHandoff = "handoff"
+	// ModeBorrow is bench.borrow (c borrow_counter): clients borrow a dot
+	// (client.BorrowCounter), see borrow.go.
+	ModeBorrow = "borrow"
 )
 
 // knownModes fixes each mode's number, carried in its clients' ids.
-var knownModes = []string{ModeVanilla, ModeFBF, ModeHandoff, ModeReset}
+var knownModes = []string{ModeVanilla, ModeFBF, ModeHandoff, ModeReset, ModeBorrow}
 
 func modeNumber(mode string) (uint64, bool) {
 	for i, m := range knownModes {

@@ -172,6 +172,10 @@ type HandoffResult struct {
 	// flush included) and their payload bytes, both ways, per update.
 	ExchangesPerUpdate float64 `json:"exchanges_per_update"`
 	BytesPerUpdate     float64 `json:"bytes_per_update"`
+	// Cells is the client counters (one client's counter of one key), and
+	// RoundTripsPerCell the client exchanges per cell.
+	Cells             int     `json:"cells"`
+	RoundTripsPerCell float64 `json:"round_trips_per_cell"`
 	// Tier-0 anti-entropy exchanges between replicas (each a request and
 	// its answer) and their payload bytes, per update (embedded ring only).
 	SyncPerUpdate      float64 `json:"sync_per_update"`
@@ -234,6 +238,7 @@ func (hr *handoffRun) result() *HandoffResult {
 			st := hk.h.Stats()
 			ex += st.Exchanges
 			bytes += st.BytesSent + st.BytesRecv
+			out.Cells++
 		}
 	}
 	q := func(p float64) float64 { return float64(hr.acct.ValueAtQuantile(p)) / 1000 }
@@ -243,6 +248,9 @@ func (hr *handoffRun) result() *HandoffResult {
 	if out.Updates > 0 {
 		out.ExchangesPerUpdate = float64(ex) / float64(out.Updates)
 		out.BytesPerUpdate = float64(bytes) / float64(out.Updates)
+	}
+	if out.Cells > 0 {
+		out.RoundTripsPerCell = float64(ex) / float64(out.Cells)
 	}
 	return out
 }

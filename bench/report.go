@@ -143,6 +143,8 @@ type ModeResult struct {
 	FalsePositives int64 `json:"false_positives"`
 	// Handoff is the handoff mode's costs (nil for the other modes).
 	Handoff *HandoffResult `json:"handoff,omitempty"`
+	// Borrow is the borrow mode's costs (nil for the other modes).
+	Borrow *BorrowResult `json:"borrow,omitempty"`
 
 	latency *hdrhistogram.Histogram
 }
@@ -311,11 +313,18 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 		}
 		for _, m := range r.Modes {
 			if h := m.Handoff; h != nil {
-				fmt.Fprintf(w, "\nhandoff: %d updates; per update %.2f client exchanges (%.0f B), %.2f tier-0 sync exchanges (%.0f B); "+
+				fmt.Fprintf(w, "\nhandoff: %d updates; per update %.2f client exchanges (%.0f B), %.2f tier-0 sync exchanges (%.0f B); %d client cells, %.2f exchanges per cell; "+
 					"accounted at tier 0 after p50 %.1f ms, p99 %.1f ms, max %.1f ms; server slots peak %d, after the clients retired %d (%d notices held); "+
 					"exact at ALL %.0f ms and on every replica %.0f ms after the flush\n",
-					h.Updates, h.ExchangesPerUpdate, h.BytesPerUpdate, h.SyncPerUpdate, h.SyncBytesPerUpdate,
+					h.Updates, h.ExchangesPerUpdate, h.BytesPerUpdate, h.SyncPerUpdate, h.SyncBytesPerUpdate, h.Cells, h.RoundTripsPerCell,
 					h.AccountP50MS, h.AccountP99MS, h.AccountMaxMS, h.SlotsPeak, h.SlotsAfter, h.NoticesAfter, h.ReadExactMS, h.ConvergeMS)
+			}
+			if b := m.Borrow; b != nil {
+				fmt.Fprintf(w, "\nborrow: %d updates; per update %.2f client round trips (%.0f B) served by %.2f replica exchanges, %.2f replica sync exchanges (%.0f B); "+
+					"%d client cells, %.2f round trips and %.2f borrows per cell; client dots left after the retirements %d "+
+					"(%d increments transferred, %d unlearnt loans closed); exact %.0f ms and on every replica %.0f ms after the flush\n",
+					b.Updates, b.ExchangesPerUpdate, b.BytesPerUpdate, b.ReplicaExchangesPerUpdate, b.SyncPerUpdate, b.SyncBytesPerUpdate,
+					b.Cells, b.RoundTripsPerCell, b.BorrowsPerCell, b.BorrowedAfter, b.Transferred, b.Closed, b.ReadExactMS, b.ConvergeMS)
 			}
 		}
 	}

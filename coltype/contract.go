@@ -264,6 +264,23 @@ type ReadContext interface {
 	ContextOf(c row.Cell) ([]byte, error)
 }
 
+// DirectExchanger is the capability of Exchanger types whose client
+// exchanges the coordinator forwards unchanged to the replicas of the key,
+// and whose plain driver updates are led like a vanilla counter's (the type
+// is Leading). An Exchanger without it is served by the handoff paths (the
+// payload is a handoff state, a plain update runs a temporary tier-1
+// participant). Borrow-Counter uses it (borrow requests and client writes).
+type DirectExchanger interface {
+	Exchanger
+	// ExchangeEverywhere reports whether a payload may be applied by every
+	// replica (idempotent and joinable, as a client's write of its
+	// cumulative count): the coordinator then sends it to every live
+	// natural replica and answers once the statement's consistency level
+	// is met. Otherwise (a borrow request) it goes to one live natural
+	// replica, the first in ring order, then the next ones on failure.
+	ExchangeEverywhere(payload []byte) bool
+}
+
 // Channel is the hook of types whose replicas exchange ops over a per-cell,
 // exactly-once FIFO channel instead of state (the observed-reset counter:
 // a reset must not overtake the increments it cancels, and a hint or a

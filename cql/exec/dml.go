@@ -216,7 +216,13 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	}
 	if exchange {
 		u := writes[0].update
-		out, err := e.b.HandoffExchange(ctx, u.Table, u.Key, u.Column, state)
+		var out []byte
+		var err error
+		if d, direct := writes[0].exchanger.(coltype.DirectExchanger); direct {
+			out, err = e.b.DirectExchange(ctx, u.Table, u.Key, u.Column, state, coordinator.ConsistencyLevel(cl), d.ExchangeEverywhere(state))
+		} else {
+			out, err = e.b.HandoffExchange(ctx, u.Table, u.Key, u.Column, state)
+		}
 		if err != nil {
 			return err
 		}
@@ -237,7 +243,7 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 			}
 			continue
 		}
-		if w.exchanger != nil {
+		if _, direct := w.exchanger.(coltype.DirectExchanger); w.exchanger != nil && !direct {
 			u := w.update
 			if err := e.b.HandoffIncrement(ctx, u.Table, u.Key, u.Column, uint64(u.Delta)); err != nil {
 				return err
