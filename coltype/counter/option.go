@@ -41,9 +41,11 @@ func (idempotence) ParseCQL(m map[string]string) (string, error) {
 	return string(b), nil
 }
 
-// Check implements coltype.TableOption.
+// Check implements coltype.TableOption. A stored definition whose values
+// are out of their bounds passes: it is loaded with them clamped (see
+// TableFBF); ParseCQL refuses them in a statement.
 func (idempotence) Check(d coltype.TableDef, _ string) error {
-	_, _, err := tableFBF(d, checkTimeout)
+	_, _, _, err := tableFBF(d, checkTimeout)
 	return err
 }
 
@@ -51,7 +53,7 @@ func (idempotence) Check(d coltype.TableDef, _ string) error {
 // first live replica, so that a retry meets the same filter, unless its
 // leader sub-option says otherwise.
 func (idempotence) LeaderRule(value string) (coltype.LeaderRule, coltype.RuleSource) {
-	o, on, err := tableFBF(coltype.TableDef{Options: map[string]string{IdempotenceOption: value}}, checkTimeout)
+	o, on, _, err := tableFBF(coltype.TableDef{Options: map[string]string{IdempotenceOption: value}}, checkTimeout)
 	if err != nil || !on {
 		return 0, coltype.RuleNone
 	}
@@ -65,7 +67,7 @@ func (idempotence) LeaderRule(value string) (coltype.LeaderRule, coltype.RuleSou
 
 // Deduplicates implements coltype.TableOption.
 func (idempotence) Deduplicates(value string) bool {
-	_, on, err := tableFBF(coltype.TableDef{Options: map[string]string{IdempotenceOption: value}}, checkTimeout)
+	_, on, _, err := tableFBF(coltype.TableDef{Options: map[string]string{IdempotenceOption: value}}, checkTimeout)
 	return on && err == nil
 }
 
