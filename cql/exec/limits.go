@@ -1,0 +1,158 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/idemkv/idemkv/cql"
+)
+
+// MaxKeyLength is the longest serialized partition key, as Cassandra's
+// (FBUtilities.MAX_UNSIGNED_SHORT: keys are written with a 2-byte length).
+const MaxKeyLength = math.MaxUint16
+
+// Defaults of the batch size thresholds (cassandra.yaml's
+// batch_size_warn_threshold and batch_size_fail_threshold).
+const (
+	DefaultBatchSizeWarnThreshold = 5 << 10
+	DefaultBatchSizeFailThreshold = 50 << 10
+)
+
+// Sizes of the batch size estimate, those of Cassandra's
+// PartitionUpdate.dataSize: a cell is its timestamp (8 bytes), TTL (4),
+// local deletion time (4) and value (a counter delta: 8); a deletion is its
+// timestamp and local deletion time. Partition keys are not counted, as in
+// Cassandra (MaxKeyLength bounds them).
+const (
+	counterCellSize = 8 + 4 + 4 + 8
+	deletionSize    = 8 + 4
+)
+
+// checkKeyLength refuses a partition key longer than MaxKeyLength, with
+// Cassandra's message.
+func checkKeyLength(k []byte) error {
+	if len(k) > MaxKeyLength {
+		return invalid("Key length of %d is longer than maximum of %d", len(k), MaxKeyLength)
+	}
+	return nil
+}
+
+// checkDeltaNegation refuses `c = c - v` with v the smallest int64, whose
+// negation overflows, as Cassandra does (Operation.Substracter). Other
+// overflows wrap, as Cassandra's long arithmetic does (docs/limits.md).
+func checkDeltaNegation(d int64) error {
+	if d == math.MinInt64 {
+		return invalid("The negation of %d overflows supported counter precision (signed 8 bytes integer)", d)
+	}
+	return nil
+}
+
+// batchThresholds returns the batch size thresholds in force (negative:
+// none).
+func (e *Executor) batchThresholds() (warn, fail int64) {
+	warn, fail = e.opts.BatchSizeWarnThreshold, e.opts.BatchSizeFailThreshold
+	if warn == 0 {
+		warn = DefaultBatchSizeWarnThreshold
+	}
+	if fail == 0 {
+		fail = DefaultBatchSizeFailThreshold
+	}
+	return warn, fail
+}
+
+// checkBatchSize applies Cassandra's batch size thresholds
+// (BatchStatement.verifyBatchSize) to the writes of a request that span
+// more than one partition: over the fail threshold it is refused ("Batch
+// too large") and logged; over the warn threshold it is logged and the
+// client warned (a warning of the response, protocol v4 and later).
+func (e *Executor) checkBatchSize(ctx context.Context, writes []write, tables map[uint64]string) error {
+	partitions := map[string]bool{}
+	var size int64
+	for _, w := range writes {
+		switch {
+		case w.delete:
+			partitions[fmt.Sprint(w.table, "/", string(w.key))] = true
+			size += deletionSize
+		case w.update != nil:
+			partitions[fmt.Sprint(w.update.Table, "/", string(w.update.Key))] = true
+			size += counterCellSize
+		}
+	}
+	// Cassandra warns only for batches spanning several partitions
+	// (CASSANDRA-10876).
+	if len(partitions) <= 1 {
+		return nil
+	}
+	warn, fail := e.batchThresholds()
+	if warn < 0 || size <= warn {
+		if fail < 0 || size <= fail {
+			return nil
+		}
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for _, n := range tables {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	tableList := "[" + strings.Join(names, ", ") + "]"
+	if fail >= 0 && size > fail {
+		e.opts.Logger.Error(fmt.Sprintf("Batch for %s is of size %s, exceeding specified threshold of %s by %s. (see batch_size_fail_threshold)",
+			tableList, prettyBytes(size), prettyBytes(fail), prettyBytes(size-fail)))
+		return invalid("Batch too large")
+	}
+	e.opts.Logger.Warn(fmt.Sprintf("Batch for %s is of size %s, exceeding specified threshold of %s by %s.",
+		tableList, prettyBytes(size), prettyBytes(warn), prettyBytes(size-warn)))
+	addWarning(ctx, fmt.Sprintf("Batch for %s is of size %d, exceeding specified threshold of %d by %d.", tableList, size, warn, size-warn))
+	return nil
+}
+
+// prettyBytes prints a size as Cassandra 4's FBUtilities.prettyPrintMemory.
+func prettyBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.3fGiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.3fMiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.3fKiB", float64(n)/(1<<10))
+}
+
+// warnings collects the client warnings of one request.
+type warnings struct {
+	mu   sync.Mutex
+	list []string
+}
+
+type warningsKey struct{}
+
+// withWarnings returns a context that collects the client warnings of a
+// request, and the collection.
+func withWarnings(ctx context.Context) (context.Context, *warnings) {
+	w := &warnings{}
+	return context.WithValue(ctx, warningsKey{}, w), w
+}
+
+// addWarning adds a client warning to the request of ctx, if it collects
+// them.
+func addWarning(ctx context.Context, msg string) {
+	if w, ok := ctx.Value(warningsKey{}).(*warnings); ok {
+		w.mu.Lock()
+		w.list = append(w.list, msg)
+		w.mu.Unlock()
+	}
+}
+
+// attach puts the collected warnings in an outcome's Warnings.
+func (w *warnings) attach(out *cql.Outcome) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.list) > 0 {
+		out.Warnings = append(out.Warnings, w.list...)
+	}
+}

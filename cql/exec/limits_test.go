@@ -1,0 +1,161 @@
+package exec
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/cql/frame"
+)
+
+// A counter delta is a bigint: a 4-byte int bound to `c = c + ?` is
+// refused with Cassandra's message (LongSerializer).
+func TestDeltaMustBeABigint(t *testing.T) {
+	h := newHarness(t)
+	h.setup()
+	wantErr(t, h.queryErr(`UPDATE ks.t SET c = c + ? WHERE k = ?`, int_(5), text_("a")), frame.ErrInvalid, "Expected 8 or 0 byte long (4)")
+	wantErr(t, h.queryErr(`UPDATE ks.t SET c = c - ? WHERE k = ?`, int_(5), text_("a")), frame.ErrInvalid, "Expected 8 or 0 byte long (4)")
+	if len(h.f.updates) != 0 {
+		t.Fatalf("a refused delta wrote %d updates", len(h.f.updates))
+	}
+	h.query(`UPDATE ks.t SET c = c + ? WHERE k = ?`, big(5), text_("a"))
+	h.query(`UPDATE ks.t SET c = c + 7 WHERE k = 'a'`) // a literal is a bigint
+	if v, _ := h.value("ks.t", "c", text_("a")); v != 12 {
+		t.Fatalf("c = %d, want 12", v)
+	}
+}
+
+// Partition keys are at most 65,535 bytes, refused beyond with
+// Cassandra's message, in writes and reads.
+func TestKeyLength(t *testing.T) {
+	h := newHarness(t)
+	h.setup()
+	long := text_(strings.Repeat("k", MaxKeyLength+1))
+	wantErr(t, h.queryErr(`UPDATE ks.t SET c = c + 1 WHERE k = ?`, long), frame.ErrInvalid, "Key length of 65536 is longer than maximum of 65535")
+	wantErr(t, h.queryErr(`SELECT c FROM ks.t WHERE k = ?`, long), frame.ErrInvalid, "Key length of 65536 is longer than maximum of 65535")
+	wantErr(t, h.queryErr(`UPDATE ks.t SET c = c + 1 WHERE k = ?`, text_(strings.Repeat("k", 16<<20))), frame.ErrInvalid, "Key length of 16777216")
+	h.query(`CREATE TABLE ks.two (a text, b text, c counter, PRIMARY KEY ((a, b)))`)
+	// Composite keys: each component with its 2-byte length and end byte.
+	half := text_(strings.Repeat("x", MaxKeyLength/2))
+	wantErr(t, h.queryErr(`UPDATE ks.two SET c = c + 1 WHERE a = ? AND b = ?`, half, half), frame.ErrInvalid, "is longer than maximum of 65535")
+	if len(h.f.updates) != 0 {
+		t.Fatalf("a refused key wrote %d updates", len(h.f.updates))
+	}
+	max := text_(strings.Repeat("k", MaxKeyLength))
+	h.query(`UPDATE ks.t SET c = c + 1 WHERE k = ?`, max)
+	if v, ok := h.value("ks.t", "c", max); !ok || v != 1 {
+		t.Fatalf("a 65,535-byte key: c = %d, %v", v, ok)
+	}
+}
+
+// Counters wrap on overflow, as Cassandra's (long arithmetic); subtracting
+// the smallest bigint is refused with Cassandra's message.
+func TestCounterOverflow(t *testing.T) {
+	h := newHarness(t)
+	h.setup()
+	h.query(`UPDATE ks.t SET c = c + ? WHERE k = 'a'`, big(math.MaxInt64))
+	h.query(`UPDATE ks.t SET c = c + 1 WHERE k = 'a'`)
+	if v, _ := h.value("ks.t", "c", text_("a")); v != math.MinInt64 {
+		t.Fatalf("MaxInt64 + 1 = %d, want it to wrap to %d as Cassandra's", v, int64(math.MinInt64))
+	}
+	wantErr(t, h.queryErr(`UPDATE ks.t SET c = c - ? WHERE k = 'a'`, big(math.MinInt64)), frame.ErrInvalid,
+		"The negation of -9223372036854775808 overflows supported counter precision (signed 8 bytes integer)")
+	h.query(`UPDATE ks.t SET c = c + ? WHERE k = 'a'`, big(math.MinInt64)) // adding it is fine
+}
+
+// Batches spanning several partitions are warned about over
+// batch_size_warn_threshold (a response warning and a log line) and refused
+// over batch_size_fail_threshold, with Cassandra's messages; a batch on one
+// partition is not checked, as in Cassandra.
+func TestBatchSizeThresholds(t *testing.T) {
+	h := newHarness(t)
+	var logs bytes.Buffer
+	h.e.opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	h.setup()
+	batch := func(n int, sameKey bool) frame.Batch {
+		b := frame.Batch{Type: frame.BatchCounter, Consistency: frame.Consistency(coordinator.One)}
+		for i := range n {
+			k := fmt.Sprint("k", i)
+			if sameKey {
+				k = "same"
+			}
+			b.Statements = append(b.Statements, frame.BatchStatement{Query: `UPDATE ks.t SET c = c + 1 WHERE k = ?`, Values: []frame.Value{text_(k)}})
+		}
+		return b
+	}
+	// 24 bytes a counter cell: 213 are 5112 bytes, 214 are 5136 > 5 KiB.
+	out, err := h.e.Batch(ctx, h.sess, batch(213, false), nil)
+	if err != nil || len(out.Warnings) != 0 {
+		t.Fatalf("213 updates: %v, warnings %q", err, out.Warnings)
+	}
+	out, err = h.e.Batch(ctx, h.sess, batch(214, false), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Batch for [ks.t] is of size 5136, exceeding specified threshold of 5120 by 16."; len(out.Warnings) != 1 || out.Warnings[0] != want {
+		t.Fatalf("warnings %q, want %q", out.Warnings, want)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "exceeding specified threshold of 5.000KiB") {
+		t.Errorf("no warning logged:\n%s", logs.String())
+	}
+	// 2134 × 24 = 51216 > 50 KiB: refused, nothing written.
+	h.f.updates = nil
+	_, err = h.e.Batch(ctx, h.sess, batch(2134, false), nil)
+	if fe, ok := err.(*frame.Error); !ok || fe.Code != frame.ErrInvalid || fe.Message != "Batch too large" {
+		t.Fatalf("2134 updates: %v, want Invalid \"Batch too large\"", err)
+	}
+	if len(h.f.updates) != 0 {
+		t.Fatalf("a refused batch wrote %d updates", len(h.f.updates))
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "(see batch_size_fail_threshold)") {
+		t.Errorf("no error logged:\n%s", logs.String())
+	}
+	// The same as a CQL BATCH statement in a QUERY.
+	var q strings.Builder
+	q.WriteString("BEGIN COUNTER BATCH ")
+	for i := range 2134 {
+		fmt.Fprintf(&q, "UPDATE ks.t SET c = c + 1 WHERE k = 'q%d'; ", i)
+	}
+	q.WriteString("APPLY BATCH")
+	wantErr(t, h.queryErr(q.String()), frame.ErrInvalid, "Batch too large")
+	// One partition: not checked.
+	if out, err := h.e.Batch(ctx, h.sess, batch(3000, true), nil); err != nil || len(out.Warnings) != 0 {
+		t.Fatalf("3000 updates of one partition: %v, warnings %q", err, out.Warnings)
+	}
+	// Thresholds from the options; negative: none.
+	e := New(h.f, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return time.Unix(1700000000, 0) },
+		BatchSizeWarnThreshold: -1, BatchSizeFailThreshold: 48})
+	if _, err := e.Batch(ctx, h.sess, batch(2, false), nil); err != nil {
+		t.Fatalf("48 bytes with a threshold of 48: %v", err)
+	}
+	if _, err := e.Batch(ctx, h.sess, batch(3, false), nil); err == nil || !strings.Contains(err.Error(), "Batch too large") {
+		t.Fatalf("72 bytes with a threshold of 48: %v", err)
+	}
+}
+
+// A SELECT of a system table checks its consistency level as any other
+// SELECT: an unknown code is a protocol error, ANY is invalid for reads.
+func TestSystemSelectConsistency(t *testing.T) {
+	h := newHarness(t)
+	p := params()
+	p.Consistency = 0x77
+	_, err := h.e.Query(ctx, h.sess, `SELECT * FROM system.local`, p, nil)
+	if fe, ok := err.(*frame.Error); !ok || fe.Code != frame.ErrProtocol || !strings.Contains(fe.Message, "Unknown code 119 for a consistency level") {
+		t.Fatalf("code 0x77: %v, want a protocol error", err)
+	}
+	p.Consistency = frame.Consistency(coordinator.Any)
+	_, err = h.e.Query(ctx, h.sess, `SELECT * FROM system.local`, p, nil)
+	if fe, ok := err.(*frame.Error); !ok || fe.Code != frame.ErrInvalid || !strings.Contains(fe.Message, "ANY ConsistencyLevel is only supported for writes") {
+		t.Fatalf("ANY: %v", err)
+	}
+	p.Consistency = frame.Consistency(coordinator.One)
+	if _, err := h.e.Query(ctx, h.sess, `SELECT * FROM system.local`, p, nil); err != nil {
+		t.Fatal(err)
+	}
+}
