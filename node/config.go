@@ -64,6 +64,10 @@ type Config struct {
 	// over the fail threshold refused ("Batch too large"). -1: none.
 	BatchSizeWarnThresholdKB int `yaml:"batch_size_warn_threshold_in_kb"` // default 5, as Cassandra
 	BatchSizeFailThresholdKB int `yaml:"batch_size_fail_threshold_in_kb"` // default 50, as Cassandra
+	// FBFMaxMemoryMB bounds the FBF filters all tables may make the node
+	// allocate (idemkv's own): a CREATE or ALTER TABLE over it is
+	// refused. Default 2048; -1: none.
+	FBFMaxMemoryMB int `yaml:"fbf_max_memory_in_mb"`
 }
 
 // LoadConfig reads a YAML configuration file with idemkv's keys and
@@ -181,6 +185,7 @@ func (c Config) withDefaults() (Config, error) {
 	orNone(&c.NativeTransportWriteTimeoutMS, 30000)
 	orNone(&c.BatchSizeWarnThresholdKB, 5)
 	orNone(&c.BatchSizeFailThresholdKB, 50)
+	orNone(&c.FBFMaxMemoryMB, 2048)
 	if c.NativeTransportIdleTimeoutMS < 0 {
 		c.NativeTransportIdleTimeoutMS = 0
 	}

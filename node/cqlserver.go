@@ -127,7 +127,8 @@ func (n *Node) startCQL(wrap func(cql.Executor) cql.Executor) error {
 	}
 	n.events.last = n.schema.Visible()
 	var ex cql.Executor = exec.New(backend{n}, exec.Options{ClusterName: n.cfg.ClusterName, ReleaseVersion: ReleaseVersion, Logger: n.logger,
-		BatchSizeWarnThreshold: kib(n.cfg.BatchSizeWarnThresholdKB), BatchSizeFailThreshold: kib(n.cfg.BatchSizeFailThresholdKB)})
+		BatchSizeWarnThreshold: kib(n.cfg.BatchSizeWarnThresholdKB), BatchSizeFailThreshold: kib(n.cfg.BatchSizeFailThresholdKB),
+		TableOptionMemory: mib(int64(n.cfg.FBFMaxMemoryMB))})
 	if wrap != nil {
 		ex = wrap(ex)
 	}

@@ -118,3 +118,16 @@ func TestStoredFBFOptionsClamped(t *testing.T) {
 		t.Fatalf("loading the clamped column allocated %d bytes", grew)
 	}
 }
+
+func TestFBFMaxMemory(t *testing.T) {
+	d := coltype.TableDef{Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}, {Name: "d", Type: "counter"}}}
+	if got, want := (idempotence{}).MaxMemory(d, `{"class":"fbf"}`), int64(2*66*(DefaultFBFBits/8)); got != want {
+		t.Errorf("defaults, two columns: %d, want %d", got, want)
+	}
+	if got := (idempotence{}).MaxMemory(d, `{"class":"fbf","bits":"268435456","adaptive":"false"}`); got != 2*4*(1<<25) {
+		t.Errorf("2^28 bits, not adaptive: %d", got)
+	}
+	if got := (idempotence{}).MaxMemory(d, `nope`); got != 0 {
+		t.Errorf("invalid: %d", got)
+	}
+}

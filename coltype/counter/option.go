@@ -75,3 +75,25 @@ func (idempotence) Deduplicates(value string) bool {
 type cqlError string
 
 func (e cqlError) Error() string { return string(e) }
+
+// MaxMemory is the most memory, in bytes, the option value makes one node
+// allocate for table d: the filters of each of its counter columns at the
+// largest N the adaptation may reach ((MaxPast+2)·m/8 each; see
+// MaxFBFColumnMemory), with stored values out of bounds clamped. 0 when the
+// value turns no filter on or is invalid.
+func (idempotence) MaxMemory(d coltype.TableDef, value string) int64 {
+	d.Options = map[string]string{IdempotenceOption: value}
+	o, on, _, err := tableFBF(d, checkTimeout)
+	if err != nil || !on {
+		return 0
+	}
+	c := o.filterConfig(nil)
+	perColumn := c.MemoryBytes(max(c.Past, c.MaxPast) + 2)
+	var n int64
+	for _, col := range d.Columns {
+		if col.Type == (Vanilla{}).Name() {
+			n++
+		}
+	}
+	return n * perColumn
+}

@@ -93,6 +93,10 @@ type Options struct {
 	// warned about, or refused (see checkBatchSize). 0: the defaults, 5 KiB
 	// and 50 KiB; negative: no threshold.
 	BatchSizeWarnThreshold, BatchSizeFailThreshold int64
+	// TableOptionMemory bounds, in bytes, what the table options of all
+	// tables together may make each node allocate (the FBF filters: see
+	// checkOptionMemory); 0: DefaultTableOptionMemory; negative: no bound.
+	TableOptionMemory int64
 }
 
 // Executor runs statements against a Backend. It is safe for concurrent use.

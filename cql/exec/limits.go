@@ -8,7 +8,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/cql"
+	"github.com/idemkv/idemkv/cql/frame"
 )
 
 // MaxKeyLength is the longest serialized partition key, as Cassandra's
@@ -31,6 +33,58 @@ const (
 	counterCellSize = 8 + 4 + 4 + 8
 	deletionSize    = 8 + 4
 )
+
+// DefaultTableOptionMemory is the default of Options.TableOptionMemory
+// (fbf_max_memory_in_mb): 2 GiB, the filters of 15 FBF columns of the
+// default options at the adaptation's largest N (132 MiB each), or of 8
+// columns at the per-column bound (256 MiB).
+const DefaultTableOptionMemory = 2 << 30
+
+// optionMemory is the capability of table options that allocate memory on
+// every node for a table (the FBF's idempotence option).
+type optionMemory interface {
+	MaxMemory(d coltype.TableDef, value string) int64
+}
+
+// tableOptionMemory is the most the options of table d make a node allocate.
+func tableOptionMemory(d coltype.TableDef) int64 {
+	var n int64
+	for name, v := range d.Options {
+		if o, ok := coltype.LookupOption(name); ok {
+			if m, ok := o.(optionMemory); ok && v != "" {
+				n += m.MaxMemory(d, v)
+			}
+		}
+	}
+	return n
+}
+
+// checkOptionMemory refuses a CREATE or ALTER TABLE giving table d options
+// that would make the tables of the schema, together, allocate more than
+// Options.TableOptionMemory on each node (every node holds every table's
+// filters).
+func (e *Executor) checkOptionMemory(d coltype.TableDef) error {
+	limit := e.opts.TableOptionMemory
+	if limit == 0 {
+		limit = DefaultTableOptionMemory
+	}
+	need := tableOptionMemory(d)
+	if limit < 0 || need == 0 {
+		return nil
+	}
+	total := need
+	for id, t := range e.b.Schema().Visible().Tables {
+		if id != d.ID {
+			total += tableOptionMemory(t)
+		}
+	}
+	if total > limit {
+		return frame.Errorf(frame.ErrConfig, "The options of table %s.%s may take %d MiB on each node; with the other tables' (%d MiB in all), "+
+			"more than fbf_max_memory_in_mb = %d MiB allows (fewer or smaller filters: bits, filters, adaptive; docs/fbf.md)",
+			d.Keyspace, d.Name, need>>20, total>>20, limit>>20)
+	}
+	return nil
+}
 
 // checkKeyLength refuses a partition key longer than MaxKeyLength, with
 // Cassandra's message.

@@ -159,3 +159,27 @@ func TestSystemSelectConsistency(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The FBF options of all tables together are bounded by
+// Options.TableOptionMemory (fbf_max_memory_in_mb): a CREATE or ALTER TABLE
+// over it is refused, naming the table and the key.
+func TestTableOptionMemory(t *testing.T) {
+	h := newHarness(t)
+	h.e = New(h.f, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return time.Unix(1700000000, 0) },
+		SchemaAgreementTimeout: time.Second, TableOptionMemory: 300 << 20})
+	h.setup()
+	// 132 MiB each: 66 filters of 2 MiB at the adaptation's largest N.
+	h.query(`CREATE TABLE ks.f1 (k text PRIMARY KEY, c counter) WITH idempotence = {'class': 'fbf'}`)
+	h.query(`CREATE TABLE ks.f2 (k text PRIMARY KEY, c counter) WITH idempotence = {'class': 'fbf'}`)
+	wantErr(t, h.queryErr(`CREATE TABLE ks.f3 (k text PRIMARY KEY, c counter) WITH idempotence = {'class': 'fbf'}`), frame.ErrConfig,
+		"The options of table ks.f3 may take 132 MiB on each node; with the other tables' (396 MiB in all), more than fbf_max_memory_in_mb = 300 MiB")
+	if _, ok := h.f.sch.Table("ks", "f3"); ok {
+		t.Fatal("the refused table was created")
+	}
+	// Smaller filters fit, and an ALTER counts the table once.
+	h.query(`CREATE TABLE ks.f3 (k text PRIMARY KEY, c counter) WITH idempotence = {'class': 'fbf', 'adaptive': 'false'}`)
+	h.query(`ALTER TABLE ks.f2 WITH idempotence = {'class': 'fbf', 'filters': '4'}`)
+	wantErr(t, h.queryErr(`ALTER TABLE ks.f3 WITH idempotence = {'class': 'fbf'}`), frame.ErrConfig, "fbf_max_memory_in_mb")
+	// Vanilla counter tables take nothing.
+	h.query(`CREATE TABLE ks.v (k text PRIMARY KEY, c counter)`)
+}
