@@ -68,6 +68,9 @@ type Config struct {
 	// allocate (idemkv's own): a CREATE or ALTER TABLE over it is
 	// refused. Default 2048; -1: none.
 	FBFMaxMemoryMB int `yaml:"fbf_max_memory_in_mb"`
+	// MaxHintWindowMS: no hint is stored for a node down longer (as
+	// Cassandra's max_hint_window_in_ms). Default 10800000 (3 h); -1: none.
+	MaxHintWindowMS int `yaml:"max_hint_window_in_ms"`
 }
 
 // LoadConfig reads a YAML configuration file with idemkv's keys and
@@ -186,6 +189,7 @@ func (c Config) withDefaults() (Config, error) {
 	orNone(&c.BatchSizeWarnThresholdKB, 5)
 	orNone(&c.BatchSizeFailThresholdKB, 50)
 	orNone(&c.FBFMaxMemoryMB, 2048)
+	orNone(&c.MaxHintWindowMS, 3*60*60*1000) // coordinator.DefaultMaxHintWindow
 	if c.NativeTransportIdleTimeoutMS < 0 {
 		c.NativeTransportIdleTimeoutMS = 0
 	}

@@ -42,6 +42,7 @@ func TestConfigCassandraYAML(t *testing.T) {
 		// batch_size_warn_threshold: 5KiB, batch_size_fail_threshold: 50KiB
 		BatchSizeWarnThresholdKB: 5,
 		BatchSizeFailThresholdKB: 50,
+		MaxHintWindowMS:          10800000, // max_hint_window: 3h
 	}
 	got := c
 	got.IgnoredKeys = nil
