@@ -183,3 +183,21 @@ func TestTableOptionMemory(t *testing.T) {
 	// Vanilla counter tables take nothing.
 	h.query(`CREATE TABLE ks.v (k text PRIMARY KEY, c counter)`)
 }
+
+// CREATE and ALTER TABLE refuse an FBF option out of its bounds, naming the
+// option and the limit (issue 20: 'bits': '4294967295' took a node from
+// 17 MB to 2.1 GB).
+func TestFBFOptionOutOfRangeRefused(t *testing.T) {
+	h := newHarness(t)
+	h.setup()
+	wantErr(t, h.queryErr(`CREATE TABLE ks.f (k text PRIMARY KEY, c counter) WITH idempotence = {'class': 'fbf', 'bits': '4294967295'}`),
+		frame.ErrConfig, `idempotence option bits = "4294967295": out of range: must be at most 268435456 (32 MiB per filter)`)
+	if _, ok := h.f.sch.Table("ks", "f"); ok {
+		t.Fatal("the refused table was created")
+	}
+	h.query(`CREATE TABLE ks.f (k text PRIMARY KEY, c counter) WITH idempotence = {'class': 'fbf'}`)
+	wantErr(t, h.queryErr(`ALTER TABLE ks.f WITH idempotence = {'class': 'fbf', 'filters': '1000'}`),
+		frame.ErrConfig, `idempotence option filters = "1000": out of range: must be at most 64`)
+	wantErr(t, h.queryErr(`ALTER TABLE ks.f WITH idempotence = {'class': 'fbf', 'bits': '268435456', 'filters': '7'}`),
+		frame.ErrConfig, "(filters + 2) × bits = 9 × 268435456 bits = 288 MiB, more than the 256 MiB a column may take")
+}
