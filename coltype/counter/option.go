@@ -97,3 +97,15 @@ func (idempotence) MaxMemory(d coltype.TableDef, value string) int64 {
 	}
 	return n * perColumn
 }
+
+// CheckNew refuses a new definition (CREATE or ALTER, from CQL or another
+// client) whose values are out of their bounds, as ParseCQL does; Check
+// lets a stored one pass, to be loaded clamped.
+func (idempotence) CheckNew(_ coltype.TableDef, value string) error {
+	var m map[string]string
+	if err := json.Unmarshal([]byte(value), &m); err != nil {
+		return fmt.Errorf("idempotence option is not a JSON object of strings: %w", err)
+	}
+	_, err := ParseFBFOptions(m, checkTimeout)
+	return err
+}
