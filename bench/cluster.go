@@ -170,9 +170,9 @@ func (c *Cluster) HandoffStats() ClusterHandoffStats {
 	out := ClusterHandoffStats{SyncMessages: c.syncGone[0], SyncBytes: c.syncGone[1]}
 	for _, nd := range c.nodes {
 		if nd != nil {
-			st := nd.Coordinator().Stats()
-			out.SyncMessages += st.HandoffSyncMessages
-			out.SyncBytes += st.HandoffSyncBytes
+			msgs, bytes := handoffSync(nd)
+			out.SyncMessages += msgs
+			out.SyncBytes += bytes
 			hs := handoffcol.ReplicaStats(nd.Replica())
 			out.Slots += hs.Slots
 			out.Notices += hs.Notices
@@ -218,8 +218,9 @@ func (c *Cluster) Kill(i int) error {
 	if n != nil {
 		st := n.Coordinator().Stats()
 		c.dismissedGone += st.Dismissed
-		c.syncGone[0] += st.HandoffSyncMessages
-		c.syncGone[1] += st.HandoffSyncBytes
+		msgs, bytes := handoffSync(n)
+		c.syncGone[0] += msgs
+		c.syncGone[1] += bytes
 	}
 	c.mu.Unlock()
 	if n == nil {

@@ -82,7 +82,7 @@ func addLoadFlags(fs *flag.FlagSet, d loadDefaults) *loadFlags {
 		nodes:               fs.Int("nodes", 3, "nodes of the embedded ring (node i on 127.0.0.i)"),
 		rf:                  fs.Int("rf", 3, "replication factor of keyspace bench when the run creates it"),
 		cl:                  fs.String("cl", "QUORUM", "consistency level of the updates (final values are read at ALL)"),
-		modes:               fs.String("modes", "vanilla,fbf", "counter modes run side by side: tables vanilla, fbf and handoff (a handoff_counter column; clients are tier-1 participants)"),
+		modes:               fs.String("modes", "vanilla,fbf", "counter modes run side by side: tables vanilla, fbf, handoff (a handoff_counter column; clients are tier-1 participants) reset (a reset_counter column, updated like vanilla) and borrow (a borrow_counter column; clients borrow a dot)"),
 		clients:             fs.Int("clients", 16, "concurrent clients per mode, each with its own op-id client id"),
 		rate:                fs.Float64("rate", 0, "open loop: ops/s per mode on a fixed schedule (0: closed loop)"),
 		ops:                 fs.Int64("ops", d.ops, "ops per mode (0: run for --duration)"),
@@ -260,6 +260,9 @@ func checkReports(reports []*Report) error {
 		}
 		if m, ok := r.Mode(ModeHandoff); ok && (m.Overcount > 0 || m.Undercount > 0) {
 			return fmt.Errorf("%s: handoff over-counted by %d and under-counted by %d", r.Name, m.Overcount, m.Undercount)
+		}
+		if m, ok := r.Mode(ModeBorrow); ok && (m.Overcount > 0 || m.Undercount > 0) {
+			return fmt.Errorf("%s: borrow over-counted by %d and under-counted by %d", r.Name, m.Overcount, m.Undercount)
 		}
 		m, ok := r.Mode(ModeFBF)
 		if !ok {

@@ -14,6 +14,7 @@ import (
 	"github.com/idemkv/idemkv/client"
 	"github.com/idemkv/idemkv/cql"
 	"github.com/idemkv/idemkv/cql/frame"
+	"github.com/idemkv/idemkv/faultproxy"
 )
 
 // Counter modes: each is a table of keyspace bench, created through CQL.
@@ -23,10 +24,13 @@ const (
 	// ModeHandoff is bench.handoff (c handoff_counter): clients are tier-1
 	// handoff participants (client.HandoffCounter), see handoff.go.
 	ModeHandoff = "handoff"
+	// ModeBorrow is bench.borrow (c borrow_counter): clients borrow a dot
+	// (client.BorrowCounter), see borrow.go.
+	ModeBorrow = "borrow"
 )
 
 // knownModes fixes each mode's number, carried in its clients' ids.
-var knownModes = []string{ModeVanilla, ModeFBF, ModeHandoff}
+var knownModes = []string{ModeVanilla, ModeFBF, ModeHandoff, ModeReset, ModeBorrow}
 
 func modeNumber(mode string) (uint64, bool) {
 	for i, m := range knownModes {
@@ -108,15 +112,10 @@ func (f Faults) Any() bool {
 	return f.LostAck > 0 || f.Delay > 0 || f.KillEvery > 0 || f.PauseEvery > 0 || f.Reset > 0
 }
 
-// decide returns a uniform number in [0, 1) from the seed, a salt, the op
-// id's client index and sequence, and the attempt number.
-func decide(seed, salt uint64, op client.OpID, attempt int) float64 {
-	h := mix(seed ^ salt)
-	h = mix(h ^ op.Client&0xffff)
-	h = mix(h ^ op.Sequence)
-	h = mix(h ^ uint64(attempt))
-	return float64(h>>11) / (1 << 53)
-}
+// decide is the fault schedule's draw, shared with the fault proxies
+// (faultproxy.Decide), so that an in-node injector, the client and a proxy
+// fault the same attempts for the same seed.
+var decide = faultproxy.Decide
 
 // mix is splitmix64's finalizer.
 func mix(x uint64) uint64 {
@@ -127,8 +126,8 @@ func mix(x uint64) uint64 {
 }
 
 const (
-	saltLost  = 0x1057ac4
-	saltDelay = 0xde1a4
+	saltLost  = faultproxy.SaltLostAck
+	saltDelay = faultproxy.SaltDelay
 	saltNode  = 0x70de
 )
 

@@ -172,12 +172,23 @@ type HandoffResult struct {
 	// flush included) and their payload bytes, both ways, per update.
 	ExchangesPerUpdate float64 `json:"exchanges_per_update"`
 	BytesPerUpdate     float64 `json:"bytes_per_update"`
+	// Cells is the client counters (one client's counter of one key), and
+	// RoundTripsPerCell the client exchanges per cell.
+	Cells             int     `json:"cells"`
+	RoundTripsPerCell float64 `json:"round_trips_per_cell"`
 	// Tier-0 anti-entropy exchanges between replicas (each a request and
 	// its answer) and their payload bytes, per update (embedded ring only).
 	SyncPerUpdate      float64 `json:"sync_per_update"`
 	SyncBytesPerUpdate float64 `json:"sync_bytes_per_update"`
-	// Time from an increment's Add until its client learns it acquired by
-	// a tier-0 replica (the token's slot gone), in milliseconds.
+	// The accounting delay: time from an increment's Add until its client
+	// knew that a tier-0 replica had acquired it, i.e. that the servers'
+	// value includes it (an exchange answered with no token of the client
+	// outstanding), in milliseconds. Increments not yet known acquired when
+	// the load ends are counted when the final flush returns. The client
+	// can learn it an exchange or more after the replica acquired it, so
+	// this is an upper bound. The ops' own latency (ModeResult.P50MS...)
+	// is that of the exchanges, which return before their increments are
+	// acquired.
 	AccountP50MS float64 `json:"account_p50_ms"`
 	AccountP99MS float64 `json:"account_p99_ms"`
 	AccountMaxMS float64 `json:"account_max_ms"`
@@ -197,6 +208,25 @@ type HandoffResult struct {
 	// 60 s: Converged).
 	ConvergeMS float64 `json:"converge_ms"`
 	Converged  bool    `json:"converged"`
+	// FlushMS: how long the final flush and retirement of every client's
+	// counters took. SettledMS: from the end of the mode's load (its last
+	// op) until every key read at ALL held its expected value, i.e. until
+	// the final accounting settled: the wait for the other modes' final
+	// reads (which run first), the flush and retirement, and ReadExactMS.
+	FlushMS   float64 `json:"flush_ms"`
+	SettledMS float64 `json:"settled_ms"`
+
+	acct *hdrhistogram.Histogram // the Account* delays, microseconds
+}
+
+// Accounting is the histogram of the delays from an increment's Add until
+// its client knew a tier-0 replica had acquired it (AccountP50MS...), in
+// microseconds; nil when unknown.
+func (h *HandoffResult) Accounting() *hdrhistogram.Histogram {
+	if h == nil {
+		return nil
+	}
+	return h.acct
 }
 
 func (hr *handoffRun) result() *HandoffResult {
@@ -208,14 +238,19 @@ func (hr *handoffRun) result() *HandoffResult {
 			st := hk.h.Stats()
 			ex += st.Exchanges
 			bytes += st.BytesSent + st.BytesRecv
+			out.Cells++
 		}
 	}
 	q := func(p float64) float64 { return float64(hr.acct.ValueAtQuantile(p)) / 1000 }
 	out.AccountP50MS, out.AccountP99MS, out.AccountMaxMS = q(50), q(99), float64(hr.acct.Max())/1000
+	out.acct = hdrhistogram.Import(hr.acct.Export())
 	hr.mu.Unlock()
 	if out.Updates > 0 {
 		out.ExchangesPerUpdate = float64(ex) / float64(out.Updates)
 		out.BytesPerUpdate = float64(bytes) / float64(out.Updates)
+	}
+	if out.Cells > 0 {
+		out.RoundTripsPerCell = float64(ex) / float64(out.Cells)
 	}
 	return out
 }
@@ -256,6 +291,7 @@ func (r *runner) sampleSlots(peak *atomic.Int64) func() {
 // ALL until the values match the ledger (the replicas' anti-entropy) or 30 s
 // pass, and returns the final values and the mode's costs.
 func (r *runner) finishHandoff(ctx context.Context, s *gocql.Session, mr *modeRun, syncBefore ClusterHandoffStats, slotsPeak int) (map[int]int64, *HandoffResult, error) {
+	flushStart := time.Now()
 	if err := r.flushHandoff(ctx, mr); err != nil {
 		return nil, nil, err
 	}
@@ -279,6 +315,10 @@ func (r *runner) finishHandoff(ctx context.Context, s *gocql.Session, mr *modeRu
 	}
 	res := mr.handoff.result()
 	res.ReadExactMS = ms(time.Since(flushed))
+	res.FlushMS = ms(flushed.Sub(flushStart))
+	if end := mr.end.Load(); end > 0 {
+		res.SettledMS = ms(time.Since(time.Unix(0, end)))
+	}
 	if c := r.target.Cluster; c != nil {
 		// Every replica's own state, not only the largest: anti-entropy.
 		keys := mr.ledger.Keys()

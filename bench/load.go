@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/idemkv/idemkv/client"
+	"github.com/idemkv/idemkv/coltype/borrowcol"
 )
 
 // Config is one run of the load generator: every mode in Modes runs the
@@ -117,7 +119,7 @@ func (c Config) validate() error {
 	seen := map[string]bool{}
 	for _, m := range c.Modes {
 		if _, ok := modeNumber(m); !ok {
-			return fmt.Errorf("bench: counter mode %q: want %s, %s or %s", m, ModeVanilla, ModeFBF, ModeHandoff)
+			return fmt.Errorf("bench: counter mode %q: want one of %s", m, strings.Join(knownModes, ", "))
 		}
 		if seen[m] {
 			return fmt.Errorf("bench: counter mode %q given twice", m)
@@ -174,6 +176,7 @@ type modeRun struct {
 	maxRetryAfter              atomic.Int64 // nanoseconds after the first attempt
 	clientDups                 atomic.Int64 // updates known applied whose ack the client dropped
 	handoff                    *handoffRun  // the handoff mode's counters
+	borrow                     *borrowRun   // the borrow mode's counters
 }
 
 type runner struct {
@@ -250,6 +253,9 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		if m == ModeHandoff {
 			mr.handoff = newHandoffRun(cfg.Clients)
 		}
+		if m == ModeBorrow {
+			mr.borrow = newBorrowRun(cfg.Clients)
+		}
 		r.modes = append(r.modes, mr)
 	}
 	logStart := r.log.Len()
@@ -259,6 +265,10 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	if c := target.Cluster; c != nil && slices.Contains(cfg.Modes, ModeHandoff) {
 		syncBefore = c.HandoffStats()
 		stopSlots = r.sampleSlots(&slotsPeak)
+	}
+	var borrowBefore borrowcol.Stats
+	if c := target.Cluster; c != nil && slices.Contains(cfg.Modes, ModeBorrow) {
+		borrowBefore = c.borrowStats()
 	}
 	faultsDone := r.scheduleFaults(ctx)
 	start := time.Now()
@@ -312,10 +322,13 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	rep := &Report{Name: cfg.Name, Config: reportConfig(cfg, target, hosts), Series: r.series, faultEvents: r.log.Since(logStart)}
 	for _, mr := range r.modes {
 		var hres *HandoffResult
+		var bres *BorrowResult
 		var final map[int]int64
 		var err error
 		if mr.handoff != nil {
 			final, hres, err = r.finishHandoff(ctx, setup, mr, syncBefore, int(slotsPeak.Load()))
+		} else if mr.borrow != nil {
+			final, bres, err = r.finishBorrow(ctx, setup, mr, borrowBefore)
 		} else {
 			final, err = r.readFinal(ctx, setup, mr)
 		}
@@ -324,6 +337,7 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		}
 		res := mr.result(final)
 		res.Handoff = hres
+		res.Borrow = bres
 		rep.Modes = append(rep.Modes, res)
 	}
 	if c := target.Cluster; c != nil {
@@ -390,6 +404,9 @@ func (r *runner) createTables(s *gocql.Session) error {
 		typ := "counter"
 		if m == ModeHandoff {
 			typ = "handoff_counter"
+		}
+		if t, ok := modeColumnTypes[m]; ok {
+			typ = t
 		}
 		stmt := "CREATE TABLE IF NOT EXISTS bench." + m + " (k text PRIMARY KEY, c " + typ + ")"
 		if m == ModeFBF {
@@ -478,6 +495,8 @@ func (r *runner) client(ctx context.Context, mr *modeRun, c int) {
 		var err error
 		if mr.handoff != nil {
 			out, err = r.doHandoff(ctx, cli, mr, c, op)
+		} else if mr.borrow != nil {
+			out, err = r.doBorrow(ctx, cli, mr, c, op)
 		} else {
 			out, err = r.do(ctx, cli, mr, c, op)
 		}
@@ -485,7 +504,7 @@ func (r *runner) client(ctx context.Context, mr *modeRun, c int) {
 			r.fatal.CompareAndSwap(nil, &err)
 			return
 		}
-		if mr.handoff != nil {
+		if mr.handoff != nil || mr.borrow != nil {
 			mr.ledger.RecordHeld(op.Updates, out)
 		} else {
 			mr.ledger.Record(op.Updates, out)

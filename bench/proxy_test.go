@@ -8,29 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkv/idemkv/client"
-	"github.com/idemkv/idemkv/faultproxy"
 	"github.com/idemkv/idemkv/internal/testseed"
 )
-
-// TestProxyDecidesAsTheBench: the proxies fault the same attempts as the
-// bench's own injectors with the same seed.
-func TestProxyDecidesAsTheBench(t *testing.T) {
-	rng := testseed.Rand(t)
-	if saltLost != faultproxy.SaltLostAck || saltDelay != faultproxy.SaltDelay {
-		t.Fatal("salts differ")
-	}
-	for range 10000 {
-		seed := rng.Uint64()
-		op := client.OpID{Client: rng.Uint64(), Sequence: rng.Uint64N(1 << 20)}
-		a := rng.IntN(5) + 1
-		for _, salt := range []uint64{saltLost, saltDelay} {
-			if x, y := decide(seed, salt, op, a), faultproxy.Decide(seed, salt, op, a); x != y {
-				t.Fatalf("seed %d op %v attempt %d: bench %g, proxy %g", seed, op, a, x, y)
-			}
-		}
-	}
-}
 
 // TestProxiedRunVanillaOvercountsFBFExact: the load generator through
 // proxies in front of an embedded ring (its own injector unarmed): the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -142,6 +143,8 @@ type ModeResult struct {
 	FalsePositives int64 `json:"false_positives"`
 	// Handoff is the handoff mode's costs (nil for the other modes).
 	Handoff *HandoffResult `json:"handoff,omitempty"`
+	// Borrow is the borrow mode's costs (nil for the other modes).
+	Borrow *BorrowResult `json:"borrow,omitempty"`
 
 	latency *hdrhistogram.Histogram
 }
@@ -263,18 +266,41 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 		}
 		fmt.Fprintf(w, "%s: %s\n", name, r.Describe())
 		fmt.Fprintf(w, "  %s\n", r.DescribeFaults())
+		handoff := false
+		for _, m := range r.Modes {
+			handoff = handoff || m.Handoff != nil
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "mode\tops\tops/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tretries\tdismissed\t")
+		head := "mode\tops\tops/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tretries\tdismissed\t"
+		if handoff {
+			head += "counted p50 ms\tcounted p99 ms\tcounted max ms\t"
+		}
+		fmt.Fprintln(tw, head)
 		for _, m := range r.Modes {
 			dismissed := "-"
 			if m.DismissedKnown {
 				dismissed = strconv.FormatInt(m.Dismissed, 10)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%s\t",
 				m.Mode, m.Ops, m.OpsPerS, m.P50MS, m.P90MS, m.P99MS, m.P999MS, m.MaxMS, m.Retries, dismissed)
+			if handoff {
+				p50, p99, pmax := countedMS(m)
+				fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t", p50, p99, pmax)
+			}
+			fmt.Fprintln(tw)
 		}
 		if err := tw.Flush(); err != nil {
 			return fmt.Errorf("bench: write table: %w", err)
+		}
+		for _, m := range r.Modes {
+			if h := m.Handoff; h != nil {
+				fmt.Fprintf(w, "  %s ops are acknowledged when their exchange returns, before a replica counts their increments:\n"+
+					"  counted is the accounting delay, from an increment until its client knew it in the servers' value (an\n"+
+					"  upper bound; for the other modes, the ack: the consistency level's replicas hold the update); every\n"+
+					"  increment was in the servers' values (read at ALL) %.1f s after the load ended (final flush and\n"+
+					"  retirement %.1f s)\n",
+					m.Mode, h.SettledMS/1000, h.FlushMS/1000)
+			}
 		}
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -287,15 +313,33 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 		}
 		for _, m := range r.Modes {
 			if h := m.Handoff; h != nil {
-				fmt.Fprintf(w, "\nhandoff: %d updates; per update %.2f client exchanges (%.0f B), %.2f tier-0 sync exchanges (%.0f B); "+
+				fmt.Fprintf(w, "\nhandoff: %d updates; per update %.2f client exchanges (%.0f B), %.2f tier-0 sync exchanges (%.0f B); %d client cells, %.2f exchanges per cell; "+
 					"accounted at tier 0 after p50 %.1f ms, p99 %.1f ms, max %.1f ms; server slots peak %d, after the clients retired %d (%d notices held); "+
 					"exact at ALL %.0f ms and on every replica %.0f ms after the flush\n",
-					h.Updates, h.ExchangesPerUpdate, h.BytesPerUpdate, h.SyncPerUpdate, h.SyncBytesPerUpdate,
+					h.Updates, h.ExchangesPerUpdate, h.BytesPerUpdate, h.SyncPerUpdate, h.SyncBytesPerUpdate, h.Cells, h.RoundTripsPerCell,
 					h.AccountP50MS, h.AccountP99MS, h.AccountMaxMS, h.SlotsPeak, h.SlotsAfter, h.NoticesAfter, h.ReadExactMS, h.ConvergeMS)
+			}
+			if b := m.Borrow; b != nil {
+				fmt.Fprintf(w, "\nborrow: %d updates; per update %.2f client round trips (%.0f B) served by %.2f replica exchanges, %.2f replica sync exchanges (%.0f B); "+
+					"%d client cells, %.2f round trips and %.2f borrows per cell; client dots left after the retirements %d "+
+					"(%d increments transferred, %d unlearnt loans closed); exact %.0f ms and on every replica %.0f ms after the flush\n",
+					b.Updates, b.ExchangesPerUpdate, b.BytesPerUpdate, b.ReplicaExchangesPerUpdate, b.SyncPerUpdate, b.SyncBytesPerUpdate,
+					b.Cells, b.RoundTripsPerCell, b.BorrowsPerCell, b.BorrowedAfter, b.Transferred, b.Closed, b.ReadExactMS, b.ConvergeMS)
 			}
 		}
 	}
 	return nil
+}
+
+// countedMS is the delay until a mode's increments were counted by the
+// servers (p50, p99, max, in milliseconds): the handoff mode's accounting
+// delay, and for the other modes their ops' latency (an acknowledged update
+// is held by the replicas the consistency level asks for).
+func countedMS(m ModeResult) (p50, p99, pmax float64) {
+	if h := m.Handoff; h != nil {
+		return h.AccountP50MS, h.AccountP99MS, h.AccountMaxMS
+	}
+	return m.P50MS, m.P99MS, m.MaxMS
 }
 
 // WriteJSON writes one report as a JSON object, or several as an object
@@ -322,7 +366,8 @@ func WriteJSON(w io.Writer, reports ...*Report) error {
 var csvHeader = []string{"name", "mode", "ops", "attempted", "unknown", "failed", "updates", "elapsed_s", "ops_per_s", "updates_per_s",
 	"p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "expected", "uncertain", "final", "overcount", "undercount", "error_pct",
 	"attempts", "retries", "max_retry_after_ms", "dismissed", "duplicates", "false_positives",
-	"nodes", "rf", "consistency", "clients", "loop", "keys", "dist", "batch", "lost_ack", "delay", "seed"}
+	"nodes", "rf", "consistency", "clients", "loop", "keys", "dist", "batch", "lost_ack", "delay", "seed",
+	"counted_p50_ms", "counted_p99_ms", "counted_max_ms", "settled_ms"}
 
 // WriteCSV writes one row per report and mode.
 func WriteCSV(w io.Writer, reports ...*Report) error {
@@ -330,6 +375,16 @@ func WriteCSV(w io.Writer, reports ...*Report) error {
 	_ = cw.Write(csvHeader)
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 	d := func(x int64) string { return strconv.FormatInt(x, 10) }
+	counted := func(m ModeResult, q int) string {
+		p50, p99, pmax := countedMS(m)
+		return f(map[int]float64{50: p50, 99: p99, 100: pmax}[q])
+	}
+	settled := func(m ModeResult) string {
+		if m.Handoff == nil {
+			return ""
+		}
+		return f(m.Handoff.SettledMS)
+	}
 	for _, r := range reports {
 		c := r.Config
 		for _, m := range r.Modes {
@@ -338,7 +393,8 @@ func WriteCSV(w io.Writer, reports ...*Report) error {
 				d(m.Overcount), d(m.Undercount), f(m.ErrorPct), d(m.Attempts), d(m.Retries), f(m.MaxRetryAfterMS),
 				d(m.Dismissed), d(m.Duplicates), d(m.FalsePositives),
 				strconv.Itoa(c.Nodes), strconv.Itoa(c.RF), c.Consistency, strconv.Itoa(c.Clients), c.Loop, strconv.Itoa(c.Keys), c.Dist,
-				strconv.Itoa(c.Batch), f(c.LostAck), f(c.Delay), strconv.FormatUint(c.Seed, 10)})
+				strconv.Itoa(c.Batch), f(c.LostAck), f(c.Delay), strconv.FormatUint(c.Seed, 10),
+				counted(m, 50), counted(m, 99), counted(m, 100), settled(m)})
 		}
 	}
 	cw.Flush()
@@ -410,58 +466,108 @@ var modeColors = []color.Color{
 }
 
 // WritePlots draws a report's figures into dir: NAME-latency-cdf.png (the
-// latency CDF of each mode), NAME-expected-vs-final.png (expected and final
-// totals per mode) and, with samples, NAME-series.png.
+// latency CDF of each mode and, dashed, the handoff mode's accounting
+// delay), NAME-expected-vs-final.png (expected and final totals per mode,
+// the value axis from 0) and, with samples, NAME-series.png.
 func WritePlots(dir string, r *Report) ([]string, error) {
 	name := r.Name
 	if name == "" {
 		name = "run"
 	}
 	var files []string
-	// Latency CDF.
+	for _, f := range []struct {
+		file string
+		w, h vg.Length
+		make func(name string, r *Report) (*plot.Plot, []string, error)
+	}{
+		{name + "-latency-cdf.png", 7 * vg.Inch, 4.5 * vg.Inch, latencyPlot},
+		{name + "-expected-vs-final.png", 6 * vg.Inch, 4.5 * vg.Inch, expectedPlot},
+		{name + "-series.png", 7 * vg.Inch, 4.5 * vg.Inch, seriesPlot},
+	} {
+		p, labels, err := f.make(name, r)
+		if err != nil {
+			return files, fmt.Errorf("bench: plot: %w", err)
+		}
+		if p == nil || len(labels) == 0 {
+			continue
+		}
+		path := filepath.Join(dir, f.file)
+		if err := p.Save(f.w, f.h, path); err != nil {
+			return files, fmt.Errorf("bench: plot: %w", err)
+		}
+		files = append(files, path)
+	}
+	return files, nil
+}
+
+// cdf is the cumulative distribution of h (microseconds) in milliseconds.
+func cdf(h *hdrhistogram.Histogram) plotter.XYs {
+	var xys plotter.XYs
+	total := float64(h.TotalCount())
+	var cum int64
+	for _, b := range h.Distribution() {
+		if b.Count == 0 {
+			continue
+		}
+		cum += b.Count
+		xys = append(xys, plotter.XY{X: float64(b.To) / 1000, Y: float64(cum) / total})
+	}
+	return xys
+}
+
+// latencyPlot is the latency CDF of each mode's acknowledged ops and, for
+// the handoff mode, dashed in the same colour, the CDF of its accounting
+// delay: its ops return before the servers count their increments. It
+// returns the plot and its legend labels.
+func latencyPlot(name string, r *Report) (*plot.Plot, []string, error) {
 	p := plot.New()
-	p.Title.Text = name + ": latency of acknowledged ops"
+	p.Title.Text = name + ": latency of acknowledged ops (dashed: until counted by the servers)"
 	p.X.Label.Text = "latency (ms, log)"
 	p.Y.Label.Text = "fraction of ops ≤ x"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Min, p.Y.Max = 0, 1
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
-	drawn := false
+	var labels []string
 	for i, m := range r.Modes {
-		h := m.latency
-		if h == nil || h.TotalCount() == 0 {
-			continue
-		}
-		var xys plotter.XYs
-		total := float64(h.TotalCount())
-		var cum int64
-		for _, b := range h.Distribution() {
-			if b.Count == 0 {
-				continue
+		c := modeColors[i%len(modeColors)]
+		if h := m.latency; h != nil && h.TotalCount() > 0 {
+			l, err := plotter.NewLine(cdf(h))
+			if err != nil {
+				return nil, nil, err
 			}
-			cum += b.Count
-			xys = append(xys, plotter.XY{X: float64(b.To) / 1000, Y: float64(cum) / total})
+			l.Color = c
+			l.Width = vg.Points(1.5)
+			p.Add(l)
+			label := m.Mode
+			if m.Handoff != nil {
+				label += ": exchange acknowledged"
+			}
+			p.Legend.Add(label, l)
+			labels = append(labels, label)
 		}
-		l, err := plotter.NewLine(xys)
-		if err != nil {
-			return files, fmt.Errorf("bench: plot: %w", err)
+		if h := m.Handoff.Accounting(); h != nil && h.TotalCount() > 0 {
+			l, err := plotter.NewLine(cdf(h))
+			if err != nil {
+				return nil, nil, err
+			}
+			l.Color = c
+			l.Width = vg.Points(1.5)
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			p.Add(l)
+			label := m.Mode + ": increment counted by the servers"
+			p.Legend.Add(label, l)
+			labels = append(labels, label)
 		}
-		l.Color = modeColors[i%len(modeColors)]
-		l.Width = vg.Points(1.5)
-		p.Add(l)
-		p.Legend.Add(m.Mode, l)
-		drawn = true
 	}
-	if drawn {
-		f := filepath.Join(dir, name+"-latency-cdf.png")
-		if err := p.Save(7*vg.Inch, 4.5*vg.Inch, f); err != nil {
-			return files, fmt.Errorf("bench: plot: %w", err)
-		}
-		files = append(files, f)
-	}
-	// Expected vs final.
-	p = plot.New()
+	return p, labels, nil
+}
+
+// expectedPlot is the expected and final totals per mode, as bars whose
+// value axis starts at 0 (so that a 5 % over-count looks like 5 %).
+func expectedPlot(name string, r *Report) (*plot.Plot, []string, error) {
+	p := plot.New()
 	p.Title.Text = name + ": expected vs final (read at ALL)"
 	p.Y.Label.Text = "Σ counter values"
 	p.Legend.Top, p.Legend.Left = true, true
@@ -473,79 +579,109 @@ func WritePlots(dir string, r *Report) ([]string, error) {
 		fin = append(fin, float64(m.Final))
 		names = append(names, fmt.Sprintf("%s (%+.2f%%)", m.Mode, pctDiff(m)))
 	}
-	if len(names) > 0 {
-		be, err := plotter.NewBarChart(exp, w)
-		if err != nil {
-			return files, fmt.Errorf("bench: plot: %w", err)
-		}
-		bf, err := plotter.NewBarChart(fin, w)
-		if err != nil {
-			return files, fmt.Errorf("bench: plot: %w", err)
-		}
-		be.Color, be.Offset = color.RGBA{0x7f, 0x7f, 0x7f, 0xff}, -w/2
-		bf.Color, bf.Offset = color.RGBA{0x1f, 0x77, 0xb4, 0xff}, w/2
-		p.Add(be, bf)
-		p.Legend.Add("expected (acknowledged)", be)
-		p.Legend.Add("final", bf)
-		p.NominalX(names...)
-		lo, hi := minMax(append(append(plotter.Values{}, exp...), fin...))
-		p.Y.Min, p.Y.Max = max(0, lo-(hi-lo)-0.05*hi), hi+(hi-lo)+0.05*hi
-		f := filepath.Join(dir, name+"-expected-vs-final.png")
-		if err := p.Save(6*vg.Inch, 4.5*vg.Inch, f); err != nil {
-			return files, fmt.Errorf("bench: plot: %w", err)
-		}
-		files = append(files, f)
+	if len(names) == 0 {
+		return p, nil, nil
 	}
-	if len(r.Series) > 0 {
-		p = plot.New()
-		p.Title.Text = name + ": expected and read over time"
-		p.X.Label.Text = "time (s)"
-		p.Y.Label.Text = "Σ counter values"
-		p.Legend.Top, p.Legend.Left = true, true
-		p.Add(plotter.NewGrid())
-		byMode := map[string][]Sample{}
-		var modes []string
-		for _, s := range r.Series {
-			if _, ok := byMode[s.Mode]; !ok {
-				modes = append(modes, s.Mode)
-			}
-			byMode[s.Mode] = append(byMode[s.Mode], s)
-		}
-		sort.Strings(modes)
-		for i, m := range modes {
-			var e, rd plotter.XYs
-			for _, s := range byMode[m] {
-				e = append(e, plotter.XY{X: s.AtS, Y: float64(s.Expected)})
-				if s.ReadOK {
-					rd = append(rd, plotter.XY{X: s.AtS, Y: float64(s.Read)})
-				}
-			}
-			c := modeColors[i%len(modeColors)]
-			for j, xys := range []plotter.XYs{e, rd} {
-				if len(xys) == 0 {
-					continue
-				}
-				l, err := plotter.NewLine(xys)
-				if err != nil {
-					return files, fmt.Errorf("bench: plot: %w", err)
-				}
-				l.Color = c
-				label := m + " read"
-				if j == 0 {
-					l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-					label = m + " expected"
-				}
-				p.Add(l)
-				p.Legend.Add(label, l)
-			}
-		}
-		f := filepath.Join(dir, name+"-series.png")
-		if err := p.Save(7*vg.Inch, 4.5*vg.Inch, f); err != nil {
-			return files, fmt.Errorf("bench: plot: %w", err)
-		}
-		files = append(files, f)
+	be, err := plotter.NewBarChart(exp, w)
+	if err != nil {
+		return nil, nil, err
 	}
-	return files, nil
+	bf, err := plotter.NewBarChart(fin, w)
+	if err != nil {
+		return nil, nil, err
+	}
+	be.Color, be.Offset = color.RGBA{0x7f, 0x7f, 0x7f, 0xff}, -w/2
+	bf.Color, bf.Offset = color.RGBA{0x1f, 0x77, 0xb4, 0xff}, w/2
+	p.Add(be, bf)
+	p.Legend.Add("expected (acknowledged)", be)
+	p.Legend.Add("final", bf)
+	p.NominalX(names...)
+	_, hi := minMax(append(append(plotter.Values{}, exp...), fin...))
+	p.Y.Min, p.Y.Max = 0, niceAbove(1.15*hi) // room for the legend
+	p.Y.Tick.Marker = plainTicks{}
+	return p, []string{"expected (acknowledged)", "final"}, nil
+}
+
+// seriesPlot is the expected and read totals over time, per mode (nil
+// labels without samples).
+func seriesPlot(name string, r *Report) (*plot.Plot, []string, error) {
+	p := plot.New()
+	if len(r.Series) == 0 {
+		return p, nil, nil
+	}
+	p.Title.Text = name + ": expected and read over time"
+	p.X.Label.Text = "time (s)"
+	p.Y.Label.Text = "Σ counter values"
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	byMode := map[string][]Sample{}
+	var modes []string
+	for _, s := range r.Series {
+		if _, ok := byMode[s.Mode]; !ok {
+			modes = append(modes, s.Mode)
+		}
+		byMode[s.Mode] = append(byMode[s.Mode], s)
+	}
+	sort.Strings(modes)
+	var labels []string
+	for i, m := range modes {
+		var e, rd plotter.XYs
+		for _, s := range byMode[m] {
+			e = append(e, plotter.XY{X: s.AtS, Y: float64(s.Expected)})
+			if s.ReadOK {
+				rd = append(rd, plotter.XY{X: s.AtS, Y: float64(s.Read)})
+			}
+		}
+		c := modeColors[i%len(modeColors)]
+		for j, xys := range []plotter.XYs{e, rd} {
+			if len(xys) == 0 {
+				continue
+			}
+			l, err := plotter.NewLine(xys)
+			if err != nil {
+				return nil, nil, err
+			}
+			l.Color = c
+			label := m + " read"
+			if j == 0 {
+				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+				label = m + " expected"
+			}
+			p.Add(l)
+			p.Legend.Add(label, l)
+			labels = append(labels, label)
+		}
+	}
+	return p, labels, nil
+}
+
+// plainTicks is plot.DefaultTicks labelled 25000 rather than 25000.00.
+type plainTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
+}
+
+// niceAbove is the least round number (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6 or 8
+// times a power of ten) that is ≥ v, and at least 1.
+func niceAbove(v float64) float64 {
+	if v <= 1 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
 }
 
 func pctDiff(m ModeResult) float64 {

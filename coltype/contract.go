@@ -29,6 +29,7 @@ import (
 //	Deduplicator  op ids remembered, in-doubt compensation    FBF
 //	CQL           the type drivers see, which deltas are valid handoff (bigint, increments only)
 //	Exchanger     a client exchange in a custom payload       handoff, Borrow (borrow/inc/retire)
+//	ReadContext   SELECT returns what a DELETE may cancel      observed reset
 //	Channel       a per-cell exactly-once FIFO op channel      observed reset
 //	AntiEntropy   replicas reconcile cells in the background  handoff sync
 //
@@ -140,6 +141,9 @@ type Deletion struct {
 	// whose DELETE cancels only what was observed (the observed-reset
 	// counter); nil when the client sent none.
 	Context []byte
+	// Replicas are the key's natural replicas when the deletion is led by
+	// the coordinator (Update.Replicas); nil otherwise.
+	Replicas []counters.ID
 }
 
 // RowKey is the deletion's partition as the storage engine keys it.
@@ -246,6 +250,35 @@ type CQL interface {
 type Exchanger interface {
 	PayloadKey() string
 	Exchange(l Leader, table uint64, key []byte, column string, incoming []byte) ([]byte, error)
+}
+
+// ReadContext is the capability of types whose DELETE can cancel exactly
+// what a client read (the observed-reset counter): a request carrying the
+// custom payload ContextKey (any value) on a SELECT of one partition and
+// one column of the type gets back, under the same key, the context of the
+// cell as read (ContextOf the cell the coordinator answered with); a
+// DELETE of one such column carrying the payload passes its value as the
+// Deletion's Context.
+type ReadContext interface {
+	ContextKey() string
+	ContextOf(c row.Cell) ([]byte, error)
+}
+
+// DirectExchanger is the capability of Exchanger types whose client
+// exchanges the coordinator forwards unchanged to the replicas of the key,
+// and whose plain driver updates are led like a vanilla counter's (the type
+// is Leading). An Exchanger without it is served by the handoff paths (the
+// payload is a handoff state, a plain update runs a temporary tier-1
+// participant). Borrow-Counter uses it (borrow requests and client writes).
+type DirectExchanger interface {
+	Exchanger
+	// ExchangeEverywhere reports whether a payload may be applied by every
+	// replica (idempotent and joinable, as a client's write of its
+	// cumulative count): the coordinator then sends it to every live
+	// natural replica and answers once the statement's consistency level
+	// is met. Otherwise (a borrow request) it goes to one live natural
+	// replica, the first in ring order, then the next ones on failure.
+	ExchangeEverywhere(payload []byte) bool
 }
 
 // Channel is the hook of types whose replicas exchange ops over a per-cell,

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idemkv/idemkv/counters"
+
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 )
@@ -97,6 +99,12 @@ type Update struct {
 	Delete bool
 	// Context is what the client observed, for a Delete (Deletion.Context).
 	Context []byte
+
+	// Replicas are the key's natural replicas (host ids, ring order), set
+	// by the coordinator on the leader before it applies the update, for
+	// types that address each replica themselves (a per-replica outbox);
+	// nil when the update is applied outside the coordinator.
+	Replicas []counters.ID
 }
 
 // RowKey is the update's partition as the storage engine keys it.

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
@@ -379,6 +380,7 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 	if w.u.HasOp {
 		c.learnOp(ctx, w.u) // free unless the filter may be incomplete
 	}
+	w.u.Replicas = replicaIDs(natural)
 	m, err := c.cfg.Store.Apply(w.u)
 	for errors.Is(err, coltype.ErrOpInDoubt) {
 		// A retry of the very update this node holds in doubt: it waits
@@ -454,6 +456,18 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 	}
 	// Every replica answered and the level is still not met (some failed).
 	return &WriteTimeoutError{CL: w.cl, Received: t.total, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
+}
+
+// replicaIDs returns the host ids of endpoints (coltype.Update.Replicas);
+// an endpoint whose id is not a host id is left out.
+func replicaIDs(es []ring.Endpoint) []counters.ID {
+	out := make([]counters.ID, 0, len(es))
+	for _, e := range es {
+		if id, err := parseHostID(e.ID); err == nil {
+			out = append(out, counters.ID(id))
+		}
+	}
+	return out
 }
 
 // newRequirementFor rebuilds the coordinator's requirement on the leader:

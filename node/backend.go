@@ -43,6 +43,10 @@ func (b backend) HandoffExchange(ctx context.Context, table uint64, key []byte, 
 	return b.n.coord.HandoffExchange(ctx, table, key, column, state)
 }
 
+func (b backend) DirectExchange(ctx context.Context, table uint64, key []byte, column string, payload []byte, cl coordinator.ConsistencyLevel, everywhere bool) ([]byte, error) {
+	return b.n.coord.DirectExchange(ctx, table, key, column, payload, cl, everywhere)
+}
+
 func (b backend) HandoffIncrement(ctx context.Context, table uint64, key []byte, column string, n uint64) error {
 	return b.n.coord.HandoffIncrement(ctx, table, key, column, n)
 }

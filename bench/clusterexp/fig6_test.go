@@ -30,3 +30,20 @@ func TestFig6(t *testing.T) {
 		t.Fatalf("legacy counter: %d before the restart, %d after replay; want an over-count", beforeRestart, final["legacy"].A)
 	}
 }
+
+// TestFig6PlotFromZero: the bar chart's value axis starts at 0.
+func TestFig6PlotFromZero(t *testing.T) {
+	var rows []Fig6Row
+	for _, m := range []string{"vanilla", "fbf", "legacy"} {
+		for i, v := range []int64{5, 6, 9} {
+			rows = append(rows, Fig6Row{Step: string(rune('1'+i)) + " step", Mode: m, A: v, B: v, PaperValue: -1})
+		}
+	}
+	p, err := fig6Plot(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Y.Min != 0 {
+		t.Fatalf("fig6 value axis starts at %g, want 0", p.Y.Min)
+	}
+}

@@ -12,6 +12,15 @@ import (
 // plotFig6 draws the value replica A reads after each step, one bar group
 // per step, for each mode and the paper.
 func plotFig6(path string, rows []Fig6Row) error {
+	p, err := fig6Plot(rows)
+	if err != nil {
+		return err
+	}
+	return p.Save(6*vg.Inch, 4*vg.Inch, path)
+}
+
+// fig6Plot is the plot of plotFig6; its value axis starts at 0.
+func fig6Plot(rows []Fig6Row) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "Figs. 6/7: counter c1 after each step (replica A)"
 	p.Y.Label.Text = "value read"
@@ -33,7 +42,7 @@ func plotFig6(path string, rows []Fig6Row) error {
 		}
 		bars, err := plotter.NewBarChart(v, w)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		bars.Color = colors[i]
 		bars.Offset = vg.Points(float64(i-1) * 11)
@@ -43,7 +52,7 @@ func plotFig6(path string, rows []Fig6Row) error {
 	p.NominalX(steps...)
 	p.Legend.Top = true
 	p.Legend.Left = true
-	p.Y.Max = 12
+	p.Y.Min, p.Y.Max = 0, 12
 	p.X.Label.Text = fmt.Sprintf("step (paper: %v after step 4 vanilla, 6 with the FBF)", 9)
-	return p.Save(6*vg.Inch, 4*vg.Inch, path)
+	return p, nil
 }

@@ -44,6 +44,8 @@ type Result struct {
 	Command     string // the command that reproduces it
 	Files       []string
 	Rows        []Row
+
+	plots map[string]drawn // by file name, for the tests
 }
 
 // WriteTable prints the comparison table: ours, the paper's, and ours/paper.

@@ -130,7 +130,11 @@ func fig8(o Options, s Settings) (Result, error) {
 	var rows [][]float64
 	var xs, opt, simple []float64
 	for i, r := range rs {
-		rows = append(rows, []float64{float64(r.Elements), r.Optimized, r.Simple, r.Analytic, r.AnalyticSimple})
+		pOpt, pSimple := na, na // the paper's values, where the elements match
+		if float64(r.Elements) == paperElems[i] {
+			pOpt, pSimple = paperSmart[i], paperUnion[i]
+		}
+		rows = append(rows, []float64{float64(r.Elements), r.Optimized, r.Simple, r.Analytic, r.AnalyticSimple, pOpt, pSimple})
 		xs, opt, simple = append(xs, float64(r.Elements)), append(opt, r.Optimized), append(simple, r.Simple)
 		res.Rows = append(res.Rows,
 			Row{Metric: fmt.Sprintf("optimized FPP @%d", r.Elements), Ours: r.Optimized, Paper: paperSmart[i]},
@@ -138,11 +142,11 @@ func fig8(o Options, s Settings) (Result, error) {
 	}
 	red := 1 - rs[2].Optimized/rs[2].Simple
 	res.Rows = append(res.Rows, Row{Metric: "optimized lower than simple @300", Ours: red, Paper: 0.90, Note: "fraction (paper: ≈90% lower)"})
-	csv, err := writeCSV(o.Out, "fig8.csv", []string{"elements", "fpp_optimized", "fpp_simple", "analytic_eq3", "analytic_simple"}, rows)
+	csv, err := writeCSV(o.Out, "fig8.csv", []string{"elements", "fpp_optimized", "fpp_simple", "analytic_eq3", "analytic_simple", "paper_fpp_optimized", "paper_fpp_simple"}, rows)
 	if err != nil {
 		return res, err
 	}
-	png, err := savePlot(o.Out, "fig8.png", "Fig. 8: optimized vs simple membership check", "elements inserted", "false-positive probability", false, true, []series{
+	png, err := savePlot(&res, o.Out, "fig8.png", "Fig. 8: optimized vs simple membership check", "elements inserted", "false-positive probability", false, true, []series{
 		{name: "optimized (ours)", x: xs, y: opt},
 		{name: "simple (ours)", x: xs, y: simple},
 		{name: "optimized (paper)", x: paperElems, y: paperSmart, points: true},
@@ -173,7 +177,7 @@ func fig9(o Options, s Settings) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	png, err := savePlot(o.Out, "fig9.png", "Fig. 9: analysis vs empirical FPP", "elements inserted", "false-positive probability", false, true, []series{
+	png, err := savePlot(&res, o.Out, "fig9.png", "Fig. 9: analysis vs empirical FPP", "elements inserted", "false-positive probability", false, true, []series{
 		{name: "empirical (ours)", x: xs, y: emp},
 		{name: "Eq. 3 (ours)", x: xs, y: ana, dashed: true},
 		{name: "correlated Eq. 3 (ours)", x: xs, y: cor, dashed: true},
@@ -226,7 +230,7 @@ func fig10(o Options, s Settings) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	png, err := savePlot(o.Out, "fig10.png", "Fig. 10: FPP vs filter size (300 elements)", "bits per filter (m)", "false-positive probability", false, true, []series{
+	png, err := savePlot(&res, o.Out, "fig10.png", "Fig. 10: FPP vs filter size (300 elements)", "bits per filter (m)", "false-positive probability", false, true, []series{
 		{name: "empirical (ours)", x: xs, y: emp},
 		{name: "Eq. 3 (ours)", x: xs, y: ana, dashed: true},
 		{name: "empirical (paper)", x: paperSizes, y: paperSizeEmpiric, points: true},
@@ -311,7 +315,7 @@ func fig11(o Options, s Settings) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	png, err := savePlot(o.Out, "fig11.png", "Fig. 11: FPP vs rate for refresh periods t", "ops/s", "false-positive probability", true, true, ss)
+	png, err := savePlot(&res, o.Out, "fig11.png", "Fig. 11: FPP vs rate for refresh periods t", "ops/s", "false-positive probability", true, true, ss)
 	res.Files = []string{csv, png}
 	return res, err
 }
@@ -349,7 +353,7 @@ func fig12(o Options, s Settings) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	png, err := savePlot(o.Out, "fig12.png", "Fig. 12: FPP vs rate for numbers of filters (t=5s)", "ops/s", "false-positive probability", true, true, ss)
+	png, err := savePlot(&res, o.Out, "fig12.png", "Fig. 12: FPP vs rate for numbers of filters (t=5s)", "ops/s", "false-positive probability", true, true, ss)
 	res.Files = []string{csv, png}
 	return res, err
 }
@@ -473,7 +477,7 @@ func fig13(o Options, s Settings) (Result, error) {
 		}
 		prog.Add(1)
 		short := strings.SplitN(v.name, " (", 2)[0]
-		ss = append(ss, series{name: v.name, x: tr.t, y: tr.fpp})
+		ss = append(ss, series{name: v.name, x: tr.t, y: tr.fpp, wide: wide(len(ss))})
 		for i := range tr.t {
 			rows = append(rows, []float64{tr.t[i], tr.fpp[i], tr.filters[i], tr.period[i], tr.window[i]})
 			labels = append(labels, fmt.Sprintf("%q", short))
@@ -493,7 +497,7 @@ func fig13(o Options, s Settings) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	png, err := savePlot(o.Out, "fig13.png", "Fig. 13: adaptation on a rising load", "time (s)", "estimated FPP (Eq. 3)", false, true, ss)
+	png, err := savePlot(&res, o.Out, "fig13.png", "Fig. 13: adaptation on a rising load (equal series: wide pale line under the other)", "time (s)", "estimated FPP (Eq. 3)", false, true, ss)
 	if err != nil {
 		return res, err
 	}
@@ -504,13 +508,17 @@ func fig13(o Options, s Settings) (Result, error) {
 		for _, r := range rows[i*int(dur/time.Second) : (i+1)*int(dur/time.Second)] {
 			xs, ys = append(xs, r[0]), append(ys, r[4])
 		}
-		ws = append(ws, series{name: variants[i].name + " (N+1)·t", x: xs, y: ys})
+		ws = append(ws, series{name: variants[i].name + " (N+1)·t", x: xs, y: ys, wide: wide(i)})
 	}
 	ws = append(ws, series{name: "H", x: []float64{1, dur.Seconds()}, y: []float64{horizon.Seconds(), horizon.Seconds()}, dashed: true})
-	png2, err := savePlot(o.Out, "fig13-window.png", "Fig. 13: guaranteed window under adaptation", "time (s)", "window (N+1)·t (s)", false, false, ws)
+	png2, err := savePlot(&res, o.Out, "fig13-window.png", "Fig. 13: guaranteed window under adaptation (equal series: wide pale line under the other)", "time (s)", "window (N+1)·t (s)", false, false, ws)
 	res.Files = []string{csv, png, png2}
 	return res, err
 }
+
+// wide tells fig13's variant i to be drawn wide and pale: the middle
+// variant, which the paper's variant (drawn over it) may coincide with.
+func wide(i int) bool { return i == 1 }
 
 func lifeString(d time.Duration) string {
 	if d == time.Duration(math.MaxInt64) {

@@ -33,6 +33,11 @@ type Backend interface {
 	// is the replica's view for the client, returned once the replica's
 	// merged state is durable.
 	HandoffExchange(ctx context.Context, table uint64, key []byte, column string, state []byte) ([]byte, error)
+	// DirectExchange coordinates a client's exchange of a cell whose type
+	// is a coltype.DirectExchanger: the payload goes unchanged to one live
+	// replica of the key, or with everywhere to every live one, acknowledged
+	// at cl; a replica's answer is returned.
+	DirectExchange(ctx context.Context, table uint64, key []byte, column string, payload []byte, cl coordinator.ConsistencyLevel, everywhere bool) ([]byte, error)
 	// HandoffIncrement adds n to such a cell for a client that
 	// sent no state (a plain driver UPDATE): the coordinator acts as a
 	// tier-1 participant for the request (at-least-once with retries).

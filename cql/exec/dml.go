@@ -25,6 +25,7 @@ type write struct {
 	// exchange in a custom payload (coltype.Exchanger: handoff counters).
 	exchanger coltype.Exchanger
 	table     uint64
+	tableInfo *tableInfo // the table of a deletion
 	key       []byte
 	delete    bool
 	columns   []string
@@ -221,7 +222,13 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	}
 	if exchange {
 		u := writes[0].update
-		out, err := e.b.HandoffExchange(ctx, u.Table, u.Key, u.Column, state)
+		var out []byte
+		var err error
+		if d, direct := writes[0].exchanger.(coltype.DirectExchanger); direct {
+			out, err = e.b.DirectExchange(ctx, u.Table, u.Key, u.Column, state, coordinator.ConsistencyLevel(cl), d.ExchangeEverywhere(state))
+		} else {
+			out, err = e.b.HandoffExchange(ctx, u.Table, u.Key, u.Column, state)
+		}
 		if err != nil {
 			return err
 		}
@@ -231,12 +238,18 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	now := e.opts.Now().UnixNano()
 	for _, w := range writes {
 		if w.delete {
+			if handled, err := e.deleteContext(ctx, w.tableInfo, w, coordinator.ConsistencyLevel(cl), payload); handled || err != nil {
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			if err := e.b.Delete(ctx, w.table, w.key, w.columns, coordinator.ConsistencyLevel(cl)); err != nil {
 				return err
 			}
 			continue
 		}
-		if w.exchanger != nil {
+		if _, direct := w.exchanger.(coltype.DirectExchanger); w.exchanger != nil && !direct {
 			u := w.update
 			if err := e.b.HandoffIncrement(ctx, u.Table, u.Key, u.Column, uint64(u.Delta)); err != nil {
 				return err
@@ -308,7 +321,7 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []write{{delete: true, table: t.id, key: ks[0], columns: st.Columns, index: i}}, nil
+		return []write{{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: st.Columns, index: i}}, nil
 	}
 	return nil, nil
 }

@@ -25,7 +25,12 @@
 // Without the payload the coordinator acts as the tier-1 participant for the
 // request (at-least-once with driver retries); the delta must be ≥ 0 (a
 // handoff counter only grows). SELECT reads the largest fetch of the
-// replicas read. Handoff counter cells cannot be deleted.
+// replicas read. Handoff counter cells cannot be deleted. A type that is a
+// coltype.DirectExchanger (Borrow-Counters: coltype/borrowcol, payload
+// `idemkv-borrow`) is exchanged the same way, but its payload goes
+// unchanged to the replicas (coordinator.DirectExchange: everywhere at the
+// request's consistency level when the type says so, else to one), and a
+// plain update without the payload is led like a vanilla counter's.
 //
 // The FBF table option. `WITH idempotence = {'class': 'fbf', ...}` is kept
 // in TableDef.Options["idempotence"] as the JSON of the map's entries (all

@@ -97,6 +97,10 @@ func (f *fakeBackend) HandoffExchange(ctx context.Context, table uint64, key []b
 	return f.rep.Exchange(table, key, column, state)
 }
 
+func (f *fakeBackend) DirectExchange(ctx context.Context, table uint64, key []byte, column string, payload []byte, cl coordinator.ConsistencyLevel, everywhere bool) ([]byte, error) {
+	return f.rep.Exchange(table, key, column, payload)
+}
+
 // HandoffIncrement hands n off from a temporary tier-1 state, as the
 // coordinator does.
 func (f *fakeBackend) HandoffIncrement(ctx context.Context, table uint64, key []byte, column string, n uint64) error {

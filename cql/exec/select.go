@@ -85,7 +85,9 @@ func limitOf(st *parse.Select, values []frame.Value) (int, error) {
 	return int(n), nil
 }
 
-func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, p frame.QueryParams) (frame.Result, error) {
+// selectRows runs a SELECT; a request for a reset context (payload, see
+// selectContext) is answered in reply.
+func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, p frame.QueryParams, payload, reply map[string][]byte) (frame.Result, error) {
 	t, err := e.resolve(ks, st.Table)
 	if err != nil {
 		return nil, err
@@ -167,6 +169,7 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		if err != nil {
 			return nil, err
 		}
+		var read []row.Row
 		for _, k := range ks {
 			if limit > 0 && len(res.Rows) >= limit {
 				break
@@ -176,10 +179,14 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 				return nil, err
 			}
 			if found {
+				read = append(read, r)
 				if _, err := emit(r); err != nil {
 					return nil, err
 				}
 			}
+		}
+		if err := selectContext(t, sel, read, payload, reply); err != nil {
+			return nil, err
 		}
 		if counting {
 			res.Rows = [][]frame.Value{{frame.Bytes(frame.EncodeBigint(count))}}

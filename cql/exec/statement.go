@@ -153,7 +153,7 @@ func (e *Executor) run(ctx context.Context, s *cql.Session, ks string, st parse.
 	case *parse.AlterTable:
 		return e.alterTable(ctx, ks, st)
 	case *parse.Select:
-		return e.selectRows(ctx, ks, st, p)
+		return e.selectRows(ctx, ks, st, p, payload, reply)
 	case *parse.Update, *parse.Delete, *parse.Insert:
 		err := e.runBatch(ctx, -1, nil, []batchItem{{keyspace: ks, stmt: st, values: p.Values}}, p.Consistency, payload, reply)
 		if err != nil {

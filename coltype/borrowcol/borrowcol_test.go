@@ -1,0 +1,323 @@
+package borrowcol
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/commitlog"
+	"github.com/idemkv/idemkv/counters"
+	"github.com/idemkv/idemkv/counters/borrow"
+	"github.com/idemkv/idemkv/row"
+)
+
+// fakeLeader is one replica's storage of one column: the cells merged with
+// Type.Merge as the engine merges them.
+type fakeLeader struct {
+	id    counters.ID
+	mu    sync.Mutex
+	cells map[string]row.Cell
+	locks sync.Mutex
+}
+
+func newFake(id byte) *fakeLeader {
+	return &fakeLeader{id: counters.ID{id}, cells: map[string]row.Cell{}}
+}
+
+func (f *fakeLeader) CounterID() counters.ID { return f.id }
+func (f *fakeLeader) Now() time.Time         { return time.Unix(1, 0) }
+func (f *fakeLeader) Lock(row.Key, string) func() {
+	f.locks.Lock()
+	return f.locks.Unlock
+}
+func (f *fakeLeader) Cell(k row.Key, _ string) (row.Cell, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.cells[string(k.Partition)]
+	return c, ok, nil
+}
+func (f *fakeLeader) LocalShard(row.Key, string) (int64, int64, error) { return 0, 0, nil }
+func (f *fakeLeader) Write(k row.Key, m coltype.Mutation, _ commitlog.PayloadKind) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur, ok := f.cells[string(k.Partition)]
+	if !ok {
+		f.cells[string(k.Partition)] = m.Cell
+		return nil
+	}
+	out, err := Type{}.Merge(cur, m.Cell)
+	if err != nil {
+		return err
+	}
+	f.cells[string(k.Partition)] = out
+	return nil
+}
+func (f *fakeLeader) CacheLocalShard(row.Key, string, int64, int64) {}
+func (f *fakeLeader) ForgetLocalShard(row.Key, string)              {}
+
+// apply is the engine's ApplyMutation: Observe, then merge-and-write.
+func apply(t *testing.T, col *Column, f *fakeLeader, m coltype.Mutation) {
+	t.Helper()
+	if err := col.Observe(f, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Write(m.RowKey(), m, commitlog.PayloadShard); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func state(t *testing.T, f *fakeLeader, key string) *borrow.State {
+	t.Helper()
+	c, ok, _ := f.Cell(row.Key{Partition: []byte(key)}, "c")
+	if !ok {
+		return borrow.New()
+	}
+	s, err := DecodeCell(c.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// fakeEnv is a replica's environment with a host id.
+type fakeEnv struct{ id counters.ID }
+
+func (e fakeEnv) Now() time.Time                     { return time.Unix(1, 0) }
+func (e fakeEnv) CounterID() counters.ID             { return e.id }
+func (e fakeEnv) HostID() counters.ID                { return e.id }
+func (e fakeEnv) CounterWriteTimeout() time.Duration { return time.Second }
+func (e fakeEnv) Setting(string) string              { return "" }
+
+func newColumn(t *testing.T, f *fakeLeader) *Column {
+	t.Helper()
+	c, err := Type{}.Configure(fakeEnv{f.id}, coltype.TableDef{ID: 7}, "c", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(*Column)
+}
+
+// sync runs one anti-entropy exchange of key from a to b, as the
+// coordinator does: a's view to b, b's answer back to a.
+func syncCells(t *testing.T, ca *Column, a *fakeLeader, cb *Column, b *fakeLeader, key string) {
+	t.Helper()
+	v, err := ca.View(a, []byte(key), b.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := cb.Exchange(b, 7, []byte(key), "c", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.Exchange(a, 7, []byte(key), "c", reply); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRingPaths: plain updates led, a client's borrow (retried: the same
+// dot), duplicated cumulative writes, a retirement at a replica that is not
+// the creator, and the creator transferring the frozen dot after anti-entropy
+// or a replicated mutation: the value is exact throughout and no client dot
+// is left.
+func TestRingPaths(t *testing.T) {
+	fa, fb := newFake(1), newFake(2)
+	ca, cb := newColumn(t, fa), newColumn(t, fb)
+	key := "k"
+	u := coltype.Update{Table: 7, Key: []byte(key), Column: "c", Delta: 5}
+	m, err := ca.Lead(fa, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(t, cb, fb, m)
+	if v := state(t, fb, key).Value(); v != 5 {
+		t.Fatalf("b reads %d after a's plain update, want 5", v)
+	}
+	// A client borrows at a, twice (a lost answer): the same dot.
+	cl := borrow.NewClient(borrow.ID{0xcc})
+	var dot borrow.Dot
+	for range 2 {
+		ans, err := ca.Exchange(fa, 7, []byte(key), "c", EncodeBorrow(cl.ID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := DecodeCell(ans)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds := s.Dots()
+		if len(ds) != 1 || ds[0].Owner != cl.ID() || ds[0].Dot.Creator != borrow.ID(fa.id) {
+			t.Fatalf("borrow answer %v", ds)
+		}
+		if dot.Seq != 0 && ds[0].Dot != dot {
+			t.Fatalf("a retried borrow got %v, then %v", dot, ds[0].Dot)
+		}
+		dot = ds[0].Dot
+	}
+	if err := cl.Ask(dot.Creator); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Lent(dot); err != nil {
+		t.Fatal(err)
+	}
+	// Writes to b, each twice.
+	for range 3 {
+		w, err := cl.Add(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := EncodeWrite(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := cb.Exchange(fb, 7, []byte(key), "c", p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if v := state(t, fb, key).Value(); v != 11 {
+		t.Fatalf("b reads %d, want 11", v)
+	}
+	ret, err := cl.Retire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := EncodeWrite(ret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cb.Exchange(fb, 7, []byte(key), "c", p); err != nil {
+		t.Fatal(err)
+	}
+	if n := state(t, fb, key).Borrowed(); n != 1 {
+		t.Fatalf("b holds %d borrowed dots before the creator saw the retirement, want 1", n)
+	}
+	syncCells(t, cb, fb, ca, fa, key)
+	for _, f := range []*fakeLeader{fa, fb} {
+		s := state(t, f, key)
+		if s.Value() != 11 || s.Borrowed() != 0 {
+			t.Fatalf("replica %x: value %d, %d borrowed dots; want 11, 0", f.id[:1], s.Value(), s.Borrowed())
+		}
+	}
+	// Merge is the join: commutative and idempotent on these cells.
+	x, _, _ := fa.Cell(row.Key{Partition: []byte(key)}, "c")
+	y, _, _ := fb.Cell(row.Key{Partition: []byte(key)}, "c")
+	xy, err := Type{}.Merge(x, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yx, _ := Type{}.Merge(y, x)
+	if string(xy.Value) != string(yx.Value) {
+		t.Fatal("Merge is not commutative")
+	}
+}
+
+// TestObserveTransfers: a retirement reaching the creator in a replicated
+// mutation (a read repair, a hint) is transferred there.
+func TestObserveTransfers(t *testing.T) {
+	fa, fb := newFake(1), newFake(2)
+	ca, cb := newColumn(t, fa), newColumn(t, fb)
+	key := "k"
+	if _, err := ca.Exchange(fa, 7, []byte(key), "c", EncodeBorrow(borrow.ID{9})); err != nil {
+		t.Fatal(err)
+	}
+	d := state(t, fa, key).Dots()[0].Dot
+	ret := borrow.Write(borrow.ID{9}, d, borrow.Cell{Frozen: true, Count: 4})
+	p, _ := EncodeWrite(ret)
+	if _, err := cb.Exchange(fb, 7, []byte(key), "c", p); err != nil {
+		t.Fatal(err)
+	}
+	c, _, _ := fb.Cell(row.Key{Partition: []byte(key)}, "c")
+	apply(t, ca, fa, coltype.Mutation{Table: 7, Key: []byte(key), Cell: c})
+	s := state(t, fa, key)
+	if s.Value() != 4 || s.Borrowed() != 0 {
+		t.Fatalf("creator after the mutation: value %d, %d borrowed; want 4, 0", s.Value(), s.Borrowed())
+	}
+}
+
+// TestLostAnswerRetriedElsewhere: a client whose borrow answer from a was
+// lost (a was unreachable afterwards) borrows at b instead and retires
+// knowing only b's dot. When the retirement reaches a before b has
+// transferred its dot (the client writes to a, back up), a freezes and
+// transfers its unlearnt loan (closeUnlearnt) and nothing is left. In the
+// other order (b transfers first, then a sees no frozen dot of the client)
+// a's loan stays, count 0: the value is right, the dot is not collected
+// (the known gap in docs/borrow-counter.md).
+func TestLostAnswerRetriedElsewhere(t *testing.T) {
+	for _, retireAtA := range []bool{true, false} {
+		fa, fb := newFake(1), newFake(2)
+		ca, cb := newColumn(t, fa), newColumn(t, fb)
+		key := "k"
+		id := borrow.ID{9}
+		if _, err := ca.Exchange(fa, 7, []byte(key), "c", EncodeBorrow(id)); err != nil { // answer lost
+			t.Fatal(err)
+		}
+		ans, err := cb.Exchange(fb, 7, []byte(key), "c", EncodeBorrow(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := DecodeCell(ans)
+		cl := borrow.NewClient(id)
+		d := s.Dots()[0].Dot
+		if err := cl.Ask(d.Creator); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Lent(d); err != nil {
+			t.Fatal(err)
+		}
+		w, _ := cl.Add(3)
+		p, _ := EncodeWrite(w)
+		if _, err := cb.Exchange(fb, 7, []byte(key), "c", p); err != nil {
+			t.Fatal(err)
+		}
+		ret, err := cl.Retire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ = EncodeWrite(ret)
+		cr, fr := cb, fb
+		if retireAtA {
+			cr, fr = ca, fa
+		}
+		if _, err := cr.Exchange(fr, 7, []byte(key), "c", p); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			syncCells(t, ca, fa, cb, fb, key)
+		}
+		wantLeft := 0
+		if !retireAtA {
+			wantLeft = 1
+		}
+		for _, f := range []*fakeLeader{fa, fb} {
+			s := state(t, f, key)
+			if s.Value() != 3 || s.Borrowed() != wantLeft {
+				t.Fatalf("retirement at a %v, replica %x: value %d, %d borrowed; want 3, %d", retireAtA, f.id[:1], s.Value(), s.Borrowed(), wantLeft)
+			}
+		}
+		if retireAtA && ca.Stats().Closed != 1 {
+			t.Fatalf("a closed %d unlearnt loans, want 1", ca.Stats().Closed)
+		}
+	}
+}
+
+func TestPayloadErrors(t *testing.T) {
+	own := borrow.Write(borrow.ID{1}, borrow.Dot{Creator: borrow.ID{1}, Seq: 1}, borrow.Cell{Count: 1})
+	two := borrow.Write(borrow.ID{1}, borrow.Dot{Creator: borrow.ID{2}, Seq: 1}, borrow.Cell{Count: 1})
+	two.Join(borrow.Write(borrow.ID{3}, borrow.Dot{Creator: borrow.ID{2}, Seq: 2}, borrow.Cell{Count: 1}))
+	po, _ := EncodeWrite(own)
+	pt, _ := EncodeWrite(two)
+	pe, _ := EncodeWrite(borrow.New())
+	for _, b := range [][]byte{nil, {1}, {2, 1}, {1, 9}, {1, KindBorrow, 1}, po, pt, pe} {
+		if _, err := DecodePayload(b); err == nil {
+			t.Errorf("DecodePayload(%x): no error", b)
+		}
+	}
+	if _, err := (Type{}).Lead(nil, coltype.Update{}); err == nil {
+		t.Error("the unconfigured type led an update")
+	}
+	if err := (Type{}).CheckDelta(-1); err == nil {
+		t.Error("a negative delta was accepted")
+	}
+}

@@ -1,0 +1,95 @@
+// Package resetcol is the observed-reset counter column type,
+// `reset_counter` (counters/reset, Weidner & Almeida, PaPoC 2022): a
+// counter that DELETE resets and that keeps counting afterwards, where a
+// reset cancels exactly the increments its leader observed and an
+// increment concurrent with it on another replica survives.
+//
+// # The cell on each replica
+//
+// Each replica stores, in each cell, its OWN durable blob (never another
+// replica's): its reset.State of the cell (one counter, KindCounter), an
+// exactly-once FIFO channel to and from every other replica of the cell —
+// a reset.Outbox per peer (the ops this replica generated that the peer
+// has not acknowledged) and a reset.Inbox per origin (how many of the
+// origin's ops it delivered) — the number of ops it generated, and a
+// version it bumps on every write (EncodeCell documents the bytes). The
+// channels are per (origin, cell), as counters/reset's decision (b)
+// requires: C is per cell, so each cell is its own FIFO stream.
+//
+// # Writes (Leading, Deleter, Replicated)
+//
+// UPDATE t SET c = c + w is led by one replica (the coordinator's counter
+// write path): under the cell's lock it generates the op (State.Inc, one
+// op of weight w), applies it, pushes it to the outbox of every other
+// natural replica (coltype.Update.Replicas, which the coordinator sets),
+// writes the blob durably, and returns a Mutation whose cell value is the
+// op with its sequence number on each peer's channel (EncodeOp). The
+// coordinator sends it to the other replicas and counts their acks for
+// the consistency level, or hints it. A replica receiving it
+// (ApplyReplicated) feeds it to its Inbox for the origin, which restores
+// FIFO order and exactly-once: a duplicate, a retry, a hint replayed
+// after the direct message or a message that overtook an earlier one is
+// held or ignored, never applied twice or out of order. It applies what
+// is deliverable and writes the blob durably before acknowledging; an op
+// held beyond a gap is not acknowledged (ErrHeld: the coordinator hints
+// it, anti-entropy fills the gap, the hint's replay is then a duplicate).
+// Decrements are refused (CheckDelta): the paper's counter counts up, a
+// reset is the way down.
+//
+// DELETE c FROM t WHERE k = ? is an observed reset, led the same way: it
+// cancels what the LEADER's state observes when it leads the deletion
+// (State.ResetKey, or State.Reset of the context the client sent,
+// coltype.Deletion.Context), not what the client read: an increment that
+// reached the leader before the DELETE, even one the client never saw, is
+// cancelled; one concurrent with it on another replica survives. DELETE
+// FROM t WHERE k = ? resets every reset_counter of the row. The counter
+// counts again at once: there is no tombstone.
+//
+// # Catch-up (AntiEntropy, Exchanger)
+//
+// A replica that was down, or whose messages were lost, catches up by the
+// coordinator's anti-entropy rounds (the ones handoff counters use): every
+// cell this replica changed, and every cell whose outboxes are not empty
+// (Sweep puts them back each round), is exchanged with each other natural
+// replica: this replica's View for the peer (its pending ops for the peer
+// and its ack of the peer's stream) goes out, the peer's Exchange
+// delivers the ops, trims its outbox by the ack and answers with its own
+// View, which this replica takes in the same way. Outboxes shrink once
+// every peer has acknowledged. Ops beyond a gap are held in memory only;
+// the resend brings them back after a crash.
+//
+// # Reads (ReadPolicy, Merge)
+//
+// Replica states must not be merged entry by entry (a reset entry forgets
+// its n, so an entry-wise maximum can read higher than any real state).
+// The type's ReadRule is coltype.ReadDominant (no read repair), and Merge
+// never combines two states: it picks one blob whole, the maximum under a
+// total order (delivered sum, owner, version): the delivered sum is the
+// number of ops the replica generated plus the ops it delivered from each
+// other replica. For one owner a later version has a sum at least as
+// large, so storage (which only ever holds this replica's own versions)
+// keeps the newest; between replicas, when one replica's delivered vector
+// dominates another's, its sum is larger, so a coordinator answers with
+// the dominant replica's state. In every case the answer is some
+// replica's real state.
+//
+// # Not done
+//
+// A replica joining a cell's replica set does not receive the ops sent
+// before it joined (no state transfer); a client's retry (same op id) is
+// dismissed only by a replica that applied the first attempt within the
+// op window (OpWindowSetting), so a retry led by a replica the first
+// attempt has not reached counts twice; and the ops' channel is carried
+// by the mutation and anti-entropy messages rather than by the contract's
+// Channel hook, which is not wired.
+//
+// # Op ids
+//
+// An increment with a client op id carries it on the channel
+// (EncodeChannelOp); every replica remembers the op ids of the increments
+// it applied (Blob.Recent) for the op window. A leader that meets a retry
+// returns a dismissed mutation; the coordinator re-sends the leader's cell
+// to the other replicas, which take the ops they lack from its outbox.
+//
+// Importing the package registers the type (init).
+package resetcol

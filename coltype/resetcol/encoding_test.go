@@ -1,0 +1,219 @@
+package resetcol
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/idemkv/idemkv/counters/reset"
+	"github.com/idemkv/idemkv/internal/testseed"
+	"github.com/idemkv/idemkv/row"
+)
+
+func id(b byte) reset.ID { return reset.ID{b} }
+
+// sampleBlobs returns blobs of three replicas that exchanged some ops.
+func sampleBlobs(t testing.TB, rng *rand.Rand) []*Blob {
+	t.Helper()
+	ids := []reset.ID{id(1), id(2), id(3)}
+	var bs []*Blob
+	for _, self := range ids {
+		b := &Blob{State: reset.NewCounter(self), Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}}
+		for _, p := range ids {
+			if p != self {
+				b.Out[p], b.In[p] = &reset.Outbox{}, &reset.Inbox{}
+			}
+		}
+		bs = append(bs, b)
+	}
+	for range 30 {
+		i := rng.IntN(3)
+		var op reset.Op
+		var err error
+		if rng.IntN(4) == 0 {
+			op, err = bs[i].State.ResetKey("")
+		} else {
+			op, err = bs[i].State.Inc("", int64(1+rng.IntN(3)))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := op.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs[i].Gen++
+		bs[i].Version++
+		if op.Kind == reset.OpInc && rng.IntN(2) == 0 {
+			remember(bs[i], OpRecord{ID: [16]byte{byte(rng.IntN(256)), byte(rng.IntN(256))}, Time: rng.Int64N(1 << 40)})
+		}
+		for j, b := range bs {
+			if j == i {
+				continue
+			}
+			e := bs[i].Out[ids[j]].Push(p)
+			if rng.IntN(3) > 0 { // delivered, else left pending
+				b.In[ids[i]].Receive(e)
+				for {
+					q, ok := b.In[ids[i]].Next()
+					if !ok {
+						break
+					}
+					var o reset.Op
+					if err := o.UnmarshalBinary(q); err != nil {
+						t.Fatal(err)
+					}
+					if err := b.State.Apply(o); err != nil {
+						t.Fatal(err)
+					}
+				}
+				b.Version++
+			}
+		}
+	}
+	return bs
+}
+
+func TestCellRoundTrip(t *testing.T) {
+	rng := testseed.Rand(t)
+	for _, b := range sampleBlobs(t, rng) {
+		enc, err := EncodeCell(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeCell(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := EncodeCell(got)
+		if err != nil || !bytes.Equal(enc, again) {
+			t.Fatalf("re-encoding differs (%v)", err)
+		}
+		if got.Delivered() != b.Delivered() || got.Pending() != b.Pending() || got.State.Value("") != b.State.Value("") {
+			t.Fatal("decoded blob differs")
+		}
+		for n := range enc {
+			if _, err := DecodeCell(enc[:n]); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("a %d-byte prefix decodes: %v", n, err)
+			}
+		}
+	}
+}
+
+// TestMergeIsMaxOfTotalOrder: Merge picks one input whole, and is
+// commutative, associative and idempotent; a blob whose delivered vector
+// dominates wins.
+func TestMergeIsMaxOfTotalOrder(t *testing.T) {
+	rng := testseed.Rand(t)
+	var cells []row.Cell
+	for range 4 {
+		for _, b := range sampleBlobs(t, rng) {
+			enc, err := EncodeCell(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cells = append(cells, row.Cell{Column: "c", Value: enc, Timestamp: rng.Int64N(100)})
+		}
+	}
+	cells = append(cells, row.Cell{Column: "c", Tombstone: true, Timestamp: 7})
+	m := func(a, b row.Cell) row.Cell {
+		c, err := Type{}.Merge(a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	same := func(a, b row.Cell) bool {
+		return a.Tombstone == b.Tombstone && bytes.Equal(a.Value, b.Value) && a.Timestamp == b.Timestamp
+	}
+	for _, a := range cells {
+		if !same(m(a, a), a) {
+			t.Fatal("not idempotent")
+		}
+		for _, b := range cells {
+			ab := m(a, b)
+			if !same(ab, m(b, a)) {
+				t.Fatal("not commutative")
+			}
+			if !a.Tombstone && !b.Tombstone && !bytes.Equal(ab.Value, a.Value) && !bytes.Equal(ab.Value, b.Value) {
+				t.Fatal("merge made a new state")
+			}
+			for _, c := range cells[:5] {
+				if !same(m(ab, c), m(a, m(b, c))) {
+					t.Fatal("not associative")
+				}
+			}
+		}
+	}
+	// Dominance: a replica that delivered strictly more wins.
+	bs := sampleBlobs(t, rng)
+	hi := bs[0]
+	lo, err := DecodeCell(mustEncode(t, hi))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := hi.State.Inc("", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = op
+	hi.Gen++
+	hi.Version++
+	a := row.Cell{Value: mustEncode(t, hi)}
+	b := row.Cell{Value: mustEncode(t, lo)}
+	if !bytes.Equal(m(b, a).Value, a.Value) {
+		t.Fatal("the dominant state lost")
+	}
+}
+
+func mustEncode(t testing.TB, b *Blob) []byte {
+	t.Helper()
+	enc, err := EncodeCell(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enc
+}
+
+func TestOpAndSyncRoundTrip(t *testing.T) {
+	st := reset.NewCounter(id(1))
+	op, err := st.Inc("", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := op.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &OpRecord{ID: [16]byte{9}, Time: 12345}
+	ch := EncodeChannelOp(p, rec)
+	v := EncodeOp(id(1), ch, []Seq{{id(3), 4}, {id(2), 5}})
+	o, q, seqs, err := DecodeOp(v)
+	if err != nil || o != id(1) || !bytes.Equal(q, ch) || len(seqs) != 2 || seqs[0].Peer != id(2) {
+		t.Fatalf("op round trip: %v %v %v", o, seqs, err)
+	}
+	if got, r, err := DecodeChannelOp(q); err != nil || r == nil || *r != *rec || got.W != 3 {
+		t.Fatalf("channel op round trip: %+v %v %v", got, r, err)
+	}
+	if _, _, _, err := DecodeOp(EncodeOp(id(2), EncodeChannelOp(p, nil), []Seq{{id(3), 1}})); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("an op of another origin decodes: %v", err)
+	}
+	if _, _, _, err := DecodeOp(EncodeOp(id(1), p, []Seq{{id(3), 1}})); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a bare op decodes as a channel op: %v", err)
+	}
+	s := Sync{From: id(1), To: id(2), Ack: 9, Ops: []reset.Envelope{{Seq: 3, Payload: p}, {Seq: 4, Payload: p}}}
+	got, err := DecodeSync(EncodeSync(s))
+	if err != nil || got.Ack != 9 || len(got.Ops) != 2 || got.Ops[1].Seq != 4 {
+		t.Fatalf("sync round trip: %+v %v", got, err)
+	}
+}
+
+func TestCheckDelta(t *testing.T) {
+	if err := (Type{}).CheckDelta(-1); !errors.Is(err, reset.ErrDecrement) {
+		t.Fatalf("decrement: %v", err)
+	}
+	if err := (Type{}).CheckDelta(2); err != nil {
+		t.Fatal(err)
+	}
+}

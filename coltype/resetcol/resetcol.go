@@ -1,0 +1,717 @@
+package resetcol
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/commitlog"
+	"github.com/idemkv/idemkv/counters"
+	"github.com/idemkv/idemkv/counters/reset"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/row"
+)
+
+// TypeName is the column type of observed-reset counters (see the package
+// documentation).
+const TypeName = "reset_counter"
+
+// PayloadKey names the type's exchanges (coltype.Exchanger). They are the
+// replicas' anti-entropy messages (EncodeSync), not a client protocol.
+const PayloadKey = "idemkv-reset-sync"
+
+// Type is the registered column type: stateless, it merges and reads
+// cells. Configure gives each table column a *Column, which holds this
+// replica's blobs of the column's cells and implements the writes.
+type Type struct{}
+
+func init() { coltype.MustRegister(Type{}) }
+
+// errUnconfigured is returned by the registered value's write methods: the
+// replica calls the configured *Column's.
+var errUnconfigured = errors.New("resetcol: a write needs the column's configured instance")
+
+// Name implements coltype.ColumnType.
+func (Type) Name() string { return TypeName }
+
+// Configure implements coltype.Configurable: a column's blobs carry on
+// across ALTER TABLE (prev).
+func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev coltype.ColumnType) (coltype.ColumnType, error) {
+	if p, ok := prev.(*Column); ok {
+		return p, nil
+	}
+	window := DefaultOpWindow
+	if v := env.Setting(OpWindowSetting); v != "" {
+		w, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("setting %s = %q: %w", OpWindowSetting, v, err)
+		}
+		window = w
+	}
+	return &Column{env: env, self: reset.ID(env.HostID()), table: d.ID, column: column, window: window}, nil
+}
+
+// DefaultOpWindow is how long a replica remembers the client op ids of the
+// increments it applied (Blob.Recent), so that a client's retry is
+// dismissed, unless the replica setting OpWindowSetting (a Go duration)
+// says otherwise.
+const DefaultOpWindow = 10 * time.Second
+
+// OpWindowSetting is the name of the replica setting (coltype.Env.Setting)
+// of the op window.
+const OpWindowSetting = "reset_op_window"
+
+// Merge implements coltype.ColumnType: the maximum under the total order
+// (delivered sum, owner, version, bytes), never a combination of two
+// states (see the package documentation). A live cell wins over a
+// tombstone (no reset_counter cell is ever a tombstone; this only keeps
+// Merge total).
+func (Type) Merge(a, b row.Cell) (row.Cell, error) {
+	ts := max(a.Timestamp, b.Timestamp)
+	switch {
+	case a.Tombstone && b.Tombstone:
+		return row.Cell{Column: a.Column, Timestamp: ts, Tombstone: true}, nil
+	case a.Tombstone:
+		return b, nil
+	case b.Tombstone:
+		return a, nil
+	}
+	ba, err := DecodeCell(a.Value)
+	if err != nil {
+		return row.Cell{}, fmt.Errorf("column %q: %w", a.Column, err)
+	}
+	bb, err := DecodeCell(b.Value)
+	if err != nil {
+		return row.Cell{}, fmt.Errorf("column %q: %w", b.Column, err)
+	}
+	out := b
+	if Compare(ba, bb, a.Value, b.Value) >= 0 {
+		out = a
+	}
+	out.Timestamp = ts
+	return out, nil
+}
+
+// Compare orders two blobs by (delivered sum, owner, version), then by
+// their encodings: the order Merge takes the maximum of.
+func Compare(a, b *Blob, encA, encB []byte) int {
+	if c := cmpU(a.Delivered(), b.Delivered()); c != 0 {
+		return c
+	}
+	if c := a.State.Self().Compare(b.State.Self()); c != 0 {
+		return c
+	}
+	if c := cmpU(a.Version, b.Version); c != 0 {
+		return c
+	}
+	return bytes.Compare(encA, encB)
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Value implements coltype.ColumnType: the counter's value in the blob.
+func (Type) Value(c row.Cell) (int64, error) {
+	b, err := DecodeCell(c.Value)
+	if err != nil {
+		return 0, fmt.Errorf("column %q: %w", c.Column, err)
+	}
+	return int64(b.State.Value("")), nil
+}
+
+// Lead implements coltype.Leading for the registered value (an error).
+func (Type) Lead(coltype.Leader, coltype.Update) (coltype.Mutation, error) {
+	return coltype.Mutation{}, errUnconfigured
+}
+
+// CheckDelete implements coltype.Deleter: DELETE is a reset, always allowed.
+func (Type) CheckDelete(string) error { return nil }
+
+// Delete implements coltype.Deleter for the registered value (an error).
+func (Type) Delete(coltype.Leader, coltype.Deletion) (coltype.Mutation, error) {
+	return coltype.Mutation{}, errUnconfigured
+}
+
+// ReadRule implements coltype.ReadPolicy: answers are never merged entry by
+// entry nor repaired; Merge picks the dominant replica's state.
+func (Type) ReadRule() coltype.ReadRule { return coltype.ReadDominant }
+
+// CQLType implements coltype.CQL: drivers see a counter.
+func (Type) CQLType() string { return "counter" }
+
+// CheckDelta implements coltype.CQL: increments only.
+func (Type) CheckDelta(d int64) error {
+	if d < 0 {
+		return fmt.Errorf("%s columns can only be incremented, got %d (DELETE resets them): %w", TypeName, d, reset.ErrDecrement)
+	}
+	return nil
+}
+
+// ContextPayloadKey is the CQL custom payload key of a reset context
+// (coltype.ReadContext): a SELECT of one reset_counter carrying it gets
+// the context of what it read; a DELETE carrying it cancels exactly that.
+const ContextPayloadKey = "idemkv-reset-context"
+
+// ContextKey implements coltype.ReadContext.
+func (Type) ContextKey() string { return ContextPayloadKey }
+
+// ContextOf implements coltype.ReadContext: the reset context
+// (reset.Context, encoded) of what a read cell observes.
+func (Type) ContextOf(c row.Cell) ([]byte, error) {
+	b, err := DecodeCell(c.Value)
+	if err != nil {
+		return nil, fmt.Errorf("column %q: %w", c.Column, err)
+	}
+	return b.State.Observe("").MarshalBinary()
+}
+
+// Check implements coltype.Replayer: a replayed record must hold a cell.
+func (Type) Check(payload []byte) error {
+	_, err := DecodeCell(payload)
+	return err
+}
+
+// Replayed implements coltype.Replayer for the registered value.
+func (Type) Replayed(commitlog.Record) error { return nil }
+
+// Column is one reset_counter column of a table on one replica: this
+// replica's blobs of its cells in memory, the cells changed since the last
+// anti-entropy round and those whose outboxes hold ops.
+type Column struct {
+	Type
+	env    coltype.Env
+	self   reset.ID
+	table  uint64
+	column string
+	window time.Duration
+
+	cells sync.Map // partition key → *cell
+
+	dirtyMu sync.Mutex
+	dirty   map[string]coltype.CellRef
+	pending map[string]coltype.CellRef // cells whose outboxes hold ops
+
+	generated, delivered, writes, syncs, dismissed atomic.Uint64
+}
+
+// cell is this replica's blob of one cell, loaded once from storage and
+// then changed only under mu.
+type cell struct {
+	mu     sync.Mutex
+	loaded bool
+	b      *Blob
+	size   int // bytes of the stored blob
+}
+
+func (col *Column) ref(key []byte) coltype.CellRef {
+	return coltype.CellRef{Table: col.table, Key: key, Column: col.column}
+}
+
+// lock returns the cell, locked and loaded. The caller unlocks c.mu.
+func (col *Column) lock(l coltype.Leader, key []byte) (*cell, error) {
+	v, ok := col.cells.Load(string(key))
+	if !ok {
+		v, _ = col.cells.LoadOrStore(string(key), &cell{})
+	}
+	c := v.(*cell)
+	c.mu.Lock()
+	if c.loaded {
+		return c, nil
+	}
+	b := &Blob{State: reset.NewCounter(col.self), Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}}
+	stored, found, err := l.Cell(row.Key{Token: ring.Token(key), Partition: key}, col.column)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.size = 0
+	if found && !stored.Tombstone {
+		sb, err := DecodeCell(stored.Value)
+		if err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+		if sb.State.Self() != col.self {
+			c.mu.Unlock()
+			return nil, fmt.Errorf("resetcol: the stored cell belongs to replica %s, not %s", sb.State.Self(), col.self)
+		}
+		b, c.size = sb, len(stored.Value)
+	}
+	c.b, c.loaded = b, true
+	col.track(key, b)
+	return c, nil
+}
+
+// track records whether a cell's outboxes hold ops (Sweep resends them).
+func (col *Column) track(key []byte, b *Blob) {
+	col.dirtyMu.Lock()
+	defer col.dirtyMu.Unlock()
+	if b.Pending() == 0 {
+		delete(col.pending, string(key))
+		return
+	}
+	if col.pending == nil {
+		col.pending = map[string]coltype.CellRef{}
+	}
+	col.pending[string(key)] = col.ref(key)
+}
+
+// write stores the cell's blob with a new version. On error the cell is
+// reloaded from storage on next use (its in-memory blob may be ahead).
+// c.mu is held.
+func (col *Column) write(l coltype.Leader, key []byte, c *cell, ts int64) error {
+	c.b.Version++
+	enc, err := EncodeCell(c.b)
+	if err == nil {
+		if ts == 0 {
+			ts = col.env.Now().UnixMicro()
+		}
+		m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: enc, Timestamp: ts}}
+		err = l.Write(row.Key{Token: ring.Token(key), Partition: key}, m, commitlog.PayloadShard)
+	}
+	if err != nil {
+		c.loaded = false
+		return err
+	}
+	c.size = len(enc)
+	col.writes.Add(1)
+	col.track(key, c.b)
+	return nil
+}
+
+// Lead implements coltype.Leading: the increment is generated and applied
+// here, pushed to every other replica's outbox and written durably; the
+// returned mutation carries it with its sequence numbers.
+func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, error) {
+	if err := col.CheckDelta(u.Delta); err != nil {
+		return coltype.Mutation{}, err
+	}
+	if u.Delta == 0 {
+		// c = c + 0 changes nothing: an op addressed to nobody.
+		return coltype.Mutation{Table: col.table, Key: u.Key, Cell: row.Cell{Column: col.column, Value: EncodeOp(col.self, nil, nil), Timestamp: u.Timestamp}}, nil
+	}
+	c, err := col.lock(l, u.Key)
+	if err != nil {
+		return coltype.Mutation{}, err
+	}
+	defer c.mu.Unlock()
+	var rec *OpRecord
+	if u.HasOp {
+		col.prune(c)
+		if col.seen(c, u.OpID) {
+			// A retry of an increment applied here (led or delivered):
+			// nothing is applied; the replica answers with its cell,
+			// which the coordinator re-sends to the other replicas
+			// (ApplyReplicated takes their ops from it).
+			col.dismissed.Add(1)
+			return coltype.Mutation{Table: col.table, Key: u.Key, Cell: row.Cell{Column: col.column}, HasOp: true, OpID: u.OpID, OpTime: u.OpTime, Dismissed: true}, nil
+		}
+		rec = &OpRecord{ID: u.OpID, Time: u.OpTime}
+		if rec.Time <= 0 {
+			rec.Time = col.env.Now().UnixNano()
+		}
+	}
+	op, err := c.b.State.Inc("", u.Delta)
+	if err != nil {
+		return coltype.Mutation{}, fmt.Errorf("%s: %w", TypeName, err)
+	}
+	if rec != nil {
+		remember(c.b, *rec)
+	}
+	return col.emit(l, u.Key, c, op, rec, u.Replicas, u.Timestamp)
+}
+
+// seen reports whether a client op id is among the cell's recent ones.
+func (col *Column) seen(c *cell, id [16]byte) bool {
+	_, found := slices.BinarySearchFunc(c.b.Recent, id, func(r OpRecord, id [16]byte) int { return bytes.Compare(r.ID[:], id[:]) })
+	return found
+}
+
+// remember adds an op id to a blob's recent ones (kept sorted by id).
+func remember(b *Blob, r OpRecord) {
+	i, found := slices.BinarySearchFunc(b.Recent, r.ID, func(x OpRecord, id [16]byte) int { return bytes.Compare(x.ID[:], id[:]) })
+	if !found {
+		b.Recent = slices.Insert(b.Recent, i, r)
+	}
+}
+
+// prune drops the op ids older than the window. c.mu is held; the change
+// is written with the cell's next write.
+func (col *Column) prune(c *cell) {
+	horizon := col.env.Now().Add(-col.window).UnixNano()
+	c.b.Recent = slices.DeleteFunc(c.b.Recent, func(r OpRecord) bool { return r.Time < horizon })
+}
+
+// Delete implements coltype.Deleter: a reset of what the deletion's
+// context observed, or of what this (the leading) replica observes now.
+func (col *Column) Delete(l coltype.Leader, d coltype.Deletion) (coltype.Mutation, error) {
+	c, err := col.lock(l, d.Key)
+	if err != nil {
+		return coltype.Mutation{}, err
+	}
+	defer c.mu.Unlock()
+	var ctx reset.Context
+	if len(d.Context) > 0 {
+		if err := ctx.UnmarshalBinary(d.Context); err != nil {
+			return coltype.Mutation{}, fmt.Errorf("%s: reset context: %w", TypeName, err)
+		}
+	} else {
+		ctx = c.b.State.Observe("")
+	}
+	if ctx.Empty() {
+		// Nothing to cancel: an op addressed to nobody.
+		return coltype.Mutation{Table: d.Table, Key: d.Key, Cell: row.Cell{Column: d.Column, Value: EncodeOp(col.self, nil, nil), Timestamp: d.Timestamp}}, nil
+	}
+	op, err := c.b.State.Reset(ctx)
+	if err != nil {
+		c.loaded = false
+		return coltype.Mutation{}, fmt.Errorf("%s: %w", TypeName, err)
+	}
+	return col.emit(l, d.Key, c, op, nil, d.Replicas, d.Timestamp)
+}
+
+// emit pushes an op this replica generated (and applied to c.b.State) to
+// the outbox of every peer (the natural replicas given, and those the cell
+// already has an outbox for), writes the blob and returns the mutation to
+// replicate. c.mu is held.
+func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, rec *OpRecord, replicas []counters.ID, ts int64) (coltype.Mutation, error) {
+	enc, err := op.MarshalBinary()
+	if err != nil {
+		c.loaded = false
+		return coltype.Mutation{}, fmt.Errorf("%s: %w", TypeName, err)
+	}
+	payload := EncodeChannelOp(enc, rec)
+	for _, r := range replicas {
+		if id := reset.ID(r); id != col.self && c.b.Out[id] == nil {
+			c.b.Out[id] = &reset.Outbox{}
+		}
+	}
+	var seqs []Seq
+	for _, id := range slices.SortedFunc(maps.Keys(c.b.Out), reset.ID.Compare) {
+		e := c.b.Out[id].Push(payload)
+		seqs = append(seqs, Seq{Peer: id, Seq: e.Seq})
+	}
+	c.b.Gen++
+	if err := col.write(l, key, c, ts); err != nil {
+		return coltype.Mutation{}, err
+	}
+	// Anti-entropy only has to push ops and bring acks back: a new op
+	// puts its cell in the next round, and Sweep keeps a cell whose
+	// outboxes hold ops in every round after. A cell with nothing pending
+	// needs no round (its peers' rounds carry their ops and its acks).
+	col.MarkDirty(col.ref(key))
+	col.generated.Add(1)
+	m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: EncodeOp(col.self, payload, seqs), Timestamp: ts}}
+	if rec != nil {
+		m.HasOp, m.OpID, m.OpTime = true, rec.ID, rec.Time
+	}
+	return m, nil
+}
+
+// ApplyReplicated implements coltype.Replicated: an op another replica
+// led (its mutation, a hint, a retry) goes to this replica's inbox for its
+// origin, which delivers it once and in order; what is deliverable is
+// applied and written durably before the replica acknowledges.
+func (col *Column) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
+	if m.Cell.Tombstone {
+		return fmt.Errorf("%s columns are reset by DELETE through a leader, never tombstoned", TypeName)
+	}
+	if len(m.Cell.Value) > 0 && m.Cell.Value[0] == FormatCell {
+		return col.applyCell(l, m)
+	}
+	origin, payload, seqs, err := DecodeOp(m.Cell.Value)
+	if err != nil {
+		return err
+	}
+	if origin == col.self {
+		return nil // our own op, echoed
+	}
+	i := slices.IndexFunc(seqs, func(s Seq) bool { return s.Peer == col.self })
+	if i < 0 {
+		return nil // not addressed to this replica
+	}
+	c, err := col.lock(l, m.Key)
+	if err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	seq := seqs[i].Seq
+	if err := col.receive(l, m.Key, c, origin, []reset.Envelope{{Seq: seq, Payload: payload}}, false); err != nil {
+		return err
+	}
+	if d := c.b.In[origin].Delivered(); d < seq {
+		// Held beyond a gap: not applied, so not acknowledged (the
+		// coordinator hints it; anti-entropy fills the gap).
+		return fmt.Errorf("%w: op %d from %s, %d delivered", ErrHeld, seq, origin, d)
+	}
+	return nil
+}
+
+// ErrHeld is returned for a replicated op that arrived before an earlier
+// op of its origin: it is held, not applied, until the gap fills, and the
+// replica does not acknowledge it.
+var ErrHeld = errors.New("resetcol: op held until the ops before it arrive")
+
+// applyCell takes another replica's cell sent as a mutation (a leader
+// re-sends its cell when it dismisses a retry): its ops for this replica
+// are received as if from the channel. Not acknowledged while some are
+// held beyond a gap.
+func (col *Column) applyCell(l coltype.Leader, m coltype.Mutation) error {
+	b, err := DecodeCell(m.Cell.Value)
+	if err != nil {
+		return err
+	}
+	origin := b.State.Self()
+	out := b.Out[col.self]
+	if origin == col.self || out == nil || out.Len() == 0 {
+		return nil
+	}
+	envs := out.Pending()
+	c, err := col.lock(l, m.Key)
+	if err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if err := col.receive(l, m.Key, c, origin, envs, false); err != nil {
+		return err
+	}
+	last := envs[len(envs)-1].Seq
+	if d := c.b.In[origin].Delivered(); d < last {
+		return fmt.Errorf("%w: ops to %d from %s, %d delivered", ErrHeld, last, origin, d)
+	}
+	return nil
+}
+
+// receive takes envelopes from an origin into its inbox, applies every op
+// now deliverable and writes the blob if anything changed (or force).
+// c.mu is held.
+func (col *Column) receive(l coltype.Leader, key []byte, c *cell, origin reset.ID, envs []reset.Envelope, force bool) error {
+	in := c.b.In[origin]
+	if in == nil {
+		in = &reset.Inbox{}
+		c.b.In[origin] = in
+	}
+	before := in.Delivered()
+	for _, e := range envs {
+		in.Receive(e)
+	}
+	for {
+		p, ok := in.Next()
+		if !ok {
+			break
+		}
+		op, rec, err := DecodeChannelOp(p)
+		if err == nil && op.From != origin {
+			err = fmt.Errorf("%w: an op of %s on %s's channel", ErrCorrupt, op.From, origin)
+		}
+		if err == nil {
+			err = c.b.State.Apply(op)
+		}
+		if err != nil {
+			c.loaded = false
+			return fmt.Errorf("%s: op %d from %s: %w", TypeName, in.Delivered(), origin, err)
+		}
+		if rec != nil {
+			remember(c.b, *rec)
+		}
+	}
+	if in.Delivered() != before {
+		col.prune(c)
+	}
+	n := in.Delivered() - before
+	if n == 0 && !force {
+		return nil
+	}
+	if err := col.write(l, key, c, 0); err != nil {
+		return err
+	}
+	col.delivered.Add(n)
+	return nil
+}
+
+// View implements coltype.AntiEntropy: this replica's Sync for a peer —
+// its ack of the peer's ops and its own ops the peer has not acknowledged.
+func (col *Column) View(l coltype.Leader, key []byte, peer counters.ID) ([]byte, error) {
+	c, err := col.lock(l, key)
+	if err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	col.syncs.Add(1)
+	return EncodeSync(col.syncFor(c, reset.ID(peer))), nil
+}
+
+func (col *Column) syncFor(c *cell, peer reset.ID) Sync {
+	s := Sync{From: col.self, To: peer}
+	if in := c.b.In[peer]; in != nil {
+		s.Ack = in.Delivered()
+	}
+	if o := c.b.Out[peer]; o != nil {
+		s.Ops = o.Pending()
+	}
+	return s
+}
+
+// PayloadKey implements coltype.Exchanger. Only the configured *Column
+// is an Exchanger, for the anti-entropy exchanges between replicas: the
+// registered Type is not, so that the CQL layer does not take the type
+// for one updated by a client exchange.
+func (col *Column) PayloadKey() string { return PayloadKey }
+
+// Exchange implements coltype.Exchanger: a peer's Sync (anti-entropy). The
+// ack trims this replica's outbox to the peer, the ops are delivered as
+// replicated ops are, and the answer is this replica's Sync for the peer.
+func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, incoming []byte) ([]byte, error) {
+	s, err := DecodeSync(incoming)
+	if err != nil {
+		return nil, err
+	}
+	if s.To != col.self {
+		return nil, fmt.Errorf("%s: a sync message for %s reached %s", TypeName, s.To, col.self)
+	}
+	c, err := col.lock(l, key)
+	if err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	trimmed := false
+	if o := c.b.Out[s.From]; o != nil {
+		n := o.Len()
+		o.Ack(s.Ack)
+		trimmed = o.Len() != n
+	}
+	if err := col.receive(l, key, c, s.From, s.Ops, trimmed); err != nil {
+		return nil, err
+	}
+	return EncodeSync(col.syncFor(c, s.From)), nil
+}
+
+// MarkDirty implements coltype.AntiEntropy.
+func (col *Column) MarkDirty(c coltype.CellRef) {
+	col.dirtyMu.Lock()
+	if col.dirty == nil {
+		col.dirty = map[string]coltype.CellRef{}
+	}
+	col.dirty[string(c.Key)] = col.ref(c.Key)
+	col.dirtyMu.Unlock()
+}
+
+// TakeDirty implements coltype.AntiEntropy: the cells changed since the
+// last call, forgotten.
+func (col *Column) TakeDirty() []coltype.CellRef {
+	col.dirtyMu.Lock()
+	defer col.dirtyMu.Unlock()
+	out := slices.Collect(maps.Values(col.dirty))
+	col.dirty = nil
+	return out
+}
+
+// Sweep implements coltype.AntiEntropy: every cell whose outboxes hold ops
+// goes back into the next round; held is the ops they hold.
+func (col *Column) Sweep(coltype.Leader) (held int, err error) {
+	col.dirtyMu.Lock()
+	refs := slices.Collect(maps.Values(col.pending))
+	col.dirtyMu.Unlock()
+	for _, r := range refs {
+		col.MarkDirty(r)
+		if v, ok := col.cells.Load(string(r.Key)); ok {
+			c := v.(*cell)
+			c.mu.Lock()
+			if c.loaded {
+				held += c.b.Pending()
+			}
+			c.mu.Unlock()
+		}
+	}
+	return held, nil
+}
+
+// Replayed implements coltype.Replayer: a replayed cell whose outboxes
+// hold ops goes into anti-entropy, so that a restarted replica resends
+// them.
+func (col *Column) Replayed(rec commitlog.Record) error {
+	if rec.Kind == commitlog.PayloadTombstone {
+		return nil
+	}
+	b, err := DecodeCell(rec.Payload)
+	if err != nil {
+		return err
+	}
+	if b.Pending() > 0 {
+		col.MarkDirty(col.ref(bytes.Clone(rec.Key)))
+	}
+	return nil
+}
+
+// Stats are a replica's observed-reset counts.
+type Stats struct {
+	Generated uint64 // ops led here (increments and resets)
+	Delivered uint64 // ops of other replicas applied here
+	Writes    uint64 // blob versions written
+	Syncs     uint64 // anti-entropy messages built
+	Dismissed uint64 // client retries recognised by their op id
+	Cells     int    // cells in memory
+	Bytes     int    // bytes of their stored blobs
+	Entries   int    // counter entries (M) in them
+	Pending   int    // ops in their outboxes
+}
+
+// Stats returns the column's running counts and what its cells in memory
+// hold.
+func (col *Column) Stats() Stats {
+	s := Stats{Generated: col.generated.Load(), Delivered: col.delivered.Load(), Writes: col.writes.Load(), Syncs: col.syncs.Load(), Dismissed: col.dismissed.Load()}
+	col.cells.Range(func(_, v any) bool {
+		c := v.(*cell)
+		c.mu.Lock()
+		if c.loaded {
+			s.Cells++
+			s.Bytes += c.size
+			s.Entries += len(c.b.State.Entries(""))
+			s.Pending += c.b.Pending()
+		}
+		c.mu.Unlock()
+		return true
+	})
+	return s
+}
+
+// ColumnLister is what ReplicaStats needs of a replica (replica.Replica
+// implements it): every column instance of every table.
+type ColumnLister interface {
+	ColumnTypes() []coltype.ColumnType
+}
+
+// ReplicaStats sums the Stats of a replica's reset_counter columns.
+func ReplicaStats(r ColumnLister) Stats {
+	var out Stats
+	for _, t := range r.ColumnTypes() {
+		col, ok := t.(*Column)
+		if !ok {
+			continue
+		}
+		s := col.Stats()
+		out.Generated += s.Generated
+		out.Delivered += s.Delivered
+		out.Writes += s.Writes
+		out.Syncs += s.Syncs
+		out.Dismissed += s.Dismissed
+		out.Cells += s.Cells
+		out.Bytes += s.Bytes
+		out.Entries += s.Entries
+		out.Pending += s.Pending
+	}
+	return out
+}
