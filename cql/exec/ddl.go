@@ -390,6 +390,9 @@ func tablePropertyOptions(props []parse.Property) (map[string]string, error) {
 			opts[p.Name] = v
 		}
 	}
+	if err := checkTableParams(opts); err != nil {
+		return nil, err
+	}
 	return opts, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -209,4 +210,90 @@ func (w *warnings) attach(out *cql.Outcome) {
 	if len(w.list) > 0 {
 		out.Warnings = append(out.Warnings, w.list...)
 	}
+}
+
+// The numeric table parameters Cassandra parses and bounds
+// (TableAttributes, TableParams.validate); idemkv keeps them as text, so
+// it checks them as Cassandra does, with its messages.
+var (
+	intTableParams = map[string]bool{"gc_grace_seconds": true, "min_index_interval": true, "max_index_interval": true,
+		"memtable_flush_period_in_ms": true, "default_time_to_live": true}
+	doubleTableParams = map[string]bool{"bloom_filter_fp_chance": true, "crc_check_chance": true,
+		"read_repair_chance": true, "dclocal_read_repair_chance": true}
+)
+
+// minBloomFilterFPChance is Cassandra's
+// BloomCalculations.minSupportedBloomFilterFpChance().
+const minBloomFilterFPChance = 6.71e-05
+
+// checkTableParams parses and bounds the numeric parameters of a CREATE or
+// ALTER TABLE: a value that does not parse is a syntax error, one out of
+// its range a configuration error, with Cassandra's messages.
+func checkTableParams(opts map[string]string) error {
+	ints := map[string]int64{"min_index_interval": 128, "max_index_interval": 2048} // Cassandra's defaults
+	for name, v := range opts {
+		switch {
+		case intTableParams[name]:
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return frame.Errorf(frame.ErrSyntax, "Invalid integer value %s for '%s'", v, name)
+			}
+			ints[name] = n
+		case doubleTableParams[name]:
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return frame.Errorf(frame.ErrSyntax, "Invalid double value %s for '%s'", v, name)
+			}
+			switch {
+			case name == "bloom_filter_fp_chance" && (f <= minBloomFilterFPChance || f > 1 || math.IsNaN(f)):
+				return frame.Errorf(frame.ErrConfig, "%s must be larger than %s and less than or equal to 1.0 (got %s)",
+					name, javaDouble(minBloomFilterFPChance), javaDouble(f))
+			case name != "bloom_filter_fp_chance" && (f < 0 || f > 1 || math.IsNaN(f)):
+				return frame.Errorf(frame.ErrConfig, "%s must be larger than or equal to 0 and smaller than or equal to 1.0 (got %s)", name, javaDouble(f))
+			}
+		}
+	}
+	for _, name := range []string{"gc_grace_seconds", "memtable_flush_period_in_ms"} {
+		if n, ok := ints[name]; ok && n < 0 {
+			return frame.Errorf(frame.ErrConfig, "%s must be greater than or equal to 0 (got %d)", name, n)
+		}
+	}
+	if n := ints["min_index_interval"]; n < 1 {
+		return frame.Errorf(frame.ErrConfig, "min_index_interval must be greater than or equal to 1 (got %d)", n)
+	}
+	if lo, hi := ints["min_index_interval"], ints["max_index_interval"]; hi < lo {
+		return frame.Errorf(frame.ErrConfig, "max_index_interval must be greater than or equal to min_index_interval (%d) (got %d)", lo, hi)
+	}
+	return nil
+}
+
+// javaDouble formats f as Java's Double.toString does (for Cassandra's
+// messages): 2.0, 0.5, 1.0E-7, 6.71E-5.
+func javaDouble(f float64) string {
+	if a := math.Abs(f); f == 0 || a >= 1e-3 && a < 1e7 || math.IsNaN(f) || math.IsInf(f, 0) {
+		switch {
+		case math.IsNaN(f):
+			return "NaN"
+		case math.IsInf(f, 1):
+			return "Infinity"
+		case math.IsInf(f, -1):
+			return "-Infinity"
+		}
+		s := strconv.FormatFloat(f, 'f', -1, 64)
+		if !strings.Contains(s, ".") {
+			s += ".0"
+		}
+		return s
+	}
+	s := strconv.FormatFloat(f, 'E', -1, 64) // 6.71E-05, 1E-07
+	mant, exp, _ := strings.Cut(s, "E")
+	if !strings.Contains(mant, ".") {
+		mant += ".0"
+	}
+	neg := strings.HasPrefix(exp, "-")
+	exp = strings.TrimLeft(exp, "+-0")
+	if neg {
+		exp = "-" + exp
+	}
+	return mant + "E" + exp
 }

@@ -201,3 +201,35 @@ func TestFBFOptionOutOfRangeRefused(t *testing.T) {
 	wantErr(t, h.queryErr(`ALTER TABLE ks.f WITH idempotence = {'class': 'fbf', 'bits': '268435456', 'filters': '7'}`),
 		frame.ErrConfig, "(filters + 2) × bits = 9 × 268435456 bits = 288 MiB, more than the 256 MiB a column may take")
 }
+
+// The numeric table parameters idemkv keeps as text are parsed and
+// bounded as Cassandra's, with its messages (TableParams.validate).
+func TestTableParams(t *testing.T) {
+	h := newHarness(t)
+	h.setup()
+	for _, c := range []struct {
+		with, contains string
+		code           frame.ErrorCode
+	}{
+		{"gc_grace_seconds = 'abc'", "Invalid integer value abc for 'gc_grace_seconds'", frame.ErrSyntax},
+		{"gc_grace_seconds = -5", "gc_grace_seconds must be greater than or equal to 0 (got -5)", frame.ErrConfig},
+		{"gc_grace_seconds = 99999999999", "Invalid integer value 99999999999 for 'gc_grace_seconds'", frame.ErrSyntax},
+		{"crc_check_chance = 'x'", "Invalid double value x for 'crc_check_chance'", frame.ErrSyntax},
+		{"crc_check_chance = 2", "crc_check_chance must be larger than or equal to 0 and smaller than or equal to 1.0 (got 2.0)", frame.ErrConfig},
+		{"read_repair_chance = -0.5", "read_repair_chance must be larger than or equal to 0 and smaller than or equal to 1.0 (got -0.5)", frame.ErrConfig},
+		{"bloom_filter_fp_chance = 1.23", "bloom_filter_fp_chance must be larger than 6.71E-5 and less than or equal to 1.0 (got 1.23)", frame.ErrConfig},
+		{"bloom_filter_fp_chance = 0.0000001", "bloom_filter_fp_chance must be larger than 6.71E-5 and less than or equal to 1.0 (got 1.0E-7)", frame.ErrConfig},
+		{"min_index_interval = 0", "min_index_interval must be greater than or equal to 1 (got 0)", frame.ErrConfig},
+		{"max_index_interval = 5", "max_index_interval must be greater than or equal to min_index_interval (128) (got 5)", frame.ErrConfig},
+		{"memtable_flush_period_in_ms = -1", "memtable_flush_period_in_ms must be greater than or equal to 0 (got -1)", frame.ErrConfig},
+	} {
+		wantErr(t, h.queryErr(`CREATE TABLE ks.p (k text PRIMARY KEY, c counter) WITH `+c.with), c.code, c.contains)
+		wantErr(t, h.queryErr(`ALTER TABLE ks.t WITH `+c.with), c.code, c.contains)
+	}
+	h.query(`CREATE TABLE ks.p (k text PRIMARY KEY, c counter) WITH gc_grace_seconds = 0 AND bloom_filter_fp_chance = 1 AND crc_check_chance = 0 AND min_index_interval = 64 AND max_index_interval = 64`)
+	for f, want := range map[float64]string{2: "2.0", 0.5: "0.5", 1e-7: "1.0E-7", 6.71e-05: "6.71E-5", 1e7: "1.0E7", 1.23: "1.23", 0: "0.0"} {
+		if got := javaDouble(f); got != want {
+			t.Errorf("javaDouble(%v) = %q, want %q", f, got, want)
+		}
+	}
+}
