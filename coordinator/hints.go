@@ -39,6 +39,14 @@ type Hints struct {
 	deliverMu sync.Mutex
 
 	stored, delivered atomic.Uint64
+	// notStored counts the hints Store dropped: their target was down
+	// longer than the window (see SetWindow).
+	notStored atomic.Uint64
+	window    time.Duration
+	downtime  func(target string) time.Duration
+	// refused holds the targets whose hints are being dropped, so that
+	// the log says it once per outage.
+	refused map[string]bool
 	// held is, per target, how many hints at the head of its queue wait
 	// for Resume: those queued when Pause was called. Hints are replicated
 	// state, so the ones stored later may go first.
@@ -154,10 +162,45 @@ func recordMutation(r commitlog.Record) coltype.Mutation {
 	}
 }
 
-// Store keeps a mutation for a target node.
+// DefaultMaxHintWindow is Cassandra's max_hint_window default: 3 hours.
+const DefaultMaxHintWindow = 3 * time.Hour
+
+// SetWindow makes Store drop the hints of a target that downtime says has
+// been down longer than window (cassandra.yaml's max_hint_window), as
+// Cassandra's StorageProxy.shouldHint does: a node down that long must be
+// repaired, and its hints would only pile up. window ≤ 0 or a nil downtime
+// keeps every hint. Call it before the first Store.
+func (h *Hints) SetWindow(window time.Duration, downtime func(target string) time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.window, h.downtime = window, downtime
+}
+
+// NotStored returns how many hints Store dropped since opening: their
+// target was down longer than the hint window.
+func (h *Hints) NotStored() uint64 { return h.notStored.Load() }
+
+// Store keeps a mutation for a target node, unless the target has been
+// down longer than the hint window (see SetWindow): then the hint is
+// dropped, counted (NotStored) and logged once per outage.
 func (h *Hints) Store(target string, m coltype.Mutation) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.window > 0 && h.downtime != nil {
+		if down := h.downtime(target); down > h.window {
+			h.notStored.Add(1)
+			if !h.refused[target] {
+				if h.refused == nil {
+					h.refused = map[string]bool{}
+				}
+				h.refused[target] = true
+				h.logger.Warn(fmt.Sprintf("Not hinting %s which has been down %d ms (max_hint_window %v): its hints are dropped until it is back; repair it",
+					target, down.Milliseconds(), h.window), "target", target)
+			}
+			return nil
+		}
+		delete(h.refused, target)
+	}
 	q, err := h.queue(target)
 	if err != nil {
 		return err

@@ -213,3 +213,17 @@ func window(n int, t time.Duration) time.Duration {
 	}
 	return time.Duration(n+1) * t
 }
+
+// Validate reports whether New would accept c, without allocating the
+// filter: New's error, or nil.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
+// MemoryBytes is the memory of the bits of filters constituent filters of
+// c.Bits bits each (the steady state holds Past+2 of them; the adaptation
+// may grow it to MaxPast+2).
+func (c Config) MemoryBytes(filters int) int64 {
+	return int64(filters) * int64((uint64(c.Bits)+63)/64) * 8
+}

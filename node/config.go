@@ -59,6 +59,18 @@ type Config struct {
 	NativeTransportIdleTimeoutMS             int   `yaml:"native_transport_idle_timeout_in_ms"`                      // default 0: never, as Cassandra
 	NativeTransportHalfFrameTimeoutMS        int   `yaml:"native_transport_half_frame_timeout_in_ms"`                // a frame stalled half-read, default 10000 (idemkv's own)
 	NativeTransportWriteTimeoutMS            int   `yaml:"native_transport_write_timeout_in_ms"`                     // a write blocked by a client that reads nothing, default 30000 (idemkv's own)
+	// Batch size thresholds, as Cassandra's: a batch spanning several
+	// partitions over the warn threshold is logged and its client warned,
+	// over the fail threshold refused ("Batch too large"). -1: none.
+	BatchSizeWarnThresholdKB int `yaml:"batch_size_warn_threshold_in_kb"` // default 5, as Cassandra
+	BatchSizeFailThresholdKB int `yaml:"batch_size_fail_threshold_in_kb"` // default 50, as Cassandra
+	// FBFMaxMemoryMB bounds the FBF filters all tables may make the node
+	// allocate (idemkv's own): a CREATE or ALTER TABLE over it is
+	// refused. Default 2048; -1: none.
+	FBFMaxMemoryMB int `yaml:"fbf_max_memory_in_mb"`
+	// MaxHintWindowMS: no hint is stored for a node down longer (as
+	// Cassandra's max_hint_window_in_ms). Default 10800000 (3 h); -1: none.
+	MaxHintWindowMS int `yaml:"max_hint_window_in_ms"`
 }
 
 // LoadConfig reads a YAML configuration file with idemkv's keys and
@@ -174,6 +186,10 @@ func (c Config) withDefaults() (Config, error) {
 	orNone(&c.NativeTransportMaxRequestsPerConnection, 1024)
 	orNone(&c.NativeTransportHalfFrameTimeoutMS, 10000)
 	orNone(&c.NativeTransportWriteTimeoutMS, 30000)
+	orNone(&c.BatchSizeWarnThresholdKB, 5)
+	orNone(&c.BatchSizeFailThresholdKB, 50)
+	orNone(&c.FBFMaxMemoryMB, 2048)
+	orNone(&c.MaxHintWindowMS, 3*60*60*1000) // coordinator.DefaultMaxHintWindow
 	if c.NativeTransportIdleTimeoutMS < 0 {
 		c.NativeTransportIdleTimeoutMS = 0
 	}

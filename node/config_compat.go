@@ -314,6 +314,11 @@ var cassandraAliases = map[string]*alias{
 	"native_transport_receive_queue_capacity": {own: "native_transport_receive_queue_capacity_in_bytes",
 		apply: sizeIn(1, "bytes", func(c *Config, n int64) { c.NativeTransportReceiveQueueCapacityBytes = n })},
 	"native_transport_idle_timeout": {own: "native_transport_idle_timeout_in_ms", apply: durationMSOrZero(func(c *Config) *int { return &c.NativeTransportIdleTimeoutMS })},
+	"max_hint_window":               {own: "max_hint_window_in_ms", apply: durationMS(func(c *Config) *int { return &c.MaxHintWindowMS })},
+	"batch_size_warn_threshold": {own: "batch_size_warn_threshold_in_kb",
+		apply: sizeIn(1<<10, "KiB", func(c *Config, n int64) { c.BatchSizeWarnThresholdKB = int(min(n, 1<<30)) })},
+	"batch_size_fail_threshold": {own: "batch_size_fail_threshold_in_kb",
+		apply: sizeIn(1<<10, "KiB", func(c *Config, n int64) { c.BatchSizeFailThresholdKB = int(min(n, 1<<30)) })},
 }
 
 // sameAddress honours an address key that idemkv has no separate setting

@@ -39,6 +39,10 @@ func TestConfigCassandraYAML(t *testing.T) {
 		CounterWriteTimeoutMS:  5000,
 		ReadTimeoutMS:          5000,
 		Authenticator:          "org.apache.cassandra.auth.AllowAllAuthenticator",
+		// batch_size_warn_threshold: 5KiB, batch_size_fail_threshold: 50KiB
+		BatchSizeWarnThresholdKB: 5,
+		BatchSizeFailThresholdKB: 50,
+		MaxHintWindowMS:          10800000, // max_hint_window: 3h
 	}
 	got := c
 	got.IgnoredKeys = nil
@@ -110,6 +114,10 @@ func TestConfigKeys(t *testing.T) {
 				return c.NativeTransportMaxRequestDataInFlightMB == 1024 && c.NativeTransportMaxRequestDataPerIPMB == 32 &&
 					c.NativeTransportReceiveQueueCapacityBytes == 2<<20 && c.NativeTransportMaxAuthMessageKB == 64 && c.NativeTransportIdleTimeoutMS == 0
 			}},
+		{name: "batch size thresholds", yaml: "batch_size_warn_threshold: 10KiB\nbatch_size_fail_threshold: 1MiB\n",
+			check: func(c Config) bool { return c.BatchSizeWarnThresholdKB == 10 && c.BatchSizeFailThresholdKB == 1024 }},
+		{name: "batch size thresholds, old names", yaml: "batch_size_warn_threshold_in_kb: 7\nbatch_size_fail_threshold_in_kb: -1\n",
+			check: func(c Config) bool { return c.BatchSizeWarnThresholdKB == 7 && c.BatchSizeFailThresholdKB == -1 }},
 		{name: "idle timeout", yaml: "native_transport_idle_timeout: 2m\n", check: func(c Config) bool { return c.NativeTransportIdleTimeoutMS == 120000 }},
 		{name: "huge size", yaml: "native_transport_max_request_data_in_flight: 99999999999999GiB\n", err: "too large"},
 		{name: "authenticator class", yaml: "authenticator:\n  class_name: PasswordAuthenticator\n  parameters:\n    x: y\n",

@@ -126,7 +126,9 @@ func (n *Node) startCQL(wrap func(cql.Executor) cql.Executor) error {
 		auth = n.cfg.Credentials
 	}
 	n.events.last = n.schema.Visible()
-	var ex cql.Executor = exec.New(backend{n}, exec.Options{ClusterName: n.cfg.ClusterName, ReleaseVersion: ReleaseVersion, Logger: n.logger})
+	var ex cql.Executor = exec.New(backend{n}, exec.Options{ClusterName: n.cfg.ClusterName, ReleaseVersion: ReleaseVersion, Logger: n.logger,
+		BatchSizeWarnThreshold: kib(n.cfg.BatchSizeWarnThresholdKB), BatchSizeFailThreshold: kib(n.cfg.BatchSizeFailThresholdKB),
+		TableOptionMemory: mib(int64(n.cfg.FBFMaxMemoryMB))})
 	if wrap != nil {
 		ex = wrap(ex)
 	}
@@ -164,4 +166,12 @@ func (n *Node) CQLStats() cql.Stats {
 		return cql.Stats{}
 	}
 	return n.cql.Stats()
+}
+
+// kib converts a threshold in KiB to bytes; -1 (none) stays negative.
+func kib(n int) int64 {
+	if n < 0 {
+		return -1
+	}
+	return int64(n) << 10
 }

@@ -216,6 +216,10 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	if n.hints, err = coordinator.OpenHints(opts.FS, cfg.hintsDir(), logger); err != nil {
 		return fail(err)
 	}
+	if cfg.MaxHintWindowMS > 0 {
+		// n.view is made below, before anything stores a hint.
+		n.hints.SetWindow(ms(cfg.MaxHintWindowMS), func(target string) time.Duration { return n.view.downtime(target, opts.Clock()) })
+	}
 	// An update this node led whose replication a hint still waits to
 	// complete may have been retried and counted elsewhere: in doubt, as
 	// after an unclean stop.
@@ -736,6 +740,20 @@ func (v *clusterView) IsUp(hostID string) bool {
 		return false
 	}
 	return v.g.IsUp(hostID)
+}
+
+// downtime is how long a node has been down at now: since gossip last
+// heard a fresh state of it (the failure detector then convicts it), 0 when
+// it is up or unknown. Hints use it for their window.
+func (v *clusterView) downtime(hostID string, now time.Time) time.Duration {
+	if v.IsUp(hostID) {
+		return 0
+	}
+	p, ok := v.g.Node(hostID)
+	if !ok || p.LastSeen.IsZero() {
+		return 0
+	}
+	return max(0, now.Sub(p.LastSeen))
 }
 
 // holdDown (tests) makes the view hold a node down (up false: releases it).

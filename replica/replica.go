@@ -1136,6 +1136,10 @@ func (e env) CounterWriteTimeout() time.Duration { return e.r.cfg.CounterWriteTi
 func (e env) HostID() counters.ID                { return e.r.hostID }
 func (e env) Setting(name string) string         { return e.r.cfg.Settings[name] }
 
+// Logger is the replica's logger, for the warnings of column types (an
+// optional capability of coltype.Env).
+func (e env) Logger() *slog.Logger { return e.r.logger }
+
 // designColumn resolves a table's column and its type's instance.
 func (r *Replica) designColumn(tableID uint64, column string) (*table, coltype.ColumnType, error) {
 	t, err := r.table(tableID)

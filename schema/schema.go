@@ -357,9 +357,37 @@ func (s *Schema) CreateKeyspace(k Keyspace, ifNotExists bool) error {
 	return err
 }
 
+// newOption is the capability of table options whose new values are held
+// to bounds a stored definition may exceed (the FBF's idempotence option:
+// a stored one is loaded clamped).
+type newOption interface {
+	CheckNew(d coltype.TableDef, value string) error
+}
+
+// validateNew checks a new table definition (CREATE or ALTER): Validate,
+// and the bounds of its options' new values. Definitions merged from peers
+// and loaded at start are only Validated.
+func validateNew(t coltype.TableDef) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	for name, v := range t.Options {
+		o, ok := coltype.LookupOption(name)
+		if !ok || v == "" {
+			continue
+		}
+		if n, ok := o.(newOption); ok {
+			if err := n.CheckNew(t, v); err != nil {
+				return fmt.Errorf("table %s.%s: %w", t.Keyspace, t.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
 // CreateTable adds a table to an existing keyspace.
 func (s *Schema) CreateTable(t coltype.TableDef, ifNotExists bool) error {
-	if err := t.Validate(); err != nil {
+	if err := validateNew(t); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -386,7 +414,7 @@ func (s *Schema) CreateTable(t coltype.TableDef, ifNotExists bool) error {
 // AlterTable replaces a table's options (its id, keyspace, name and columns
 // stay) with the next revision.
 func (s *Schema) AlterTable(t coltype.TableDef) error {
-	if err := t.Validate(); err != nil {
+	if err := validateNew(t); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	_ "github.com/idemkv/idemkv/coltype/builtin" // the counter designs the tests use
@@ -108,5 +109,48 @@ func TestSchemaPersistsAndAppliesTables(t *testing.T) {
 	}
 	if len(rep.Tables()) != 0 {
 		t.Fatal("dropping the keyspace left its table on the replica")
+	}
+}
+
+// TestNewTableOptionsBounded: a new definition (CREATE or ALTER, from CQL
+// or the peer-protocol client) with an FBF option out of its bounds is
+// refused; the same definition merged from a peer (an older version's) is
+// accepted, and loaded with the values clamped.
+func TestNewTableOptionsBounded(t *testing.T) {
+	dir := t.TempDir()
+	rep, err := replica.Open(replica.Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close()
+	s, err := Open(dir, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateKeyspace(Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "1"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	huge := coltype.TableDef{ID: 9, Keyspace: "ks", Name: "t", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}},
+		Options: map[string]string{"idempotence": `{"class":"fbf","bits":"4294967295"}`}}
+	if err := s.CreateTable(huge, false); err == nil || !strings.Contains(err.Error(), "at most 268435456") {
+		t.Fatalf("CreateTable with 2^32 bits: %v", err)
+	}
+	ok := huge
+	ok.Options = map[string]string{"idempotence": `{"class":"fbf"}`}
+	if err := s.CreateTable(ok, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AlterTable(huge); err == nil || !strings.Contains(err.Error(), "at most 268435456") {
+		t.Fatalf("AlterTable to 2^32 bits: %v", err)
+	}
+	// From a peer without the bounds: merged, loaded clamped.
+	peer := emptyDoc()
+	huge.ID, huge.Name = 10, "u"
+	peer.Tables[huge.ID] = huge
+	if _, err := s.Merge(peer); err != nil {
+		t.Fatalf("merge of a peer's table out of the bounds: %v", err)
+	}
+	if _, found := s.Table("ks", "u"); !found {
+		t.Fatal("the peer's table is not served")
 	}
 }

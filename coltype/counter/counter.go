@@ -2,6 +2,8 @@ package counter
 
 import (
 	"fmt"
+	"log/slog"
+	"strings"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
@@ -59,9 +61,16 @@ func (Vanilla) Value(c row.Cell) (int64, error) { return CellValue(c) }
 // carry on, and a filter whose options changed stays consulted until every
 // id it holds is older than its window.
 func (Vanilla) Configure(env coltype.Env, d coltype.TableDef, column string, prev coltype.ColumnType) (coltype.ColumnType, error) {
-	fo, on, err := tableFBF(d, env.CounterWriteTimeout())
+	fo, on, clamped, err := tableFBF(d, env.CounterWriteTimeout())
 	if err != nil || !on {
 		return Vanilla{}, err
+	}
+	if len(clamped) > 0 {
+		if lg, ok := env.(interface{ Logger() *slog.Logger }); ok && lg.Logger() != nil {
+			lg.Logger().Warn(fmt.Sprintf("table %s.%s: idempotence options out of range, clamped to their limits: %s; the filter uses the limits. "+
+				"To choose the values, run ALTER TABLE %s.%s WITH idempotence = {...} with values within the limits (docs/fbf.md)",
+				d.Keyspace, d.Name, strings.Join(clamped, ", "), d.Keyspace, d.Name), "table", d.Keyspace+"."+d.Name, "column", column)
+		}
 	}
 	old, _ := prev.(*fbfCounter)
 	if old != nil && old.opts == fo {

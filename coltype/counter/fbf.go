@@ -3,7 +3,11 @@ package counter
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +46,29 @@ type FBFOptions struct {
 	Leader string
 }
 
+// Bounds of the FBF options: what one FBF counter column may make a node
+// allocate. A column holds N+2 filters of m bits in steady state, N+2 more
+// for a window after an ALTER TABLE that changes its filter (the retired
+// filter), and its adaptation grows N up to MaxFBFFilters only while the
+// filters fit in MaxFBFColumnMemory. docs/fbf.md explains the choice.
+const (
+	MinFBFBits          = 64
+	MaxFBFBits          = 1 << 28 // 32 MiB per filter
+	MaxFBFHashes        = 32
+	MaxFBFFilters       = 64 // the adaptation's default maximum N
+	MinFBFRefreshPeriod = 10 * time.Millisecond
+	MaxFBFRefreshPeriod = 24 * time.Hour
+	MaxFBFRetryHorizon  = 24 * time.Hour
+	MinFBFTargetFPP     = 1e-9
+	MaxFBFTargetFPP     = 0.5
+	// MaxFBFColumnMemory bounds (N+2)·m/8 bytes, the filters of a column.
+	MaxFBFColumnMemory int64 = 256 << 20
+)
+
+// ErrFBFOptionOutOfRange is wrapped by the errors of an FBF option out of
+// its bounds.
+var ErrFBFOptionOutOfRange = errors.New("out of range")
+
 // Defaults of the FBF options.
 const (
 	DefaultFBFTargetFPP     = 1e-4
@@ -51,38 +78,104 @@ const (
 	DefaultFBFRetryAttempts = 4 // gocql's default policy: one try and three retries
 )
 
-// ParseFBFOptions reads the idempotence option map. timeout is the counter
-// write timeout the defaults derive from.
+// ParseFBFOptions reads the idempotence option map, refusing a value out
+// of its bounds (see the Max/Min constants and docs/fbf.md). timeout is the
+// counter write timeout the defaults derive from. It allocates no filter.
 func ParseFBFOptions(m map[string]string, timeout time.Duration) (FBFOptions, error) {
-	o := FBFOptions{Adaptive: true, TargetFPP: DefaultFBFTargetFPP, Bits: DefaultFBFBits, Hashes: DefaultFBFHashes, Filters: DefaultFBFFilters}
+	o, _, err := parseFBF(m, timeout, false)
+	return o, err
+}
+
+// parseFBF reads the idempotence option map. With clamp, a value out of its
+// bounds is replaced by the nearest bound and described in clamped, instead
+// of being an error (a stored table definition: see TableFBF).
+func parseFBF(m map[string]string, timeout time.Duration, clamp bool) (o FBFOptions, clamped []string, err error) {
+	o = FBFOptions{Adaptive: true, TargetFPP: DefaultFBFTargetFPP, Bits: DefaultFBFBits, Hashes: DefaultFBFHashes, Filters: DefaultFBFFilters}
 	if c := m["class"]; !strings.EqualFold(c, "fbf") {
-		return o, fmt.Errorf("idempotence class %q: the only class is 'fbf'", c)
+		return o, nil, fmt.Errorf("idempotence class %q: the only class is 'fbf'", c)
 	}
-	for k, v := range m {
+	// out handles a value out of its bounds: an error naming the option,
+	// its value and the limit, or with clamp the bound and a note.
+	out := func(k, v string, limit string, set func()) error {
+		if !clamp {
+			return fmt.Errorf("%w: %s", ErrFBFOptionOutOfRange, limit)
+		}
+		set()
+		clamped = append(clamped, fmt.Sprintf("%s = %q (%s)", k, v, limit))
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
 		var err error
 		switch k {
 		case "class":
 		case "target_fpp":
 			o.TargetFPP, err = strconv.ParseFloat(v, 64)
-			if err == nil && (o.TargetFPP <= 0 || o.TargetFPP >= 1) {
+			switch {
+			case err != nil:
+			case math.IsNaN(o.TargetFPP) || o.TargetFPP <= 0 || o.TargetFPP >= 1:
 				err = fmt.Errorf("must be in (0, 1)")
+			case o.TargetFPP < MinFBFTargetFPP:
+				err = out(k, v, fmt.Sprintf("must be at least %g", MinFBFTargetFPP), func() { o.TargetFPP = MinFBFTargetFPP })
+			case o.TargetFPP > MaxFBFTargetFPP:
+				err = out(k, v, fmt.Sprintf("must be at most %g", MaxFBFTargetFPP), func() { o.TargetFPP = MaxFBFTargetFPP })
 			}
 		case "retry_horizon":
 			o.RetryHorizon, err = time.ParseDuration(v)
+			switch {
+			case err != nil:
+			case o.RetryHorizon < 0:
+				err = fmt.Errorf("must not be negative")
+			case o.RetryHorizon > MaxFBFRetryHorizon:
+				err = out(k, v, fmt.Sprintf("must be at most %v", MaxFBFRetryHorizon), func() { o.RetryHorizon = MaxFBFRetryHorizon })
+			}
 		case "refresh_period":
 			o.RefreshPeriod, err = time.ParseDuration(v)
+			switch {
+			case err != nil:
+			case o.RefreshPeriod < 0:
+				err = fmt.Errorf("must not be negative")
+			case o.RefreshPeriod > 0 && o.RefreshPeriod < MinFBFRefreshPeriod:
+				err = out(k, v, fmt.Sprintf("must be at least %v", MinFBFRefreshPeriod), func() { o.RefreshPeriod = MinFBFRefreshPeriod })
+			case o.RefreshPeriod > MaxFBFRefreshPeriod:
+				err = out(k, v, fmt.Sprintf("must be at most %v", MaxFBFRefreshPeriod), func() { o.RefreshPeriod = MaxFBFRefreshPeriod })
+			}
 		case "bits":
 			var n uint64
-			n, err = strconv.ParseUint(v, 10, 32)
-			o.Bits = uint(n)
+			n, err = strconv.ParseUint(v, 10, 64)
+			o.Bits = uint(min(n, MaxFBFBits+1))
+			switch {
+			case err != nil && errors.Is(err, strconv.ErrRange):
+				err = out(k, v, fmt.Sprintf("must be at most %d (%d MiB per filter)", MaxFBFBits, MaxFBFBits>>23), func() { o.Bits = MaxFBFBits })
+			case err != nil:
+			case n < MinFBFBits:
+				err = out(k, v, fmt.Sprintf("must be at least %d", MinFBFBits), func() { o.Bits = MinFBFBits })
+			case n > MaxFBFBits:
+				err = out(k, v, fmt.Sprintf("must be at most %d (%d MiB per filter)", MaxFBFBits, MaxFBFBits>>23), func() { o.Bits = MaxFBFBits })
+			}
 		case "hashes":
 			var n uint64
-			n, err = strconv.ParseUint(v, 10, 8)
-			o.Hashes = uint(n)
+			n, err = strconv.ParseUint(v, 10, 64)
+			o.Hashes = uint(min(n, MaxFBFHashes+1))
+			switch {
+			case err != nil && errors.Is(err, strconv.ErrRange):
+				err = out(k, v, fmt.Sprintf("must be at most %d", MaxFBFHashes), func() { o.Hashes = MaxFBFHashes })
+			case err != nil:
+			case n < 1:
+				err = out(k, v, "must be at least 1", func() { o.Hashes = 1 })
+			case n > MaxFBFHashes:
+				err = out(k, v, fmt.Sprintf("must be at most %d", MaxFBFHashes), func() { o.Hashes = MaxFBFHashes })
+			}
 		case "filters":
 			o.Filters, err = strconv.Atoi(v)
-			if err == nil && o.Filters < 1 {
+			switch {
+			case err != nil && errors.Is(err, strconv.ErrRange):
+				err = out(k, v, fmt.Sprintf("must be at most %d", MaxFBFFilters), func() { o.Filters = MaxFBFFilters })
+			case err != nil:
+			case o.Filters < 1:
 				err = fmt.Errorf("must be at least 1")
+			case o.Filters > MaxFBFFilters:
+				err = out(k, v, fmt.Sprintf("must be at most %d", MaxFBFFilters), func() { o.Filters = MaxFBFFilters })
 			}
 		case "adaptive":
 			o.Adaptive, err = strconv.ParseBool(v)
@@ -95,8 +188,19 @@ func ParseFBFOptions(m map[string]string, timeout time.Duration) (FBFOptions, er
 			err = fmt.Errorf("unknown option (have: class, target_fpp, retry_horizon, refresh_period, bits, hashes, filters, adaptive, leader)")
 		}
 		if err != nil {
-			return o, fmt.Errorf("idempotence option %s = %q: %w", k, v, err)
+			return o, nil, fmt.Errorf("idempotence option %s = %q: %w", k, v, err)
 		}
+	}
+	// The filters of a column: N+2 of m bits in steady state.
+	if mem := o.filterConfig(fbf.SystemClock{}).MemoryBytes(o.Filters + 2); mem > MaxFBFColumnMemory {
+		limit := fmt.Sprintf("(filters + 2) × bits = %d × %d bits = %d MiB, more than the %d MiB a column may take",
+			o.Filters+2, o.Bits, mem>>20, MaxFBFColumnMemory>>20)
+		if !clamp {
+			return o, nil, fmt.Errorf("idempotence options bits = %d and filters = %d: %w: %s", o.Bits, o.Filters, ErrFBFOptionOutOfRange, limit)
+		}
+		was := o.Bits
+		o.Bits = uint(MaxFBFColumnMemory * 8 / int64(o.Filters+2) &^ 63)
+		clamped = append(clamped, fmt.Sprintf("bits = %d (%s)", was, limit))
 	}
 	if o.RetryHorizon <= 0 {
 		o.RetryHorizon = DefaultFBFRetryAttempts * timeout
@@ -105,10 +209,10 @@ func ParseFBFOptions(m map[string]string, timeout time.Duration) (FBFOptions, er
 		// (N+1)·t ≥ H: the window covers the horizon from the start.
 		o.RefreshPeriod = (o.RetryHorizon + time.Duration(o.Filters)) / time.Duration(o.Filters+1)
 	}
-	if _, err := fbf.New(o.filterConfig(fbf.SystemClock{})); err != nil {
-		return o, fmt.Errorf("idempotence: %w", err)
+	if err := o.filterConfig(fbf.SystemClock{}).Validate(); err != nil {
+		return o, nil, fmt.Errorf("idempotence: %w", err)
 	}
-	return o, nil
+	return o, clamped, nil
 }
 
 func (o FBFOptions) filterConfig(clock fbf.Clock) fbf.Config {
@@ -116,30 +220,46 @@ func (o FBFOptions) filterConfig(clock fbf.Clock) fbf.Config {
 		Clock: clock, AutoAdvance: true, RetryHorizon: o.RetryHorizon}
 	if o.Adaptive {
 		c.TargetFPP = o.TargetFPP
+		// The adaptation may grow N up to 64 (fbf's default), but never
+		// beyond the column's memory bound.
+		perFilter := c.MemoryBytes(1)
+		c.MaxPast = max(o.Filters, min(MaxFBFFilters, int(MaxFBFColumnMemory/max(perFilter, 1))-2))
 	}
 	return c
 }
 
 // TableFBF reads a table definition's FBF options (with the defaults of a
 // counter write timeout of timeout); ok is false when the table does not
-// turn the FBF on.
+// turn the FBF on. A stored definition may hold values out of the bounds
+// ParseFBFOptions refuses (written by a version without them, or edited by
+// hand): they are clamped to their bounds, so that loading it never
+// allocates more than the bounds allow; FBFClamped says which.
 func TableFBF(d coltype.TableDef, timeout time.Duration) (o FBFOptions, ok bool, err error) {
-	return tableFBF(d, timeout)
+	o, ok, _, err = tableFBF(d, timeout)
+	return o, ok, err
 }
 
-// tableFBF reads a table definition's FBF options; ok is false when the
-// table does not turn the FBF on.
-func tableFBF(d coltype.TableDef, timeout time.Duration) (FBFOptions, bool, error) {
+// FBFClamped describes the FBF options of a stored table definition that
+// are out of their bounds and clamped when it is loaded (see TableFBF):
+// one "option = value (limit)" each, none when all are within bounds.
+func FBFClamped(d coltype.TableDef) []string {
+	_, _, clamped, _ := tableFBF(d, checkTimeout)
+	return clamped
+}
+
+// tableFBF reads a table definition's FBF options, clamping values out of
+// their bounds; ok is false when the table does not turn the FBF on.
+func tableFBF(d coltype.TableDef, timeout time.Duration) (FBFOptions, bool, []string, error) {
 	raw, ok := d.Options[IdempotenceOption]
 	if !ok || raw == "" {
-		return FBFOptions{}, false, nil
+		return FBFOptions{}, false, nil, nil
 	}
 	var m map[string]string
 	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		return FBFOptions{}, false, fmt.Errorf("idempotence option is not a JSON object of strings: %w", err)
+		return FBFOptions{}, false, nil, fmt.Errorf("idempotence option is not a JSON object of strings: %w", err)
 	}
-	o, err := ParseFBFOptions(m, timeout)
-	return o, err == nil, err
+	o, clamped, err := parseFBF(m, timeout, true)
+	return o, err == nil, clamped, err
 }
 
 // clockFunc adapts the replica's clock to the filter's.

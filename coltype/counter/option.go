@@ -41,9 +41,11 @@ func (idempotence) ParseCQL(m map[string]string) (string, error) {
 	return string(b), nil
 }
 
-// Check implements coltype.TableOption.
+// Check implements coltype.TableOption. A stored definition whose values
+// are out of their bounds passes: it is loaded with them clamped (see
+// TableFBF); ParseCQL refuses them in a statement.
 func (idempotence) Check(d coltype.TableDef, _ string) error {
-	_, _, err := tableFBF(d, checkTimeout)
+	_, _, _, err := tableFBF(d, checkTimeout)
 	return err
 }
 
@@ -51,7 +53,7 @@ func (idempotence) Check(d coltype.TableDef, _ string) error {
 // first live replica, so that a retry meets the same filter, unless its
 // leader sub-option says otherwise.
 func (idempotence) LeaderRule(value string) (coltype.LeaderRule, coltype.RuleSource) {
-	o, on, err := tableFBF(coltype.TableDef{Options: map[string]string{IdempotenceOption: value}}, checkTimeout)
+	o, on, _, err := tableFBF(coltype.TableDef{Options: map[string]string{IdempotenceOption: value}}, checkTimeout)
 	if err != nil || !on {
 		return 0, coltype.RuleNone
 	}
@@ -65,7 +67,7 @@ func (idempotence) LeaderRule(value string) (coltype.LeaderRule, coltype.RuleSou
 
 // Deduplicates implements coltype.TableOption.
 func (idempotence) Deduplicates(value string) bool {
-	_, on, err := tableFBF(coltype.TableDef{Options: map[string]string{IdempotenceOption: value}}, checkTimeout)
+	_, on, _, err := tableFBF(coltype.TableDef{Options: map[string]string{IdempotenceOption: value}}, checkTimeout)
 	return on && err == nil
 }
 
@@ -73,3 +75,37 @@ func (idempotence) Deduplicates(value string) bool {
 type cqlError string
 
 func (e cqlError) Error() string { return string(e) }
+
+// MaxMemory is the most memory, in bytes, the option value makes one node
+// allocate for table d: the filters of each of its counter columns at the
+// largest N the adaptation may reach ((MaxPast+2)·m/8 each; see
+// MaxFBFColumnMemory), with stored values out of bounds clamped. 0 when the
+// value turns no filter on or is invalid.
+func (idempotence) MaxMemory(d coltype.TableDef, value string) int64 {
+	d.Options = map[string]string{IdempotenceOption: value}
+	o, on, _, err := tableFBF(d, checkTimeout)
+	if err != nil || !on {
+		return 0
+	}
+	c := o.filterConfig(nil)
+	perColumn := c.MemoryBytes(max(c.Past, c.MaxPast) + 2)
+	var n int64
+	for _, col := range d.Columns {
+		if col.Type == (Vanilla{}).Name() {
+			n++
+		}
+	}
+	return n * perColumn
+}
+
+// CheckNew refuses a new definition (CREATE or ALTER, from CQL or another
+// client) whose values are out of their bounds, as ParseCQL does; Check
+// lets a stored one pass, to be loaded clamped.
+func (idempotence) CheckNew(_ coltype.TableDef, value string) error {
+	var m map[string]string
+	if err := json.Unmarshal([]byte(value), &m); err != nil {
+		return fmt.Errorf("idempotence option is not a JSON object of strings: %w", err)
+	}
+	_, err := ParseFBFOptions(m, checkTimeout)
+	return err
+}

@@ -311,6 +311,9 @@ func (e *Executor) createTable(ctx context.Context, sessionKS string, st *parse.
 		}
 		return nil, err
 	}
+	if err := e.checkOptionMemory(def); err != nil {
+		return nil, err
+	}
 	def.ID = e.b.NewTableID()
 	if err := e.b.Schema().CreateTable(def, false); err != nil {
 		if err := exists(); err != nil {
@@ -387,6 +390,9 @@ func tablePropertyOptions(props []parse.Property) (map[string]string, error) {
 			opts[p.Name] = v
 		}
 	}
+	if err := checkTableParams(opts); err != nil {
+		return nil, err
+	}
 	return opts, nil
 }
 
@@ -415,6 +421,9 @@ func (e *Executor) alterTable(ctx context.Context, sessionKS string, st *parse.A
 	}
 	for k, v := range opts {
 		next.Options[k] = v
+	}
+	if err := e.checkOptionMemory(next); err != nil {
+		return nil, err
 	}
 	if err := e.b.Schema().AlterTable(next); err != nil {
 		return nil, frame.Errorf(frame.ErrConfig, "%s", err.Error())

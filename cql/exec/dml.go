@@ -138,8 +138,9 @@ func checkInsert(t *tableInfo) error {
 	return invalid("INSERT statements are not allowed on counter tables, use UPDATE instead")
 }
 
-// delta reads a counter increment: a bigint (8 bytes) or an int (4 bytes).
-func delta(v frame.Value, col string) (d int64, skip bool, err error) {
+// delta reads a counter increment: a bigint, 8 bytes, as Cassandra's
+// counter type (LongSerializer) validates it: an int (4 bytes) is refused.
+func delta(v frame.Value) (d int64, skip bool, err error) {
 	switch {
 	case v.Unset:
 		return 0, true, nil
@@ -147,10 +148,8 @@ func delta(v frame.Value, col string) (d int64, skip bool, err error) {
 		return 0, false, invalid("Invalid null value for counter increment")
 	case len(v.Bytes) == 8:
 		return int64(binary.BigEndian.Uint64(v.Bytes)), false, nil
-	case len(v.Bytes) == 4:
-		return int64(int32(binary.BigEndian.Uint32(v.Bytes))), false, nil
 	}
-	return 0, false, invalid("Expected 8 or 0 byte long for counter increment of %s (%d)", col, len(v.Bytes))
+	return 0, false, invalid("Expected 8 or 0 byte long (%d)", len(v.Bytes))
 }
 
 // runBatch runs modifications: a single statement (typ < 0) or the
@@ -168,6 +167,7 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 		return err
 	}
 	var writes []write
+	tables := map[uint64]string{} // for the batch size messages
 	for i, it := range items {
 		var t *tableInfo
 		switch st := it.stmt.(type) {
@@ -201,6 +201,7 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 			return err
 		}
 		writes = append(writes, ws...)
+		tables[t.id] = t.keyspace + "." + t.name
 	}
 	payloadKey, state, exchange := exchangePayload(payload)
 	if exchange {
@@ -213,6 +214,11 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	}
 	if err := validateCounterWrite(cl); err != nil {
 		return err
+	}
+	if typ >= 0 { // a BATCH, as Cassandra's BatchStatement checks
+		if err := e.checkBatchSize(ctx, writes, tables); err != nil {
+			return err
+		}
 	}
 	if exchange {
 		u := writes[0].update
@@ -283,7 +289,7 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 			if err != nil {
 				return nil, err
 			}
-			d, skip, err := delta(v, c.name)
+			d, skip, err := delta(v)
 			if err != nil {
 				return nil, err
 			}
@@ -291,6 +297,9 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 				continue
 			}
 			if sc.Op == '-' {
+				if err := checkDeltaNegation(d); err != nil {
+					return nil, err
+				}
 				d = -d
 			}
 			design := columnDesign(c)

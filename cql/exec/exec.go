@@ -92,6 +92,16 @@ type Options struct {
 	// SchemaAgreementTimeout bounds the wait for schema agreement after DDL;
 	// default 10 s.
 	SchemaAgreementTimeout time.Duration
+	// BatchSizeWarnThreshold and BatchSizeFailThreshold are cassandra.yaml's
+	// batch_size_warn_threshold and batch_size_fail_threshold, in bytes: a
+	// request whose writes span several partitions and exceed them is
+	// warned about, or refused (see checkBatchSize). 0: the defaults, 5 KiB
+	// and 50 KiB; negative: no threshold.
+	BatchSizeWarnThreshold, BatchSizeFailThreshold int64
+	// TableOptionMemory bounds, in bytes, what the table options of all
+	// tables together may make each node allocate (the FBF filters: see
+	// checkOptionMemory); 0: DefaultTableOptionMemory; negative: no bound.
+	TableOptionMemory int64
 }
 
 // Executor runs statements against a Backend. It is safe for concurrent use.
@@ -158,8 +168,11 @@ func (e *Executor) Query(ctx context.Context, s *cql.Session, query string, p fr
 		}
 	}
 	reply := map[string][]byte{}
+	ctx, warns := withWarnings(ctx)
 	res, err := e.run(ctx, s, ks, st, p, payload, reply)
-	return outcome(res, reply), mapError(err)
+	out = outcome(res, reply)
+	warns.attach(&out)
+	return out, mapError(err)
 }
 
 // Prepare implements cql.Executor: the id is the MD5 of the keyspace and the
@@ -229,8 +242,11 @@ func (e *Executor) Execute(ctx context.Context, s *cql.Session, id []byte, p fra
 		}
 	}
 	reply := map[string][]byte{}
+	ctx, warns := withWarnings(ctx)
 	res, err := e.run(ctx, s, pr.keyspace, pr.stmt, p, payload, reply)
-	return outcome(res, reply), mapError(err)
+	out = outcome(res, reply)
+	warns.attach(&out)
+	return out, mapError(err)
 }
 
 // Batch implements cql.Executor.
@@ -271,11 +287,14 @@ func (e *Executor) Batch(ctx context.Context, s *cql.Session, b frame.Batch, pay
 		return cql.Outcome{}, frame.Errorf(frame.ErrProtocol, "Unknown batch type %d", b.Type)
 	}
 	reply := map[string][]byte{}
+	ctx, warns := withWarnings(ctx)
 	err = e.runBatch(ctx, typ, nil, items, frame.Consistency(b.Consistency), payload, reply)
 	if err != nil {
 		return cql.Outcome{}, mapError(err)
 	}
-	return outcome(frame.VoidResult{}, reply), nil
+	out = outcome(frame.VoidResult{}, reply)
+	warns.attach(&out)
+	return out, nil
 }
 
 // outcome is a result with the response's custom payload, if any.

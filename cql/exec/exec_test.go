@@ -198,7 +198,7 @@ func TestUpdatesAndOpIDs(t *testing.T) {
 	// Literals, markers (bigint and int deltas), several SET clauses.
 	h.query(`UPDATE ks.t SET c = c + 5, d = d - 3 WHERE k = 'a'`)
 	h.query(`UPDATE ks.t SET c = c + ? WHERE k = ?`, big(10), text_("a"))
-	h.query(`UPDATE ks.t SET c = c - ? WHERE k = ?`, int_(-2), text_("a"))
+	h.query(`UPDATE ks.t SET c = c - ? WHERE k = ?`, big(-2), text_("a"))
 	h.query(`UPDATE ks.t SET c = c + ?, d = d + ? WHERE k = ?`, frame.Unset, big(1), text_("a"))
 	if v, _ := h.value("ks.t", "c", text_("a")); v != 17 {
 		t.Errorf("c = %d, want 17", v)

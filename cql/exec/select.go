@@ -101,6 +101,11 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		return nil, err
 	}
 	res := frame.RowsResult{Columns: specs, NoMetadata: p.SkipMetadata}
+	// Every SELECT checks its level, system tables' too, as Cassandra's
+	// SelectStatement.execute does.
+	if err := validateRead(p.Consistency); err != nil {
+		return nil, err
+	}
 	if t.sys != nil {
 		rows, err := e.selectSystem(t, st, sel, p.Values, limit)
 		if err != nil {
@@ -108,9 +113,6 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		}
 		res.Rows = rows
 		return res, nil
-	}
-	if err := validateRead(p.Consistency); err != nil {
-		return nil, err
 	}
 	cl := coordinator.ConsistencyLevel(p.Consistency)
 	counting := len(sel) == 1 && sel[0].count

@@ -607,6 +607,9 @@ func keys(t *tableInfo, terms [][]parse.Term, values []frame.Value) ([][]byte, e
 		if err != nil {
 			return nil, err
 		}
+		if err := checkKeyLength(k); err != nil {
+			return nil, err
+		}
 		if len(k) == 0 {
 			return nil, invalid("Key may not be empty")
 		}
