@@ -163,6 +163,7 @@ func setup(t *testing.T) (*testRing, *gocql.Session) {
 	exec(t, s, "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
 	exec(t, s, "CREATE TABLE ks.plain (k text PRIMARY KEY, c counter)")
 	exec(t, s, "CREATE TABLE ks.fbf (k text PRIMARY KEY, c counter) WITH idempotence = {'class': 'fbf'}")
+	exec(t, s, "CREATE TABLE ks.h (k text PRIMARY KEY, c handoff_counter)")
 	return r, s
 }
 
@@ -176,14 +177,37 @@ func TestMetricsAfterCounterWrites(t *testing.T) {
 	before := scrape(t, addr)
 	writes := `idemkv_client_request_latency_seconds_count{consistency="ONE",operation="counter_write"}`
 	plain := `idemkv_counter_writes_total{design="counter",result="ok"}`
-	for k := 0; k < 20; k++ {
-		exec(t, s, "UPDATE ks.plain SET c = c + 1 WHERE k = ?", fmt.Sprint("k", k%4))
-		exec(t, s, "UPDATE ks.fbf SET c = c + 1 WHERE k = ?", fmt.Sprint("k", k%4))
+	// Scrapes while the writes run (as during a bench) see consistent
+	// snapshots (the race detector checks the collectors).
+	done := make(chan struct{})
+	var werr error
+	go func() {
+		defer close(done)
+		for k := 0; k < 20 && werr == nil; k++ {
+			for _, tbl := range []string{"plain", "fbf", "h"} {
+				if err := s.Query("UPDATE ks."+tbl+" SET c = c + 1 WHERE k = ?", fmt.Sprint("k", k%4)).Exec(); err != nil {
+					werr = fmt.Errorf("update ks.%s: %w", tbl, err)
+				}
+			}
+		}
+	}()
+	for scrapes := 0; ; scrapes++ {
+		select {
+		case <-done:
+		default:
+			scrape(t, r.nodes[scrapes%3].AdminAddr())
+			continue
+		}
+		break
 	}
-	var total float64
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	var total, handoff float64
 	for _, nd := range r.nodes {
 		m := scrape(t, nd.AdminAddr())
 		total += m[plain]
+		handoff += m[`idemkv_counter_writes_total{design="handoff_counter",result="ok"}`]
 		for _, series := range []string{
 			`idemkv_gossip_nodes{state="up"}`,
 			`idemkv_dedup_estimated_fpp{design="counter"}`,
@@ -196,6 +220,7 @@ func TestMetricsAfterCounterWrites(t *testing.T) {
 			`idemkv_cql_connections`,
 			`idemkv_cql_connections_refused_total`,
 			`idemkv_commitlog_sync_latency_seconds_count`,
+			`idemkv_design_stat{design="handoff_counter",stat="Writes"}`,
 			`go_goroutines`,
 		} {
 			if _, ok := m[series]; !ok {
@@ -208,6 +233,9 @@ func TestMetricsAfterCounterWrites(t *testing.T) {
 		if m[`idemkv_commitlog_sync_latency_seconds_count`] == 0 {
 			t.Errorf("node %s: no commit-log sync timed (batch mode)", nd.Config().ListenAddress)
 		}
+	}
+	if handoff != 20 {
+		t.Errorf("counter writes of design handoff_counter, summed over the ring: %v, want 20", handoff)
 	}
 	if total != 40 {
 		// gocql routes each statement to any node: the sum over the
