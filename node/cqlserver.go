@@ -127,7 +127,7 @@ func (n *Node) startCQL(wrap func(cql.Executor) cql.Executor) error {
 	}
 	n.events.last = n.schema.Visible()
 	var ex cql.Executor = exec.New(meteredBackend{backend{n}, n.metrics}, exec.Options{ClusterName: n.cfg.ClusterName, ReleaseVersion: ReleaseVersion, Logger: n.logger})
-	ex = &meteredExecutor{Executor: ex, m: n.metrics, prepared: map[string]string{}}
+	ex = &meteredExecutor{Executor: ex, m: n.metrics}
 	if wrap != nil {
 		ex = wrap(ex)
 	}

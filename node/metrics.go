@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
@@ -35,16 +36,11 @@ type meteredBackend struct {
 
 var _ exec.Backend = meteredBackend{}
 
-// design is the registered type name of a table's column ("" unknown).
+// design is the registered type name of a table's column ("unknown" when
+// the node does not hold the table).
 func (b meteredBackend) design(table uint64, column string) string {
-	t, ok := b.n.schema.Doc().Tables[table]
-	if !ok {
-		return "unknown"
-	}
-	for _, c := range t.Columns {
-		if c.Name == column {
-			return c.Type
-		}
+	if name, ok := b.n.replica.ColumnTypeName(table, column); ok {
+		return name
 	}
 	return "unknown"
 }
@@ -105,8 +101,8 @@ func (b meteredBackend) Delete(ctx context.Context, table uint64, key []byte, co
 type meteredExecutor struct {
 	cql.Executor
 	m        *metrics.Metrics
-	mu       sync.Mutex
-	prepared map[string]string // prepared statement id → statement kind
+	prepared sync.Map     // prepared statement id (string) → statement kind
+	nprep    atomic.Int64 // entries in prepared
 }
 
 // statementKind is the first keyword of a statement, lower case.
@@ -148,11 +144,11 @@ func (e *meteredExecutor) Prepare(ctx context.Context, s *cql.Session, query str
 	kind := statementKind(query)
 	e.m.ObserveCQL("prepare", kind, time.Since(start), err)
 	if pr, ok := out.Result.(frame.PreparedResult); ok && err == nil {
-		e.mu.Lock()
-		if len(e.prepared) < 10000 { // as many as a sane client prepares
-			e.prepared[string(pr.ID)] = kind
+		if e.nprep.Load() < 10000 { // more than a sane client prepares
+			if _, loaded := e.prepared.LoadOrStore(string(pr.ID), kind); !loaded {
+				e.nprep.Add(1)
+			}
 		}
-		e.mu.Unlock()
 	}
 	return out, err
 }
@@ -160,11 +156,9 @@ func (e *meteredExecutor) Prepare(ctx context.Context, s *cql.Session, query str
 func (e *meteredExecutor) Execute(ctx context.Context, s *cql.Session, id []byte, p frame.QueryParams, payload map[string][]byte) (cql.Outcome, error) {
 	start := time.Now()
 	out, err := e.Executor.Execute(ctx, s, id, p, payload)
-	e.mu.Lock()
-	kind, ok := e.prepared[string(id)]
-	e.mu.Unlock()
-	if !ok {
-		kind = "other"
+	kind := "other"
+	if k, ok := e.prepared.Load(string(id)); ok {
+		kind, _ = k.(string)
 	}
 	e.m.ObserveCQL("execute", kind, time.Since(start), err)
 	return out, err

@@ -116,3 +116,17 @@ func designStats(col coltype.ColumnType) map[string]float64 {
 	}
 	return out
 }
+
+// ColumnTypeName is the registered name of a column's type (its design),
+// without copying the schema: false when the table or column is unknown.
+func (r *Replica) ColumnTypeName(tableID uint64, column string) (string, bool) {
+	t, err := r.table(tableID)
+	if err != nil {
+		return "", false
+	}
+	col, ok := t.col(column)
+	if !ok {
+		return "", false
+	}
+	return col.Name(), true
+}
