@@ -3,7 +3,7 @@
 // Prometheus) serving the node's metrics on /metrics and the JSON API that
 // `idemkv nodetool` calls under /api/v1/:
 //
-//	GET  /api/v1/status                          the ring as this node sees it
+//	GET  /api/v1/status[?keyspace=K]             the ring as this node sees it
 //	GET  /api/v1/info                            this node
 //	GET  /api/v1/tablestats[?keyspace=K[&table=T]]
 //	GET  /api/v1/describering?keyspace=K
@@ -46,7 +46,9 @@ var (
 // Node is what the endpoint needs of a node.
 type Node interface {
 	Info() Info
-	Ring() []Peer
+	// Ring is the ring as the node sees it; with a keyspace, Owns is
+	// each node's effective ownership under its replication.
+	Ring(keyspace string) ([]Peer, error)
 	TableStats(keyspace, table string) ([]TableStats, error)
 	DescribeRing(keyspace string) (Ring, error)
 	Endpoints(keyspace, table, key string) ([]Endpoint, error)
@@ -103,7 +105,7 @@ type Peer struct {
 	Status  string  `json:"status"` // gossip's: NORMAL, SHUTDOWN, ...
 	Tokens  int     `json:"tokens"`
 	Load    int64   `json:"load"`
-	Owns    float64 `json:"owns"` // share of the token ring, 0–1
+	Owns    float64 `json:"owns"` // share of the token ring, 0–1 (with a keyspace: of the keyspace's data, 0–1 per node, summing to its replication factor)
 }
 
 // TableStats describe one table on the answering node.
@@ -219,7 +221,8 @@ func Handler(n Node, metrics http.Handler) http.Handler {
 		reply(w, n.Info(), nil)
 	})
 	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, n.Ring(), nil)
+		peers, err := n.Ring(r.URL.Query().Get("keyspace"))
+		reply(w, peers, err)
 	})
 	mux.HandleFunc("GET /api/v1/tablestats", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()

@@ -306,7 +306,7 @@ func TestFlushCompactTableStats(t *testing.T) {
 	if err != nil || len(ring.Ranges) != 24 || len(ring.Ranges[0].Endpoints) != 3 {
 		t.Errorf("describering: %d ranges, %v", len(ring.Ranges), err)
 	}
-	peers, err := c.Status(ctx)
+	peers, err := c.Status(ctx, "")
 	if err != nil || len(peers) != 3 || peers[0].Address != "127.0.0.1" || !peers[2].Up || peers[1].Tokens != 8 {
 		t.Errorf("status: %+v %v", peers, err)
 	}

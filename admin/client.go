@@ -99,10 +99,11 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 	return out, c.call(ctx, http.MethodGet, "/api/v1/info", nil, &out)
 }
 
-// Status is the ring as the node sees it.
-func (c *Client) Status(ctx context.Context) ([]Peer, error) {
+// Status is the ring as the node sees it; with a keyspace (not ""), Owns
+// is each node's effective ownership of the keyspace's data.
+func (c *Client) Status(ctx context.Context, keyspace string) ([]Peer, error) {
 	var out []Peer
-	return out, c.call(ctx, http.MethodGet, "/api/v1/status", nil, &out)
+	return out, c.call(ctx, http.MethodGet, "/api/v1/status", values("keyspace", keyspace), &out)
 }
 
 // TableStats are the node's tables' statistics (all tables when keyspace

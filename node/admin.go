@@ -149,7 +149,15 @@ func (a adminNode) commitLogBytes() int64 {
 	return size
 }
 
-func (a adminNode) Ring() []admin.Peer {
+func (a adminNode) Ring(keyspace string) ([]admin.Peer, error) {
+	var eff map[string]float64
+	if keyspace != "" {
+		s, m, err := a.strategy(keyspace)
+		if err != nil {
+			return nil, err
+		}
+		eff = effectiveOwnership(s, m)
+	}
 	var out []admin.Peer
 	for _, p := range a.n.Status() {
 		host, _, err := net.SplitHostPort(p.Addr)
@@ -160,11 +168,38 @@ func (a adminNode) Ring() []admin.Peer {
 			HostID: p.HostID, Address: host, Addr: p.Addr, CQLAddr: p.CQLAddr, DC: p.DC, Rack: p.Rack,
 			Up: p.Up, Status: p.Status, Tokens: len(p.Tokens), Load: p.Load, Owns: p.Owns,
 		})
+		if eff != nil {
+			out[len(out)-1].Owns = eff[p.HostID]
+		}
 	}
 	slices.SortFunc(out, func(x, y admin.Peer) int {
 		return cmp.Or(cmp.Compare(x.DC, y.DC), compareAddr(x.Address, y.Address), cmp.Compare(x.Addr, y.Addr))
 	})
-	return out
+	return out, nil
+}
+
+// effectiveOwnership is, for each endpoint, the share of the token space
+// whose data it holds under a replication strategy: the sizes of the
+// ranges (prev, t] it replicates over 2^64 (nodetool status KEYSPACE's
+// "Owns (effective)").
+func effectiveOwnership(s ring.Strategy, m *ring.Metadata) map[string]float64 {
+	own := map[string]float64{}
+	toks := m.Ring()
+	if len(toks) == 1 {
+		for _, e := range s.Replicas(m, toks[0].Token) {
+			own[e.ID] = 1
+		}
+		return own
+	}
+	const space = 1 << 64
+	for i, t := range toks {
+		prev := toks[(i+len(toks)-1)%len(toks)].Token
+		size := float64(uint64(t.Token)-uint64(prev)) / space
+		for _, e := range s.Replicas(m, t.Token) {
+			own[e.ID] += size
+		}
+	}
+	return own
 }
 
 // compareAddr orders IP addresses numerically (127.0.0.2 before 127.0.0.10).

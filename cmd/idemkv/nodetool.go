@@ -28,7 +28,7 @@ type nodetoolVerb struct {
 }
 
 var nodetoolVerbs = map[string]nodetoolVerb{
-	"status":       {"", "the ring as the node sees it: one line per node (UN = up, normal)", ntStatus},
+	"status":       {"[KEYSPACE]", "the ring as the node sees it: one line per node (UN = up, normal); with a keyspace, its effective ownership", ntStatus},
 	"info":         {"", "the node: host id, load, uptime, memory, caches", ntInfo},
 	"flush":        {"[KEYSPACE [TABLE...]]", "write memtables to SSTables (every table when no keyspace is given)", ntFlush},
 	"compact":      {"[KEYSPACE [TABLE...]]", "merge each table's SSTables into one (a major compaction)", ntCompact},
@@ -127,12 +127,21 @@ func uuid(id string) string {
 }
 
 func ntStatus(ctx context.Context, c *admin.Client, fs *flag.FlagSet, args []string, w io.Writer) error {
-	if _, err := nargs(fs, args, 0, 0); err != nil {
-		return err
-	}
-	peers, err := c.Status(ctx)
+	args, err := nargs(fs, args, 0, 1)
 	if err != nil {
 		return err
+	}
+	keyspace := ""
+	if len(args) == 1 {
+		keyspace = args[0]
+	}
+	peers, err := c.Status(ctx, keyspace)
+	if err != nil {
+		return err
+	}
+	owns := "Owns"
+	if keyspace != "" {
+		owns = "Owns (effective)"
 	}
 	byDC := map[string][]admin.Peer{}
 	var dcs []string
@@ -152,7 +161,7 @@ func ntStatus(ctx context.Context, c *admin.Client, fs *flag.FlagSet, args []str
 		fmt.Fprintln(w, "Status=Up/Down")
 		fmt.Fprintln(w, "|/ State=Normal/Leaving/Joining/Moving")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "--\tAddress\tLoad\tTokens\tOwns\tHost ID\tRack")
+		fmt.Fprintf(tw, "--\tAddress\tLoad\tTokens\t%s\tHost ID\tRack\n", owns)
 		for _, p := range byDC[dc] {
 			st := "D"
 			if p.Up {
@@ -171,7 +180,9 @@ func ntStatus(ctx context.Context, c *admin.Client, fs *flag.FlagSet, args []str
 			return err
 		}
 	}
-	fmt.Fprintln(w, "\nNote: Owns is each node's share of the token ring, not a keyspace's effective ownership.")
+	if keyspace == "" {
+		fmt.Fprintln(w, "\nNote: Non-system keyspaces may replicate differently: Owns is each node's share of the token ring; give a keyspace for its effective ownership.")
+	}
 	return nil
 }
 

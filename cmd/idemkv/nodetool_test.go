@@ -118,6 +118,17 @@ func TestNodetool(t *testing.T) {
 		t.Errorf("status: %d UN lines:\n%s", n, out)
 	}
 
+	// With a keyspace, Owns is effective: with RF 2 the shares sum to 200%.
+	code, out, errOut = nt("127.0.0.1", "status", "ks")
+	sum := 0.0
+	for _, m := range regexp.MustCompile(`(?m)^UN  .*  (\d+\.\d)%  `).FindAllStringSubmatch(out, -1) {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		sum += v
+	}
+	if code != 0 || !strings.Contains(out, "Owns (effective)") || sum < 199.8 || sum > 200.2 {
+		t.Errorf("status ks: %d %s (effective shares sum to %.1f%%)\n%s", code, errOut, sum, out)
+	}
+
 	code, out, errOut = nt("127.0.0.1", "getendpoints", "ks", "t", "a")
 	eps := strings.Fields(out)
 	if code != 0 || len(eps) != 2 || eps[0] == eps[1] {
