@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,7 +88,11 @@ func runNodetool(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	c := &admin.Client{Addr: net.JoinHostPort(*host, strconv.Itoa(*port))}
+	// No overall HTTP timeout (a flush may take long: --timeout bounds it),
+	// but a node that does not answer the connection fails fast.
+	c := &admin.Client{Addr: net.JoinHostPort(*host, strconv.Itoa(*port)), HTTP: &http.Client{
+		Transport: &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext},
+	}}
 	return verb.run(ctx, c, vfs, fs.Args()[1:], stdout)
 }
 
