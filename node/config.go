@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idemkv/idemkv/admin"
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 )
@@ -71,6 +72,12 @@ type Config struct {
 	// MaxHintWindowMS: no hint is stored for a node down longer (as
 	// Cassandra's max_hint_window_in_ms). Default 10800000 (3 h); -1: none.
 	MaxHintWindowMS int `yaml:"max_hint_window_in_ms"`
+
+	// AdminPort is the port, on listen_address, of the node's admin
+	// endpoint: Prometheus metrics on /metrics and the API idemkv nodetool
+	// calls (docs/operations.md). 0 (or absent) is 9180, the port
+	// ScyllaDB serves its metrics on; -1 serves none.
+	AdminPort int `yaml:"admin_port"`
 }
 
 // LoadConfig reads a YAML configuration file with idemkv's keys and
@@ -151,6 +158,13 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.HintDeliveryMS, 1000)
 	def(&c.HandoffSyncMS, 1000)
 	def(&c.HandoffNoticeMS, 60000)
+	if c.AdminPort == 0 {
+		c.AdminPort = admin.DefaultPort
+	} else if c.AdminPort < 0 {
+		c.AdminPort = -1
+	} else if c.AdminPort > 65535 {
+		return c, fmt.Errorf("node: admin_port %d: at most 65535 (-1: no admin endpoint)", c.AdminPort)
+	}
 	if c.PhiConvictThreshold <= 0 {
 		c.PhiConvictThreshold = 8
 	}

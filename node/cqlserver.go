@@ -126,9 +126,10 @@ func (n *Node) startCQL(wrap func(cql.Executor) cql.Executor) error {
 		auth = n.cfg.Credentials
 	}
 	n.events.last = n.schema.Visible()
-	var ex cql.Executor = exec.New(backend{n}, exec.Options{ClusterName: n.cfg.ClusterName, ReleaseVersion: ReleaseVersion, Logger: n.logger,
+	var ex cql.Executor = exec.New(meteredBackend{backend{n}, n.metrics}, exec.Options{ClusterName: n.cfg.ClusterName, ReleaseVersion: ReleaseVersion, Logger: n.logger,
 		BatchSizeWarnThreshold: kib(n.cfg.BatchSizeWarnThresholdKB), BatchSizeFailThreshold: kib(n.cfg.BatchSizeFailThresholdKB),
 		TableOptionMemory: mib(int64(n.cfg.FBFMaxMemoryMB))})
+	ex = &meteredExecutor{Executor: ex, m: n.metrics}
 	if wrap != nil {
 		ex = wrap(ex)
 	}

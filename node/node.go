@@ -35,6 +35,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -57,11 +58,13 @@ import (
 	_ "github.com/idemkv/idemkv/coltype/builtin" // the counter designs idemkv ships
 	"github.com/idemkv/idemkv/coltype/handoffcol"
 
+	"github.com/idemkv/idemkv/admin"
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql"
 	"github.com/idemkv/idemkv/gossip"
+	"github.com/idemkv/idemkv/metrics"
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/schema"
@@ -103,7 +106,7 @@ type Options struct {
 	WithTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
 	// Stepped starts none of the node's background loops (gossip rounds,
 	// hint delivery, hint pulls, the settling of updates in doubt,
-	// handoff anti-entropy, load reports): the test drives them
+	// handoff anti-entropy, load reports), nor the admin endpoint: the test drives them
 	// (Gossip().Round, Hints().Deliver, Coordinator().ResolveInDoubt) so
 	// that nothing happens between its steps. Timers of requests in flight
 	// still run.
@@ -134,6 +137,14 @@ type Node struct {
 	events  *events
 	cql     *cql.Server
 	dirLock *os.File // the data directory's LOCK, held while the node runs; nil off the OS filesystem
+
+	// The admin endpoint and the metrics (admin.go, metrics.go).
+	metrics   *metrics.Metrics
+	admin     *admin.Server
+	adminOnce sync.Once
+	drainMu   sync.Mutex
+	drained   atomic.Bool
+	started   time.Time
 
 	ready    atomic.Bool
 	cancel   context.CancelFunc
@@ -181,8 +192,16 @@ func Start(cfg Config, opts Options) (*Node, error) {
 			return nil, err
 		}
 	}
+	src := &lazySource{}
+	mtr, err := metrics.New(src, nil)
+	if err != nil {
+		if dirLock != nil {
+			dirLock.Close()
+		}
+		return nil, fmt.Errorf("node: metrics: %w", err)
+	}
 	rep, err := replica.Open(replica.Config{
-		Dir: cfg.DataDirectory, FS: opts.FS,
+		Dir: cfg.DataDirectory, FS: syncTimedFS{FS: opts.FS, dir: cmp.Or(cfg.CommitLogDirectory, filepath.Join(cfg.DataDirectory, "commitlog")), m: mtr},
 		CommitLog: commitlog.Options{
 			Dir:  cfg.CommitLogDirectory, // "": inside the data directory
 			Sync: mode, SyncPeriod: ms(cfg.CommitLogSyncPeriodMS), GroupWindow: ms(cfg.CommitLogGroupWindowMS),
@@ -201,7 +220,9 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		}
 		return nil, err
 	}
-	n := &Node{cfg: cfg, fsys: opts.FS, logger: logger, replica: rep, events: &events{}, stepped: opts.Stepped, dirLock: dirLock}
+	n := &Node{cfg: cfg, fsys: opts.FS, logger: logger, replica: rep, events: &events{}, stepped: opts.Stepped, dirLock: dirLock,
+		metrics: mtr, started: time.Now()}
+	src.n = n
 	fail := func(err error) (*Node, error) {
 		n.closeAll(true) // a replica with updates in doubt is not marked clean (see replica.Close)
 		return nil, err
@@ -234,7 +255,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	if err != nil {
 		return fail(fmt.Errorf("node: listen on %s: %w", cfg.PeerAddr(), err))
 	}
-	n.tr = tr
+	n.tr = meteredTransport{Transport: tr, m: mtr}
 	hostID := rep.HostID().String()
 	var seeds []transport.Addr
 	for _, s := range cfg.Seeds {
@@ -299,6 +320,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 			return fail(err)
 		}
 	}
+	n.startAdmin()
 	if len(rep.InDoubt()) > 0 {
 		// Its hints of updates in doubt wait until those are settled (the
 		// resolver below, or the test of a stepped node, resumes them).
@@ -394,6 +416,13 @@ func (n *Node) Config() Config { return n.cfg }
 // Stop announces the shutdown to peers and closes everything. Unflushed data
 // is in the commit log and replayed by the next Start.
 func (n *Node) Stop() error {
+	err := n.stop()
+	n.closeAdmin()
+	return err
+}
+
+// stop is Stop but for the admin endpoint (Drain leaves it up).
+func (n *Node) stop() error {
 	n.stopOnce.Do(func() {
 		n.ready.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -425,6 +454,7 @@ func (n *Node) Crash() error {
 		}
 		n.stopErr = n.closeAll(false)
 	})
+	n.closeAdmin()
 	return n.stopErr
 }
 
@@ -456,6 +486,9 @@ func (n *Node) closeAll(clean bool) error {
 	if n.dirLock != nil {
 		errs = append(errs, n.dirLock.Close()) // as a killed process's would, after Crash too
 		n.dirLock = nil
+	}
+	if !n.drained.Load() {
+		n.closeAdmin() // a drained node's stays up until Stop
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,426 @@
+// Package metrics is a node's Prometheus instrumentation: one registry per
+// node (several nodes share a process in tests and benches, so the global
+// registry is not used), a few instruments updated on the request paths
+// (client request latencies per operation and consistency level, CQL
+// messages, counter writes per design, commit-log syncs, peer messages
+// that got no answer), and a collector that reads the node's existing
+// statistics at scrape time (coordinator, storage, deduplication filters,
+// hints, gossip, the CQL server's limits), so that nothing else is threaded
+// through the hot paths. The admin package serves Handler on /metrics;
+// docs/operations.md lists the series.
+package metrics
+
+import (
+	"errors"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/cql"
+	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/transport"
+)
+
+// Namespace prefixes every series of a node.
+const Namespace = "idemkv"
+
+// Snapshot is what the collector reads of a node at each scrape.
+type Snapshot struct {
+	Coordinator coordinator.Stats
+	Replica     replica.Stats
+	CQL         cql.Stats
+	// CounterCacheEntries is the number of entries in the counter cache.
+	CounterCacheEntries int
+	// Dedup sums the deduplication counts of the node's columns by design
+	// (the column type's registered name); EstimatedFPP is the largest.
+	Dedup map[string]coltype.DedupStats
+	// Design sums the numeric fields of each design's own statistics
+	// (replica.ColumnStats.Design), by design and field.
+	Design map[string]map[string]float64
+	// HintsPending are the hints waiting, by target host id.
+	HintsPending map[string]int
+	// HintsStored and HintsDelivered count the hints since the node started.
+	HintsStored, HintsDelivered uint64
+	// Nodes are the ring's nodes as this node's gossip sees them.
+	Nodes []Node
+	// Tables are this node's tables.
+	Tables []Table
+	// CommitLogBytes is the size of the commit log's segments.
+	CommitLogBytes int64
+	// Drained is set once the node was drained.
+	Drained bool
+}
+
+// Node is one node of the ring as gossip sees it.
+type Node struct {
+	HostID, Addr, DC, Rack, Status string
+	Up                             bool
+}
+
+// Table is one table's storage on the node.
+type Table struct {
+	Keyspace, Name string
+	SSTables       int
+	SSTableBytes   int64
+	MemtableBytes  int64
+}
+
+// Source gives the collector its snapshots.
+type Source interface {
+	MetricsSnapshot() Snapshot
+}
+
+// Metrics is one node's registry and instruments. Its methods are safe for
+// concurrent use, and a nil *Metrics records nothing.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	clientLatency  *prometheus.HistogramVec
+	clientFailures *prometheus.CounterVec
+	cqlLatency     *prometheus.HistogramVec
+	cqlErrors      *prometheus.CounterVec
+	counterWrites  *prometheus.CounterVec
+	syncLatency    prometheus.Histogram
+	peerMessages   *prometheus.CounterVec
+	peerDropped    *prometheus.CounterVec
+}
+
+// latencyBuckets span 50 µs to about 13 s.
+var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 19)
+
+// New makes a node's registry: its instruments, the collector of src, and
+// the Go runtime's and the process's collectors. labels (e.g. the node's
+// address) are added to every series; nil adds none.
+func New(src Source, labels prometheus.Labels) (*Metrics, error) {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	r := prometheus.WrapRegistererWith(labels, m.reg)
+	m.clientLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "client_request", Name: "latency_seconds",
+		Help:    "Latency of the requests this node coordinated for CQL clients, by operation and consistency level (failed ones included).",
+		Buckets: latencyBuckets,
+	}, []string{"operation", "consistency"})
+	m.clientFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "client_request", Name: "failures_total",
+		Help: "Client requests this node coordinated that failed, by operation, consistency level and error (unavailable, timeout, invalid, other).",
+	}, []string{"operation", "consistency", "error"})
+	m.cqlLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "cql", Name: "request_latency_seconds",
+		Help:    "Latency of the CQL requests the node's executor ran, by message (query, prepare, execute, batch) and statement (select, update, ...; for execute, the prepared statement's).",
+		Buckets: latencyBuckets,
+	}, []string{"message", "statement"})
+	m.cqlErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "cql", Name: "request_errors_total",
+		Help: "CQL requests answered with an error, by message and statement.",
+	}, []string{"message", "statement"})
+	m.counterWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "counter", Name: "writes_total",
+		Help: "Counter updates this node coordinated for clients, by design (the column type's registered name) and result (ok, failed).",
+	}, []string{"design", "result"})
+	m.syncLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "commitlog", Name: "sync_latency_seconds",
+		Help:    "Duration of the commit log's fsyncs of its segments.",
+		Buckets: latencyBuckets,
+	})
+	m.peerMessages = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "messaging", Name: "sent_total",
+		Help: "Messages this node sent to peers, by family (gossip, coordinator, node) and message type.",
+	}, []string{"family", "type"})
+	m.peerDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "messaging", Name: "dropped_total",
+		Help: "Messages to peers that got no answer, by family, message type and reason (timeout, unreachable, error).",
+	}, []string{"family", "type", "reason"})
+	for _, c := range []prometheus.Collector{
+		m.clientLatency, m.clientFailures, m.cqlLatency, m.cqlErrors, m.counterWrites,
+		m.syncLatency, m.peerMessages, m.peerDropped,
+		&collector{src: src},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := r.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Registry is the node's registry.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in Prometheus' exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// ObserveClient records a client request the node coordinated.
+// consistency is the level's name ("none" for the exchanges of designs
+// updated by a custom payload, which take none).
+func (m *Metrics) ObserveClient(op, cls string, d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.clientLatency.WithLabelValues(op, cls).Observe(d.Seconds())
+	if err != nil {
+		m.clientFailures.WithLabelValues(op, cls, ErrorClass(err)).Inc()
+	}
+}
+
+// ObserveCQL records a request of the CQL executor.
+func (m *Metrics) ObserveCQL(message, statement string, d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.cqlLatency.WithLabelValues(message, statement).Observe(d.Seconds())
+	if err != nil {
+		m.cqlErrors.WithLabelValues(message, statement).Inc()
+	}
+}
+
+// CounterWrite counts a counter update of a design.
+func (m *Metrics) CounterWrite(design string, err error) {
+	if m == nil {
+		return
+	}
+	res := "ok"
+	if err != nil {
+		res = "failed"
+	}
+	m.counterWrites.WithLabelValues(design, res).Inc()
+}
+
+// ObserveSync records a commit-log fsync.
+func (m *Metrics) ObserveSync(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.syncLatency.Observe(d.Seconds())
+}
+
+// PeerMessage counts a message sent to a peer, and its loss when err is
+// not nil.
+func (m *Metrics) PeerMessage(family string, typ int, err error) {
+	if m == nil {
+		return
+	}
+	t := strconv.Itoa(typ)
+	m.peerMessages.WithLabelValues(family, t).Inc()
+	if err != nil {
+		m.peerDropped.WithLabelValues(family, t, dropReason(err)).Inc()
+	}
+}
+
+// ErrorClass names a coordinator error for a label: unavailable, timeout,
+// invalid or other.
+func ErrorClass(err error) string {
+	var un *coordinator.UnavailableError
+	var wt *coordinator.WriteTimeoutError
+	var rt *coordinator.ReadTimeoutError
+	var inv *coordinator.InvalidError
+	switch {
+	case errors.As(err, &un):
+		return "unavailable"
+	case errors.As(err, &wt), errors.As(err, &rt):
+		return "timeout"
+	case errors.As(err, &inv):
+		return "invalid"
+	}
+	return "other"
+}
+
+// collector reads a Source at scrape time.
+type collector struct{ src Source }
+
+// Describe sends nothing: the collector is unchecked, its series depend on
+// the node's tables, designs and peers.
+func (c *collector) Describe(chan<- *prometheus.Desc) {}
+
+func desc(sub, name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, sub, name), help, labels, nil)
+}
+
+var (
+	descCoord = map[string]*prometheus.Desc{}
+	descStore = map[string]*prometheus.Desc{}
+	descCQL   = map[string]*prometheus.Desc{}
+)
+
+type field[S any] struct {
+	name, help string
+	counter    bool
+	get        func(S) float64
+}
+
+var coordFields = []field[coordinator.Stats]{
+	{"writes_total", "Counter writes this node coordinated.", true, func(s coordinator.Stats) float64 { return float64(s.Writes) }},
+	{"writes_led_total", "Counter writes this node led as the leader replica.", true, func(s coordinator.Stats) float64 { return float64(s.WritesLed) }},
+	{"unavailable_total", "Requests refused as unavailable (too few live replicas).", true, func(s coordinator.Stats) float64 { return float64(s.Unavailable) }},
+	{"write_timeouts_total", "Counter writes that timed out.", true, func(s coordinator.Stats) float64 { return float64(s.WriteTimeouts) }},
+	{"reads_total", "Reads this node coordinated.", true, func(s coordinator.Stats) float64 { return float64(s.Reads) }},
+	{"read_timeouts_total", "Reads that timed out.", true, func(s coordinator.Stats) float64 { return float64(s.ReadTimeouts) }},
+	{"read_repairs_total", "Read repairs sent.", true, func(s coordinator.Stats) float64 { return float64(s.ReadRepairs) }},
+	{"replica_mutations_total", "Mutations sent to other replicas.", true, func(s coordinator.Stats) float64 { return float64(s.ReplicaMutations) }},
+	{"retries_dismissed_total", "Updates this node led that its column recognised as retries (by op id) and acknowledged without applying.", true, func(s coordinator.Stats) float64 { return float64(s.Dismissed) }},
+	{"in_doubt_resolved_total", "Updates led before an unclean stop, settled after the restart.", true, func(s coordinator.Stats) float64 { return float64(s.InDoubtResolved) }},
+	{"in_doubt_dropped_total", "Updates led before an unclean stop, taken back because another leader counted them.", true, func(s coordinator.Stats) float64 { return float64(s.InDoubtDropped) }},
+	{"ops_learned_total", "Op ids learned from other replicas after an unclean start.", true, func(s coordinator.Stats) float64 { return float64(s.OpsLearned) }},
+	{"exchanges_total", "Client exchanges (custom payload designs) this node coordinated.", true, func(s coordinator.Stats) float64 { return float64(s.HandoffExchanges) }},
+	{"exchange_bytes_total", "Bytes of the states those exchanges carried, both ways.", true, func(s coordinator.Stats) float64 { return float64(s.HandoffBytes) }},
+	{"anti_entropy_messages_total", "Anti-entropy exchanges sent to other replicas.", true, func(s coordinator.Stats) float64 { return float64(s.HandoffSyncMessages) }},
+	{"anti_entropy_bytes_total", "Bytes of the anti-entropy exchanges, both ways.", true, func(s coordinator.Stats) float64 { return float64(s.HandoffSyncBytes) }},
+	{"retirements_total", "Temporary participants of plain updates retired with a notice.", true, func(s coordinator.Stats) float64 { return float64(s.HandoffRetirements) }},
+}
+
+var storeFields = []field[replica.Stats]{
+	{"leader_applies_total", "Updates applied on this node as the leader.", true, func(s replica.Stats) float64 { return float64(s.LeaderApplies) }},
+	{"mutations_applied_total", "Replicated mutations applied.", true, func(s replica.Stats) float64 { return float64(s.MutationsApplied) }},
+	{"counter_cache_hits_total", "Counter cache hits.", true, func(s replica.Stats) float64 { return float64(s.CacheHits) }},
+	{"counter_cache_misses_total", "Counter cache misses.", true, func(s replica.Stats) float64 { return float64(s.CacheMisses) }},
+	{"flushes_total", "Memtable flushes.", true, func(s replica.Stats) float64 { return float64(s.Flushes) }},
+	{"compactions_total", "Compactions.", true, func(s replica.Stats) float64 { return float64(s.Compactions) }},
+	{"replayed_records_total", "Commit-log records replayed at start-up.", true, func(s replica.Stats) float64 { return float64(s.ReplayedRecords) }},
+	{"corrupt_blocks_total", "SSTable blocks that failed their checksum or did not decode.", true, func(s replica.Stats) float64 { return float64(s.CorruptBlocks) }},
+}
+
+var cqlFields = []field[cql.Stats]{
+	{"connections", "CQL connections being served.", false, func(s cql.Stats) float64 { return float64(s.ConnectionsOpen) }},
+	{"connections_accepted_total", "CQL connections accepted.", true, func(s cql.Stats) float64 { return float64(s.ConnectionsAccepted) }},
+	{"connections_refused_total", "CQL connections refused over a connection limit.", true, func(s cql.Stats) float64 { return float64(s.ConnectionsRefused) }},
+	{"accept_errors_total", "Failed accepts.", true, func(s cql.Stats) float64 { return float64(s.AcceptErrors) }},
+	{"requests_in_flight", "CQL requests read and not yet answered.", false, func(s cql.Stats) float64 { return float64(s.RequestsInFlight) }},
+	{"request_bytes_in_flight", "Their frame bytes.", false, func(s cql.Stats) float64 { return float64(s.RequestBytesInFlight) }},
+	{"request_bytes_in_flight_peak", "The highest request bytes in flight seen.", false, func(s cql.Stats) float64 { return float64(s.PeakRequestBytesInFlight) }},
+	{"queued_response_bytes", "Encoded answers waiting for their connection's writer.", false, func(s cql.Stats) float64 { return float64(s.QueuedResponseBytes) }},
+	{"reads_paused", "Connections not reading their socket now, over an in-flight limit.", false, func(s cql.Stats) float64 { return float64(s.ReadsPausedNow) }},
+	{"read_pauses_total", "Times a connection stopped reading over an in-flight limit.", true, func(s cql.Stats) float64 { return float64(s.ReadPauses) }},
+	{"frames_too_large_total", "Frames refused over the frame size limit.", true, func(s cql.Stats) float64 { return float64(s.FramesTooLarge) }},
+	{"idle_timeouts_total", "Connections closed by the idle timeout.", true, func(s cql.Stats) float64 { return float64(s.IdleTimeouts) }},
+	{"half_frame_timeouts_total", "Connections closed with a frame stalled half-read.", true, func(s cql.Stats) float64 { return float64(s.HalfFrameTimeouts) }},
+	{"write_timeouts_total", "Connections closed with a write blocked too long.", true, func(s cql.Stats) float64 { return float64(s.WriteTimeouts) }},
+	{"event_overflows_total", "Connections closed with too many events queued.", true, func(s cql.Stats) float64 { return float64(s.EventOverflows) }},
+}
+
+func init() {
+	for _, f := range coordFields {
+		descCoord[f.name] = desc("coordinator", f.name, f.help)
+	}
+	for _, f := range storeFields {
+		descStore[f.name] = desc("storage", f.name, f.help)
+	}
+	for _, f := range cqlFields {
+		descCQL[f.name] = desc("cql", f.name, f.help)
+	}
+}
+
+var (
+	descDismissed = desc("dedup", "dismissed_total", "Retries a deduplicating design (e.g. the FBF) recognised by op id and acknowledged without applying, by design.", "design")
+	descApplied   = desc("dedup", "applied_total", "Fresh updates a deduplicating design applied as leader, by design.", "design")
+	descNoOpID    = desc("dedup", "no_op_id_total", "Updates without an op id, applied without deduplication, by design.", "design")
+	descBits      = desc("dedup", "filter_bits_in_use", "Filter bits set, summed over the design's columns.", "design")
+	descFPP       = desc("dedup", "estimated_fpp", "Estimated false-positive probability of the design's filters (the largest over its columns): the expected share of fresh updates dropped.", "design")
+	descDesign    = desc("design", "stat", "A design's own statistics (the numeric fields its column type's Stats method returns), summed over its columns.", "design", "stat")
+	descCache     = desc("storage", "counter_cache_entries", "Entries in the counter cache.")
+	descCommitLog = desc("commitlog", "bytes", "Bytes of the commit log's segments.")
+	descPending   = desc("hints", "pending", "Hints waiting for delivery, by target host id.", "target")
+	descStored    = desc("hints", "stored_total", "Hints stored since the node started.")
+	descDelivered = desc("hints", "delivered_total", "Hints delivered since the node started.")
+	descNodes     = desc("gossip", "nodes", "Nodes of the ring by gossip state (up, down).", "state")
+	descNodeUp    = desc("gossip", "node_up", "1 when gossip sees the node up, else 0.", "host_id", "address", "dc", "rack", "status")
+	descSSTables  = desc("table", "sstables", "SSTables of a table on this node.", "keyspace", "table")
+	descSSTBytes  = desc("table", "sstable_bytes", "Bytes of a table's SSTables' Data components on this node.", "keyspace", "table")
+	descMemBytes  = desc("table", "memtable_bytes", "Bytes of a table's memtables on this node.", "keyspace", "table")
+	descDrained   = desc("node", "drained", "1 once the node was drained (serves no CQL, flushed, left the ring).")
+)
+
+// Collect reads a snapshot and sends its series.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.src.MetricsSnapshot()
+	emit := func(d *prometheus.Desc, counter bool, v float64, labels ...string) {
+		t := prometheus.GaugeValue
+		if counter {
+			t = prometheus.CounterValue
+		}
+		if m, err := prometheus.NewConstMetric(d, t, v, labels...); err == nil {
+			ch <- m
+		}
+	}
+	for _, f := range coordFields {
+		emit(descCoord[f.name], f.counter, f.get(s.Coordinator))
+	}
+	for _, f := range storeFields {
+		emit(descStore[f.name], f.counter, f.get(s.Replica))
+	}
+	for _, f := range cqlFields {
+		emit(descCQL[f.name], f.counter, f.get(s.CQL))
+	}
+	emit(descCache, false, float64(s.CounterCacheEntries))
+	emit(descCommitLog, false, float64(s.CommitLogBytes))
+	for _, design := range sortedKeys(s.Dedup) {
+		d := s.Dedup[design]
+		emit(descDismissed, true, float64(d.Dismissed), design)
+		emit(descApplied, true, float64(d.Applied), design)
+		emit(descNoOpID, true, float64(d.NoOpID), design)
+		emit(descBits, false, float64(d.BitsInUse), design)
+		emit(descFPP, false, d.EstimatedFPP, design)
+	}
+	for _, design := range sortedKeys(s.Design) {
+		for _, stat := range sortedKeys(s.Design[design]) {
+			emit(descDesign, false, s.Design[design][stat], design, stat)
+		}
+	}
+	for _, target := range sortedKeys(s.HintsPending) {
+		emit(descPending, false, float64(s.HintsPending[target]), target)
+	}
+	emit(descStored, true, float64(s.HintsStored))
+	emit(descDelivered, true, float64(s.HintsDelivered))
+	up, down := 0, 0
+	for _, n := range s.Nodes {
+		v := 0.0
+		if n.Up {
+			up++
+			v = 1
+		} else {
+			down++
+		}
+		emit(descNodeUp, false, v, n.HostID, n.Addr, n.DC, n.Rack, n.Status)
+	}
+	emit(descNodes, false, float64(up), "up")
+	emit(descNodes, false, float64(down), "down")
+	for _, t := range s.Tables {
+		emit(descSSTables, false, float64(t.SSTables), t.Keyspace, t.Name)
+		emit(descSSTBytes, false, float64(t.SSTableBytes), t.Keyspace, t.Name)
+		emit(descMemBytes, false, float64(t.MemtableBytes), t.Keyspace, t.Name)
+	}
+	drained := 0.0
+	if s.Drained {
+		drained = 1
+	}
+	emit(descDrained, false, drained)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// dropReason names a failed peer message's error for a label.
+func dropReason(err error) string {
+	switch {
+	case errors.Is(err, transport.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, transport.ErrUnreachable):
+		return "unreachable"
+	case errors.Is(err, transport.ErrClosed):
+		return "closed"
+	}
+	return "error"
+}

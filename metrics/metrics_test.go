@@ -1,0 +1,75 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/transport"
+)
+
+type fakeSource struct{ s Snapshot }
+
+func (f fakeSource) MetricsSnapshot() Snapshot { return f.s }
+
+func TestSeriesFromSnapshotAndInstruments(t *testing.T) {
+	src := fakeSource{Snapshot{
+		Coordinator:  coordinator.Stats{Writes: 7, Dismissed: 2},
+		Dedup:        map[string]coltype.DedupStats{"counter": {Dismissed: 3, EstimatedFPP: 0.001}},
+		Design:       map[string]map[string]float64{"handoff_counter": {"Slots": 4}},
+		Nodes:        []Node{{HostID: "a", Addr: "127.0.0.1:7000", Up: true}, {HostID: "b", Addr: "127.0.0.2:7000"}},
+		Tables:       []Table{{Keyspace: "ks", Name: "t", SSTables: 2}},
+		HintsPending: map[string]int{"b": 5},
+	}}
+	m, err := New(src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ObserveClient("counter_write", coordinator.Quorum.String(), time.Millisecond, nil)
+	m.ObserveClient("counter_write", coordinator.Quorum.String(), time.Millisecond, &coordinator.UnavailableError{})
+	m.CounterWrite("counter", nil)
+	m.ObserveSync(time.Millisecond)
+	m.PeerMessage("coordinator", 17, fmt.Errorf("x: %w", transport.ErrTimeout))
+	var nilM *Metrics
+	nilM.ObserveClient("read", "ONE", time.Second, nil) // a nil *Metrics records nothing
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{
+		"idemkv_coordinator_writes_total 7\n",
+		"idemkv_coordinator_retries_dismissed_total 2\n",
+		`idemkv_dedup_dismissed_total{design="counter"} 3` + "\n",
+		`idemkv_dedup_estimated_fpp{design="counter"} 0.001` + "\n",
+		`idemkv_design_stat{design="handoff_counter",stat="Slots"} 4` + "\n",
+		`idemkv_gossip_nodes{state="down"} 1` + "\n",
+		`idemkv_table_sstables{keyspace="ks",table="t"} 2` + "\n",
+		`idemkv_hints_pending{target="b"} 5` + "\n",
+		`idemkv_client_request_latency_seconds_count{consistency="QUORUM",operation="counter_write"} 2` + "\n",
+		`idemkv_client_request_failures_total{consistency="QUORUM",error="unavailable",operation="counter_write"} 1` + "\n",
+		`idemkv_counter_writes_total{design="counter",result="ok"} 1` + "\n",
+		"idemkv_commitlog_sync_latency_seconds_count 1\n",
+		`idemkv_messaging_dropped_total{family="coordinator",reason="timeout",type="17"} 1` + "\n",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("no %q in\n%s", want, body)
+		}
+	}
+}
+
+func TestErrorClass(t *testing.T) {
+	for err, want := range map[error]string{
+		&coordinator.WriteTimeoutError{}:                 "timeout",
+		fmt.Errorf("w: %w", &coordinator.InvalidError{}): "invalid",
+		errors.New("x"): "other",
+	} {
+		if got := ErrorClass(err); got != want {
+			t.Errorf("ErrorClass(%v) = %s, want %s", err, got, want)
+		}
+	}
+}
