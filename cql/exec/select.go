@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"hash/crc32"
@@ -10,13 +11,15 @@ import (
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/cql/parse"
+	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 )
 
 // selected is one item of a resolved selection.
 type selected struct {
-	col   *column // nil for COUNT(*)
+	col   *column // nil for COUNT(*) and token()
 	count bool
+	token bool // token(partition key): the partition's token, a bigint
 }
 
 // selection resolves a SELECT's items and their result columns.
@@ -41,6 +44,18 @@ func selection(t *tableInfo, st *parse.Select) ([]selected, []frame.ColumnSpec, 
 				name = s.Alias
 			}
 			out = append(out, selected{count: true})
+			specs = append(specs, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: name, Type: frame.Bigint})
+			continue
+		}
+		if len(s.Token) > 0 {
+			if err := checkTokenColumns(t, s.Token); err != nil {
+				return nil, nil, err
+			}
+			name := tokenColumnName(s.Token)
+			if s.Alias != "" {
+				name = s.Alias
+			}
+			out = append(out, selected{token: true})
 			specs = append(specs, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: name, Type: frame.Bigint})
 			continue
 		}
@@ -101,6 +116,10 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		return nil, err
 	}
 	res := frame.RowsResult{Columns: specs, NoMetadata: p.SkipMetadata}
+	tokRels, where := splitTokenRelations(st.Where)
+	if len(tokRels) > 0 && t.sys != nil {
+		return nil, invalid("idemkv does not serve token() on system tables")
+	}
 	if t.sys != nil {
 		rows, err := e.selectSystem(t, st, sel, p.Values, limit)
 		if err != nil {
@@ -127,9 +146,25 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		}
 		return true, nil
 	}
-	if len(st.Where) > 0 {
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	if len(tokRels) > 0 {
+		if len(where) > 0 {
+			return nil, invalid("idemkv does not combine token() restrictions with other restrictions")
+		}
+		var empty bool
+		if lo, hi, empty, err = tokenRange(t, tokRels, p.Values); err != nil {
+			return nil, err
+		}
+		if empty {
+			if counting {
+				res.Rows = [][]frame.Value{{frame.Bytes(frame.EncodeBigint(0))}}
+			}
+			return res, nil
+		}
+	}
+	if len(where) > 0 {
 		var nonKey, restricted []string
-		for _, r := range st.Where {
+		for _, r := range where {
 			c, err := t.column(r.Column)
 			if err != nil {
 				return nil, err
@@ -159,7 +194,7 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 			}
 			return nil, invalid("Partition key parts: %s must be restricted as other parts are", strings.Join(missing, ", "))
 		}
-		terms, err := keyRestrictions(t, st.Where, true)
+		terms, err := keyRestrictions(t, where, true)
 		if err != nil {
 			return nil, err
 		}
@@ -167,33 +202,14 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		if err != nil {
 			return nil, err
 		}
-		var read []row.Row
-		for _, k := range ks {
-			if limit > 0 && len(res.Rows) >= limit {
-				break
-			}
-			r, found, err := e.b.Read(ctx, t.id, k, cl)
-			if err != nil {
-				return nil, err
-			}
-			if found {
-				read = append(read, r)
-				if _, err := emit(r); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if err := selectContext(t, sel, read, payload, reply); err != nil {
-			return nil, err
-		}
-		if counting {
-			res.Rows = [][]frame.Value{{frame.Bytes(frame.EncodeBigint(count))}}
-		}
-		return res, nil
+		return e.selectKeys(ctx, t, sel, ks, limit, p, cl, &res, emit, payload, reply)
 	}
 
 	// A scan: paged by the request's page size, from the paging state.
 	var after *row.Key
+	if lo > math.MinInt64 {
+		after = &row.Key{Token: lo} // before every key of token lo: no key is empty
+	}
 	returned := 0
 	if len(p.PagingState) > 0 && !counting {
 		n, k, err := decodePagingState(p.PagingState, t.id)
@@ -221,6 +237,13 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 			return nil, err
 		}
 		for _, r := range rows {
+			if r.Key.Token > hi {
+				exhausted = true
+				break
+			}
+			if r.Key.Token <= lo {
+				continue // the token lo itself: the range excludes it
+			}
 			ok, err := emit(r)
 			if err != nil {
 				return nil, err
@@ -231,7 +254,7 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 			k := r.Key.Clone()
 			after = &k
 		}
-		if len(rows) < ask {
+		if exhausted || len(rows) < ask {
 			exhausted = true
 			break
 		}
@@ -244,6 +267,65 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		res.PagingState = encodePagingState(t.id, returned+got, *after)
 	}
 	return res, nil
+}
+
+// selectKeys reads the partitions of keys (sorted, without duplicates) in
+// order, paged by the request's page size: the paging state holds the last
+// key read, and the next page starts after it.
+func (e *Executor) selectKeys(ctx context.Context, t *tableInfo, sel []selected, keys [][]byte, limit int, p frame.QueryParams, cl coordinator.ConsistencyLevel, res *frame.RowsResult, emit func(row.Row) (bool, error), payload, reply map[string][]byte) (frame.Result, error) {
+	counting := len(sel) == 1 && sel[0].count
+	returned, start := 0, 0
+	if len(p.PagingState) > 0 && !counting {
+		n, last, err := decodePagingState(p.PagingState, t.id)
+		if err != nil {
+			return nil, err
+		}
+		returned = n
+		start = len(keys)
+		for i, k := range keys {
+			if bytes.Equal(k, last.Partition) {
+				start = i + 1
+				break
+			}
+		}
+	}
+	want := math.MaxInt
+	if p.PageSize > 0 && !counting {
+		want = int(p.PageSize)
+	}
+	if limit > 0 && !counting {
+		want = min(want, limit-returned)
+	}
+	var read []row.Row
+	got, i := 0, start
+	for ; i < len(keys) && got < want; i++ {
+		r, found, err := e.b.Read(ctx, t.id, keys[i], cl)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			continue
+		}
+		read = append(read, r)
+		ok, err := emit(r)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			got++
+		}
+	}
+	if err := selectContext(t, sel, read, payload, reply); err != nil {
+		return nil, err
+	}
+	if counting {
+		res.Rows = [][]frame.Value{{frame.Bytes(frame.EncodeBigint(int64(got)))}}
+		return *res, nil
+	}
+	if got >= want && i < len(keys) && (limit == 0 || returned+got < limit) {
+		res.PagingState = encodePagingState(t.id, returned+got, row.Key{Token: ring.Token(keys[i-1]), Partition: keys[i-1]})
+	}
+	return *res, nil
 }
 
 // rowValues builds a result row; live is false for a partition without a
@@ -268,6 +350,8 @@ func (e *Executor) rowValues(t *tableInfo, sel []selected, r row.Row) ([]frame.V
 		switch {
 		case s.count:
 			out = append(out, frame.Null)
+		case s.token:
+			out = append(out, frame.Bytes(frame.EncodeBigint(r.Key.Token)))
 		case s.col.pkIndex >= 0:
 			out = append(out, frame.Bytes(parts[s.col.pkIndex]))
 		default:

@@ -232,9 +232,12 @@ func (s SetClause) String() string {
 }
 
 // Relation is one `column op term` of a WHERE or IF clause; for IN, the
-// values are In (a list) or, for `IN ?`, the single marker Value.
+// values are In (a list) or, for `IN ?`, the single marker Value. A
+// relation on `token(a, b) op term` has the token's columns in Token and
+// no Column.
 type Relation struct {
 	Column string
+	Token  []string
 	Op     string // =, <, >, <=, >=, !=, IN
 	Value  Term
 	In     []Term
@@ -248,6 +251,9 @@ func (r Relation) String() string {
 			parts[i] = t.String()
 		}
 		return Ident(r.Column) + " IN (" + strings.Join(parts, ", ") + ")"
+	}
+	if len(r.Token) > 0 {
+		return "token(" + identList(r.Token) + ") " + r.Op + " " + r.Value.String()
 	}
 	return Ident(r.Column) + " " + r.Op + " " + r.Value.String()
 }
@@ -300,17 +306,22 @@ type Insert struct {
 	Using       []UsingOption
 }
 
-// Selector is one item of a SELECT list: a column, or COUNT(*) (Count).
+// Selector is one item of a SELECT list: a column, COUNT(*) (Count), or
+// token(a, b) of the named columns (Token).
 type Selector struct {
 	Column string
 	Count  bool
+	Token  []string
 	Alias  string
 }
 
 func (s Selector) String() string {
 	out := Ident(s.Column)
-	if s.Count {
+	switch {
+	case s.Count:
 		out = "COUNT(*)"
+	case len(s.Token) > 0:
+		out = "token(" + identList(s.Token) + ")"
 	}
 	if s.Alias != "" {
 		out += " AS " + Ident(s.Alias)

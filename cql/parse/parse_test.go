@@ -36,6 +36,8 @@ var corpus = []string{
 	`select count(1) as n from system.local where key = 'local'`,
 	`SELECT schema_version FROM system.local WHERE key='local'`,
 	`SELECT * FROM t WHERE k IN ? LIMIT ?`,
+	`SELECT k, token(k), TOKEN(a, "B") AS t FROM ks.t WHERE token(k) > -9223372036854775808 AND token(k) <= ?`,
+	`SELECT * FROM t WHERE token(a, b) >= :lo AND token(a, b) < 5 AND token(a, b) = 7`,
 	`SELECT * FROM t WHERE a >= 1.5 AND b <= -2.5e3 AND c != true AND d < false AND e = null`,
 	`DELETE FROM ks.t WHERE k = ?`,
 	`DELETE c, d FROM t USING TIMESTAMP 5 WHERE k = 1 IF EXISTS`,

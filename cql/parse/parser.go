@@ -13,6 +13,7 @@
 //	DELETE [col, ...] FROM [ks.]t [USING TIMESTAMP n] WHERE ... [IF ...]
 //	INSERT INTO [ks.]t (cols) VALUES (terms) [IF NOT EXISTS] [USING ...]
 //	SELECT * | sel [AS alias], ... | COUNT(*) FROM [ks.]t [WHERE rel AND ...] [LIMIT n] [ALLOW FILTERING]
+//	    (sel a column or token(k, ...); rel `col op term`, `col IN ...` or `token(k, ...) op term`)
 //	BEGIN [UNLOGGED | COUNTER] BATCH [USING TIMESTAMP n] stmt; ... APPLY BATCH
 //
 // Lexical rules are Cassandra's: keywords are case-insensitive, unquoted
@@ -667,7 +668,34 @@ func (p *parser) using() ([]UsingOption, error) {
 
 var relOps = map[string]bool{"=": true, "<": true, ">": true, "<=": true, ">=": true, "!=": true}
 
+// tokenCall parses `token(a, b, ...)` if it is next (ok false otherwise).
+func (p *parser) tokenCall() (cols []string, ok bool, err error) {
+	if !p.isKw("token") || p.peekAt(1).kind != tPunct || p.peekAt(1).text != "(" {
+		return nil, false, nil
+	}
+	p.pos += 2
+	if cols, err = commaList(p, p.ident); err != nil {
+		return nil, true, err
+	}
+	return cols, true, p.expectPunct(")")
+}
+
 func (p *parser) relation() (Relation, error) {
+	tcols, isToken, err := p.tokenCall()
+	if err != nil {
+		return Relation{}, err
+	}
+	if isToken {
+		r := Relation{Token: tcols}
+		t := p.peek()
+		if t.kind != tPunct || !relOps[t.text] || t.text == "!=" {
+			return Relation{}, p.noViable(t)
+		}
+		p.pos++
+		r.Op = t.text
+		r.Value, err = p.term()
+		return r, err
+	}
 	col, err := p.ident()
 	if err != nil {
 		return Relation{}, err
@@ -873,6 +901,10 @@ func (p *parser) selectStmt() (Statement, error) {
 					return nil, err
 				}
 				sel.Count = true
+			} else if cols, ok, err := p.tokenCall(); err != nil {
+				return nil, err
+			} else if ok {
+				sel.Token = cols
 			} else if sel.Column, err = p.ident(); err != nil {
 				return nil, err
 			}
