@@ -297,6 +297,25 @@ CREATE TABLE ks.h (k text PRIMARY KEY, c handoff_counter);
 		}
 	})
 
+	t.Run("truncate", func(t *testing.T) {
+		// RF 3 on 3 nodes: read at ALL, every replica must be empty.
+		res := c.ok(t, "CREATE TABLE ks.tr (k text PRIMARY KEY, c counter); "+
+			"UPDATE ks.tr SET c = c + 5 WHERE k = 'a'; UPDATE ks.tr SET c = c + 6 WHERE k = 'b'; "+
+			"TRUNCATE ks.tr; CONSISTENCY ALL; SELECT k, c FROM ks.tr;")
+		if !strings.Contains(res.stdout, "\n(0 rows)\n") {
+			t.Errorf("SELECT after TRUNCATE: %v", res)
+		}
+		res = c.ok(t, "UPDATE ks.tr SET c = c + 1 WHERE k = 'a'; TRUNCATE TABLE ks.tr; UPDATE ks.tr SET c = c + 2 WHERE k = 'a'; "+
+			"CONSISTENCY ALL; SELECT k, c FROM ks.tr;")
+		if got := tableRows(res.stdout); got["a"] != "2" || len(got) != 1 {
+			t.Errorf("a counter after TRUNCATE starts from 0: rows %v, want a=2: %v", got, res)
+		}
+		res = c.run(t, "-e", "TRUNCATE ks.nope")
+		if res.code == 0 || !strings.Contains(res.stderr, "code=2200") || !strings.Contains(res.stderr, "table nope does not exist") {
+			t.Errorf("TRUNCATE of an unknown table: %v", res)
+		}
+	})
+
 	t.Run("shell commands", func(t *testing.T) {
 		capture := filepath.Join(home, "capture.txt")
 		res := c.ok(t, fmt.Sprintf("SERIAL CONSISTENCY LOCAL_SERIAL; USE ks; SELECT count(*) FROM plain; "+

@@ -152,6 +152,8 @@ func (e *Executor) run(ctx context.Context, s *cql.Session, ks string, st parse.
 		return e.dropTable(ctx, ks, st)
 	case *parse.AlterTable:
 		return e.alterTable(ctx, ks, st)
+	case *parse.Truncate:
+		return e.truncate(ctx, ks, st)
 	case *parse.Select:
 		return e.selectRows(ctx, ks, st, p, payload, reply)
 	case *parse.Update, *parse.Delete, *parse.Insert:

@@ -191,6 +191,9 @@ type DropTable struct {
 	Table    TableName
 }
 
+// Truncate is TRUNCATE [TABLE] [ks.]t.
+type Truncate struct{ Table TableName }
+
 // Use is USE.
 type Use struct{ Keyspace string }
 
@@ -363,6 +366,7 @@ func (*CreateTable) statement()    {}
 func (*DropTable) statement()      {}
 func (*AlterTable) statement()     {}
 func (*Use) statement()            {}
+func (*Truncate) statement()       {}
 func (*Update) statement()         {}
 func (*Delete) statement()         {}
 func (*Insert) statement()         {}
@@ -450,6 +454,8 @@ func (s *DropTable) String() string {
 }
 
 func (s *Use) String() string { return "USE " + Ident(s.Keyspace) }
+
+func (s *Truncate) String() string { return "TRUNCATE TABLE " + s.Table.String() }
 
 func (s *Update) String() string {
 	parts := make([]string, len(s.Set))

@@ -8,6 +8,7 @@
 //	    [PRIMARY KEY (pk | (pk1, pk2, ...) [, clustering...])]) [WITH prop = value AND ...]
 //	DROP TABLE [IF EXISTS] [ks.]t
 //	USE ks
+//	TRUNCATE [TABLE] [ks.]t
 //	UPDATE [ks.]t [USING TTL n | TIMESTAMP n [AND ...]] SET c = c + term, d = d - term, e = term
 //	    WHERE k = term [AND ...] [IF EXISTS | IF cond [AND ...]]
 //	DELETE [col, ...] FROM [ks.]t [USING TIMESTAMP n] WHERE ... [IF ...]
@@ -265,6 +266,18 @@ func (p *parser) statement(top bool) (Statement, error) {
 		case "alter":
 			if top {
 				return p.alter()
+			}
+		case "truncate":
+			if top {
+				p.pos++
+				if !p.acceptKw("table") {
+					p.acceptKw("columnfamily")
+				}
+				tn, err := p.tableName()
+				if err != nil {
+					return nil, err
+				}
+				return &Truncate{Table: tn}, nil
 			}
 		case "use":
 			if top {
