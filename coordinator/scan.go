@@ -172,6 +172,7 @@ func (c *Coordinator) scanRange(ctx context.Context, s ring.Strategy, m *ring.Me
 			cands = append(cands, e)
 		}
 	}
+	cands = req.order(cands)
 	sr := scanRequest{table: table, after: after, startToken: lo, endToken: hi, limit: limit}
 	type answer struct {
 		rows []row.Row

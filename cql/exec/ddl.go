@@ -201,6 +201,9 @@ func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
 	if !validName.MatchString(st.Table.Name) {
 		return def, invalid("\"%s\" is not a valid table name (must be alphanumeric character or underscore only: [a-zA-Z_0-9]+)", st.Table.Name)
 	}
+	if len(st.PartitionKey) == 0 {
+		return def, invalid("No PRIMARY KEY specifed for table '%s.%s' (exactly one required)", ks, st.Table.Name)
+	}
 	cols := map[string]parse.ColumnDef{}
 	for _, c := range st.Columns {
 		if _, dup := cols[c.Name]; dup {

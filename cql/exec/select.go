@@ -24,6 +24,14 @@ type selected struct {
 
 // selection resolves a SELECT's items and their result columns.
 func selection(t *tableInfo, st *parse.Select) ([]selected, []frame.ColumnSpec, error) {
+	if len(st.OrderBy) > 0 {
+		c, err := t.column(st.OrderBy[0].Column)
+		if err != nil {
+			return nil, nil, err
+		}
+		// idemkv tables have no clustering columns, the only ones ORDER BY takes.
+		return nil, nil, invalid("Order by is currently only supported on the clustered columns of the PRIMARY KEY, got %s", c.name)
+	}
 	if st.Star {
 		var out []selected
 		var specs []frame.ColumnSpec

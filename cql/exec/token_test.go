@@ -179,3 +179,16 @@ func TestINOrderAndPaging(t *testing.T) {
 		t.Errorf("IN (?, ?) pk indexes %v, want [1]", pr.PKIndexes)
 	}
 }
+
+// TestOrderByPartitionKey: ORDER BY takes clustering columns only, which
+// idemkv tables do not have: Invalid, with Cassandra's message.
+func TestOrderByPartitionKey(t *testing.T) {
+	h := newHarness(t)
+	h.setup()
+	wantErr(t, h.queryErr(`SELECT * FROM ks.t WHERE k = 'a' ORDER BY k DESC`), frame.ErrInvalid,
+		"Order by is currently only supported on the clustered columns of the PRIMARY KEY, got k")
+	wantErr(t, h.queryErr(`SELECT * FROM ks.t WHERE k = 'a' ORDER BY nope`), frame.ErrInvalid, "Undefined column name nope")
+	if _, err := h.e.Prepare(ctx, h.sess, `SELECT * FROM ks.t WHERE k = ? ORDER BY c`, nil); err == nil {
+		t.Error("ORDER BY on a counter column prepared")
+	}
+}

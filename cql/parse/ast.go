@@ -338,6 +338,7 @@ type Select struct {
 	Selectors      []Selector
 	Table          TableName
 	Where          []Relation
+	OrderBy        []Ordering
 	Limit          *Term
 	AllowFiltering bool
 }
@@ -416,11 +417,13 @@ func (s *CreateTable) String() string {
 		}
 		parts = append(parts, d)
 	}
-	pk := "(" + identList(s.PartitionKey) + ")"
-	if len(s.Clustering) > 0 {
-		pk += ", " + identList(s.Clustering)
+	if len(s.PartitionKey) > 0 {
+		pk := "(" + identList(s.PartitionKey) + ")"
+		if len(s.Clustering) > 0 {
+			pk += ", " + identList(s.Clustering)
+		}
+		parts = append(parts, "PRIMARY KEY ("+pk+")")
 	}
-	parts = append(parts, "PRIMARY KEY ("+pk+")")
 	out := "CREATE TABLE " + ifNotExists(s.IfNotExists) + s.Table.String() + " (" + strings.Join(parts, ", ") + ")"
 	var with []string
 	if s.CompactStorage {
@@ -497,6 +500,16 @@ func (s *Select) String() string {
 		sel = strings.Join(parts, ", ")
 	}
 	out := "SELECT " + sel + " FROM " + s.Table.String() + renderRelations("WHERE", s.Where)
+	if len(s.OrderBy) > 0 {
+		os := make([]string, len(s.OrderBy))
+		for i, o := range s.OrderBy {
+			os[i] = Ident(o.Column) + " ASC"
+			if o.Desc {
+				os[i] = Ident(o.Column) + " DESC"
+			}
+		}
+		out += " ORDER BY " + strings.Join(os, ", ")
+	}
 	if s.Limit != nil {
 		out += " LIMIT " + s.Limit.String()
 	}
@@ -524,10 +537,18 @@ func (s *Batch) String() string {
 // Error is a syntax error at a position of the query: Line and Column are
 // 1-based (Column counts characters). Error() renders Cassandra's text,
 // `line L:C message`, where C is ANTLR's 0-based character position, so
-// that messages read exactly as Cassandra's do.
+// that messages read exactly as Cassandra's do. An error Cassandra's
+// grammar raises from its own checks rather than from ANTLR (Unplaced)
+// renders as the message alone, as Cassandra's does.
 type Error struct {
 	Line, Column int
 	Text         string
+	Unplaced     bool
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("line %d:%d %s", e.Line, e.Column-1, e.Text) }
+func (e *Error) Error() string {
+	if e.Unplaced {
+		return e.Text
+	}
+	return fmt.Sprintf("line %d:%d %s", e.Line, e.Column-1, e.Text)
+}

@@ -13,7 +13,8 @@
 //	    WHERE k = term [AND ...] [IF EXISTS | IF cond [AND ...]]
 //	DELETE [col, ...] FROM [ks.]t [USING TIMESTAMP n] WHERE ... [IF ...]
 //	INSERT INTO [ks.]t (cols) VALUES (terms) [IF NOT EXISTS] [USING ...]
-//	SELECT * | sel [AS alias], ... | COUNT(*) FROM [ks.]t [WHERE rel AND ...] [LIMIT n] [ALLOW FILTERING]
+//	SELECT * | sel [AS alias], ... | COUNT(*) FROM [ks.]t [WHERE rel AND ...] [ORDER BY col [ASC|DESC], ...]
+//	    [LIMIT n] [ALLOW FILTERING]
 //	    (sel a column or token(k, ...); rel `col op term`, `col IN ...` or `token(k, ...) op term`)
 //	BEGIN [UNLOGGED | COUNTER] BATCH [USING TIMESTAMP n] stmt; ... APPLY BATCH
 //
@@ -420,11 +421,10 @@ func (p *parser) createTable() (Statement, error) {
 	if err := p.expectPunct("("); err != nil {
 		return nil, err
 	}
-	pkStart := p.peek()
 	pkSeen := false
 	for {
 		if p.isKw("primary") {
-			pkStart = p.peek()
+			pkStart := p.peek()
 			p.pos++
 			if err := p.expectKw("key"); err != nil {
 				return nil, err
@@ -494,9 +494,7 @@ func (p *parser) createTable() (Statement, error) {
 	if err := p.expectPunct(")"); err != nil {
 		return nil, err
 	}
-	if !pkSeen {
-		return nil, errAt(pkStart, "No PRIMARY KEY specifed (exactly one required)")
-	}
+	// No PRIMARY KEY is the executor's error (Invalid), as in Cassandra.
 	if p.acceptKw("with") {
 		s.Properties, err = p.properties(func() (bool, error) {
 			switch {
@@ -552,7 +550,7 @@ func (p *parser) typ() (Type, error) {
 	case t.kind == tQIdent:
 		p.pos++
 		name = t.val
-	case t.kind == tString: // a custom type's class name
+	case t.kind == tString && t.val != "": // a custom type's class name
 		p.pos++
 		name = t.val
 	default:
@@ -803,6 +801,7 @@ func (p *parser) update() (Statement, error) {
 			if c.Other, err = p.ident(); err != nil {
 				return nil, err
 			}
+			opTok := p.peek()
 			switch {
 			case p.acceptPunct("+"):
 				c.Op = '+'
@@ -810,6 +809,13 @@ func (p *parser) update() (Statement, error) {
 				c.Op = '-'
 			default:
 				return nil, p.mismatch(p.peek(), "'+'")
+			}
+			if c.Other != c.Column {
+				// Cassandra's grammar checks this itself, a syntax error
+				// without a position.
+				e := errAt(opTok, "Only expressions of the form X = X %c<value> are supported.", c.Op)
+				e.Unplaced = true
+				return nil, e
 			}
 		} else {
 			c.Op = '='
@@ -941,6 +947,26 @@ func (p *parser) selectStmt() (Statement, error) {
 	if p.acceptKw("where") {
 		if s.Where, err = p.relations(); err != nil {
 			return nil, err
+		}
+	}
+	if p.acceptKw("order") {
+		if err := p.expectKw("by"); err != nil {
+			return nil, err
+		}
+		for {
+			var o Ordering
+			if o.Column, err = p.ident(); err != nil {
+				return nil, err
+			}
+			switch {
+			case p.acceptKw("asc"):
+			case p.acceptKw("desc"):
+				o.Desc = true
+			}
+			s.OrderBy = append(s.OrderBy, o)
+			if !p.acceptPunct(",") {
+				break
+			}
 		}
 	}
 	if p.acceptKw("limit") {
