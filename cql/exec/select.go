@@ -240,7 +240,12 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 	got, exhausted := 0, false
 	for got < want {
 		ask := min(want-got, chunk)
-		rows, err := e.b.Scan(ctx, t.id, after, ask, cl)
+		var rows []row.Row
+		if rs, ok := e.b.(RangeScanner); ok && hi < math.MaxInt64 {
+			rows, err = rs.ScanRange(ctx, t.id, after, hi, ask, cl)
+		} else {
+			rows, err = e.b.Scan(ctx, t.id, after, ask, cl)
+		}
 		if err != nil {
 			return nil, err
 		}
