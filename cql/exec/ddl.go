@@ -402,7 +402,13 @@ func (e *Executor) alterTable(ctx context.Context, sessionKS string, st *parse.A
 	}
 	def, ok := e.b.Schema().Table(ks, st.Table.Name)
 	if !ok {
-		return nil, invalid("unconfigured table %s", st.Table.Name)
+		if _, ok := e.b.Schema().Visible().Keyspaces[ks]; !ok {
+			return nil, invalid("Keyspace '%s' doesn't exist", ks)
+		}
+		return nil, invalid("Table '%s.%s' doesn't exist", ks, st.Table.Name)
+	}
+	if len(st.Add) > 0 || len(st.Drop) > 0 {
+		return alterColumns(ks, def, st)
 	}
 	opts, err := tablePropertyOptions(st.Properties)
 	if err != nil {

@@ -179,10 +179,13 @@ type CreateTable struct {
 	CompactStorage  bool
 }
 
-// AlterTable is ALTER TABLE ... WITH properties (idemkv alters options only).
+// AlterTable is ALTER TABLE: WITH properties, ADD columns or DROP
+// columns (exactly one of Properties, Add and Drop is set).
 type AlterTable struct {
 	Table      TableName
 	Properties []Property
+	Add        []ColumnDef
+	Drop       []string
 }
 
 // DropTable is DROP TABLE.
@@ -449,7 +452,21 @@ func (s *CreateTable) String() string {
 }
 
 func (s *AlterTable) String() string {
-	return "ALTER TABLE " + s.Table.String() + " WITH " + renderProps(s.Properties)
+	out := "ALTER TABLE " + s.Table.String()
+	switch {
+	case len(s.Add) > 0:
+		parts := make([]string, len(s.Add))
+		for i, c := range s.Add {
+			parts[i] = Ident(c.Name) + " " + c.Type.String()
+			if c.Static {
+				parts[i] += " STATIC"
+			}
+		}
+		return out + " ADD (" + strings.Join(parts, ", ") + ")"
+	case len(s.Drop) > 0:
+		return out + " DROP (" + identList(s.Drop) + ")"
+	}
+	return out + " WITH " + renderProps(s.Properties)
 }
 
 func (s *DropTable) String() string {

@@ -7,6 +7,7 @@
 //	CREATE TABLE [IF NOT EXISTS] [ks.]t (col type [STATIC] [PRIMARY KEY], ...,
 //	    [PRIMARY KEY (pk | (pk1, pk2, ...) [, clustering...])]) [WITH prop = value AND ...]
 //	DROP TABLE [IF EXISTS] [ks.]t
+//	ALTER TABLE [ks.]t WITH prop = value [AND ...] | ADD col type | ADD (col type, ...) | DROP col | DROP (col, ...)
 //	USE ks
 //	TRUNCATE [TABLE] [ks.]t
 //	UPDATE [ks.]t [USING TTL n | TIMESTAMP n [AND ...]] SET c = c + term, d = d - term, e = term
@@ -352,8 +353,9 @@ func (p *parser) drop() (Statement, error) {
 	return &DropTable{IfExists: ifExists, Table: tn}, nil
 }
 
-// alter parses ALTER TABLE t WITH properties; other ALTER forms (columns,
-// keyspaces) are not part of idemkv's subset.
+// alter parses ALTER TABLE t WITH properties, ADD col type | ADD (col
+// type, ...), DROP col | DROP (col, ...); other ALTER forms (keyspaces,
+// RENAME, column types) are not part of idemkv's subset.
 func (p *parser) alter() (Statement, error) {
 	p.pos++ // ALTER
 	if !p.acceptKw("table") && !p.acceptKw("columnfamily") {
@@ -362,6 +364,48 @@ func (p *parser) alter() (Statement, error) {
 	tn, err := p.tableName()
 	if err != nil {
 		return nil, err
+	}
+	colDef := func() (ColumnDef, error) {
+		var c ColumnDef
+		var err error
+		if c.Name, err = p.ident(); err != nil {
+			return c, err
+		}
+		if c.Type, err = p.typ(); err != nil {
+			return c, err
+		}
+		c.Static = p.acceptKw("static")
+		return c, nil
+	}
+	switch {
+	case p.acceptKw("add"):
+		s := &AlterTable{Table: tn}
+		if p.acceptPunct("(") {
+			if s.Add, err = commaList(p, colDef); err != nil {
+				return nil, err
+			}
+			return s, p.expectPunct(")")
+		}
+		c, err := colDef()
+		if err != nil {
+			return nil, err
+		}
+		s.Add = []ColumnDef{c}
+		return s, nil
+	case p.acceptKw("drop"):
+		s := &AlterTable{Table: tn}
+		if p.acceptPunct("(") {
+			if s.Drop, err = commaList(p, p.ident); err != nil {
+				return nil, err
+			}
+			return s, p.expectPunct(")")
+		}
+		c, err := p.ident()
+		if err != nil {
+			return nil, err
+		}
+		s.Drop = []string{c}
+		return s, nil
 	}
 	if err := p.expectKw("with"); err != nil {
 		return nil, err
