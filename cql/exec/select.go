@@ -254,6 +254,8 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 				exhausted = true
 				break
 			}
+			k := r.Key.Clone()
+			after = &k
 			if r.Key.Token <= lo {
 				continue // the token lo itself: the range excludes it
 			}
@@ -264,8 +266,6 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 			if ok {
 				got++
 			}
-			k := r.Key.Clone()
-			after = &k
 		}
 		if exhausted || len(rows) < ask {
 			exhausted = true

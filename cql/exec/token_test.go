@@ -110,6 +110,21 @@ func TestTokenRanges(t *testing.T) {
 		}
 		break
 	}
+	// A range starting at a row's token excludes that row, at any page size
+	// (page size 1: the first row read is the one excluded).
+	for k, tok := range tokens {
+		n := 0
+		for _, other := range tokens {
+			if other > tok {
+				n++
+			}
+		}
+		rows, _ := h.pagedRows(`SELECT k FROM ks.t WHERE token(k) > ?`, 1, big(tok))
+		if len(rows) != n {
+			t.Errorf("token(k) > token(%q) at page size 1: %d rows, want %d", k, len(rows), n)
+		}
+		break
+	}
 	if res := h.rows(`SELECT k FROM ks.t WHERE token(k) > 10 AND token(k) <= -10`); len(res.Rows) != 0 {
 		t.Errorf("an inverted range: %d rows, want none", len(res.Rows))
 	}
