@@ -32,6 +32,11 @@ func selection(t *tableInfo, st *parse.Select) ([]selected, []frame.ColumnSpec, 
 		// idemkv tables have no clustering columns, the only ones ORDER BY takes.
 		return nil, nil, invalid("Order by is currently only supported on the clustered columns of the PRIMARY KEY, got %s", c.name)
 	}
+	if st.Distinct {
+		if err := checkDistinct(t, st); err != nil {
+			return nil, nil, err
+		}
+	}
 	if st.Star {
 		var out []selected
 		var specs []frame.ColumnSpec

@@ -163,3 +163,43 @@ func uuidTime(u []byte) uint64 {
 	low := uint64(binary.BigEndian.Uint32(u[0:4]))
 	return hi<<48 | mid<<32 | low
 }
+
+// checkDistinct applies Cassandra's rules of SELECT DISTINCT: only the
+// partition key's columns (all of them) or token(), since idemkv tables
+// have no static columns. Each partition being one row, the query is then
+// the plain SELECT of those columns.
+func checkDistinct(t *tableInfo, st *parse.Select) error {
+	if t.sys != nil {
+		return invalid("idemkv does not serve SELECT DISTINCT on system tables")
+	}
+	if st.Star {
+		if len(t.regular) > 0 {
+			return invalid("SELECT DISTINCT queries must only request partition key columns and/or static columns (not %s)", t.regular[0].name)
+		}
+		return nil
+	}
+	have := map[string]bool{}
+	for _, s := range st.Selectors {
+		switch {
+		case s.Count, len(s.Token) > 0:
+		default:
+			c, err := t.column(s.Column)
+			if err != nil {
+				return err
+			}
+			if c.pkIndex < 0 {
+				return invalid("SELECT DISTINCT queries must only request partition key columns and/or static columns (not %s)", c.name)
+			}
+			have[c.name] = true
+		}
+	}
+	if len(have) == 0 {
+		return nil // count(*) or token() only
+	}
+	for _, c := range t.pk {
+		if !have[c.name] {
+			return invalid("SELECT DISTINCT queries must request all the partition key columns (missing %s)", c.name)
+		}
+	}
+	return nil
+}

@@ -207,3 +207,26 @@ func TestOrderByPartitionKey(t *testing.T) {
 		t.Error("ORDER BY on a counter column prepared")
 	}
 }
+
+// TestSelectDistinct: SELECT DISTINCT lists the partition keys (one row
+// per partition in idemkv), with Cassandra's errors for other columns.
+func TestSelectDistinct(t *testing.T) {
+	h := newHarness(t)
+	h.setup()
+	h.query(`CREATE TABLE ks.two (a int, b text, c counter, PRIMARY KEY ((a, b)))`)
+	for _, k := range []string{"x", "y", "z"} {
+		h.query(`UPDATE ks.t SET c = c + 1 WHERE k = ?`, text_(k))
+	}
+	rows, pages := h.pagedRows(`SELECT DISTINCT k FROM ks.t`, 2)
+	if len(rows) != 3 || pages != 2 {
+		t.Errorf("DISTINCT k at page size 2: %d rows in %d pages, want 3 in 2", len(rows), pages)
+	}
+	if res := h.rows(`SELECT DISTINCT k, token(k) FROM ks.t WHERE k = 'x'`); len(res.Rows) != 1 {
+		t.Errorf("DISTINCT of one key: %d rows", len(res.Rows))
+	}
+	wantErr(t, h.queryErr(`SELECT DISTINCT k, c FROM ks.t`), frame.ErrInvalid,
+		"SELECT DISTINCT queries must only request partition key columns and/or static columns (not c)")
+	wantErr(t, h.queryErr(`SELECT DISTINCT * FROM ks.t`), frame.ErrInvalid, "(not c)")
+	wantErr(t, h.queryErr(`SELECT DISTINCT a FROM ks.two`), frame.ErrInvalid,
+		"SELECT DISTINCT queries must request all the partition key columns (missing b)")
+}

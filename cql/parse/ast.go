@@ -335,8 +335,10 @@ func (s Selector) String() string {
 	return out
 }
 
-// Select is SELECT. Star is `SELECT *`; otherwise Selectors lists the items.
+// Select is SELECT. Star is `SELECT *`; otherwise Selectors lists the
+// items. Distinct is SELECT DISTINCT.
 type Select struct {
+	Distinct       bool
 	Star           bool
 	Selectors      []Selector
 	Table          TableName
@@ -515,6 +517,9 @@ func (s *Select) String() string {
 			parts[i] = x.String()
 		}
 		sel = strings.Join(parts, ", ")
+	}
+	if s.Distinct {
+		sel = "DISTINCT " + sel
 	}
 	out := "SELECT " + sel + " FROM " + s.Table.String() + renderRelations("WHERE", s.Where)
 	if len(s.OrderBy) > 0 {
