@@ -19,7 +19,8 @@ import (
 type selected struct {
 	col   *column // nil for COUNT(*) and token()
 	count bool
-	token bool // token(partition key): the partition's token, a bigint
+	token bool   // token(partition key): the partition's token, a bigint
+	fn    string // "writetime" or "ttl" of col
 }
 
 // selection resolves a SELECT's items and their result columns.
@@ -77,10 +78,15 @@ func selection(t *tableInfo, st *parse.Select) ([]selected, []frame.ColumnSpec, 
 			return nil, nil, err
 		}
 		spec := t.spec(c)
+		if s.Func != "" {
+			if spec, err = cellFunction(t, c, s.Func); err != nil {
+				return nil, nil, err
+			}
+		}
 		if s.Alias != "" {
 			spec.Name = s.Alias
 		}
-		out = append(out, selected{col: c})
+		out = append(out, selected{col: c, fn: s.Func})
 		specs = append(specs, spec)
 	}
 	if counts > 0 && len(out) > 1 {
@@ -370,6 +376,15 @@ func (e *Executor) rowValues(t *tableInfo, sel []selected, r row.Row) ([]frame.V
 			out = append(out, frame.Null)
 		case s.token:
 			out = append(out, frame.Bytes(frame.EncodeBigint(r.Key.Token)))
+		case s.fn == "ttl":
+			out = append(out, frame.Null) // counters never expire
+		case s.fn == "writetime":
+			cell, ok := r.Cell(s.col.name)
+			if !ok || cell.Tombstone {
+				out = append(out, frame.Null)
+				continue
+			}
+			out = append(out, frame.Bytes(frame.EncodeBigint(cell.Timestamp)))
 		case s.col.pkIndex >= 0:
 			out = append(out, frame.Bytes(parts[s.col.pkIndex]))
 		default:

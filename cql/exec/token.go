@@ -203,3 +203,22 @@ func checkDistinct(t *tableInfo, st *parse.Select) error {
 	}
 	return nil
 }
+
+// cellFunction is the result column of writetime(c) or ttl(c): a bigint
+// write time in microseconds, an int TTL in seconds (null for counters,
+// which do not expire), as Cassandra 5.0 answers them for counters. Key
+// columns have neither.
+func cellFunction(t *tableInfo, c *column, fn string) (frame.ColumnSpec, error) {
+	if t.sys != nil {
+		return frame.ColumnSpec{}, invalid("idemkv does not serve %s() on system tables", fn)
+	}
+	if c.pkIndex >= 0 {
+		name := map[string]string{"writetime": "writeTime", "ttl": "ttl"}[fn]
+		return frame.ColumnSpec{}, invalid("Cannot use selection function %s on PRIMARY KEY part %s", name, c.name)
+	}
+	spec := frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: fn + "(" + c.name + ")", Type: frame.Bigint}
+	if fn == "ttl" {
+		spec.Type = frame.Int
+	}
+	return spec, nil
+}

@@ -230,3 +230,26 @@ func TestSelectDistinct(t *testing.T) {
 	wantErr(t, h.queryErr(`SELECT DISTINCT a FROM ks.two`), frame.ErrInvalid,
 		"SELECT DISTINCT queries must request all the partition key columns (missing b)")
 }
+
+// TestWritetimeTTL: writetime(c) is the counter cell's write time in
+// microseconds, ttl(c) null (counters do not expire), as in Cassandra 5.0.
+func TestWritetimeTTL(t *testing.T) {
+	h := newHarness(t)
+	h.setup()
+	h.query(`UPDATE ks.t SET c = c + 1 WHERE k = 'a'`)
+	res := h.rows(`SELECT writetime(c), ttl(c), writetime(d) AS w FROM ks.t WHERE k = 'a'`)
+	names := []string{res.Columns[0].Name, res.Columns[1].Name, res.Columns[2].Name}
+	if !reflect.DeepEqual(names, []string{"writetime(c)", "ttl(c)", "w"}) ||
+		!reflect.DeepEqual(res.Columns[0].Type, frame.Bigint) || !reflect.DeepEqual(res.Columns[1].Type, frame.Int) {
+		t.Errorf("columns %+v", res.Columns)
+	}
+	wt, err := frame.DecodeBigint(res.Rows[0][0].Bytes)
+	// The replica's write time of the cell, in microseconds since the epoch.
+	if err != nil || wt < 1600000000*1000000 {
+		t.Errorf("writetime(c) = %d %v, want a write time in microseconds", wt, err)
+	}
+	if !res.Rows[0][1].Null || !res.Rows[0][2].Null {
+		t.Errorf("ttl(c) and writetime of an unset counter: %+v, want nulls", res.Rows[0][1:])
+	}
+	wantErr(t, h.queryErr(`SELECT writetime(k) FROM ks.t`), frame.ErrInvalid, "Cannot use selection function writeTime on PRIMARY KEY part k")
+}

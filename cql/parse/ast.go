@@ -312,12 +312,14 @@ type Insert struct {
 	Using       []UsingOption
 }
 
-// Selector is one item of a SELECT list: a column, COUNT(*) (Count), or
-// token(a, b) of the named columns (Token).
+// Selector is one item of a SELECT list: a column, COUNT(*) (Count),
+// token(a, b) of the named columns (Token), or writetime(col) / ttl(col)
+// (Func "writetime" or "ttl", of Column).
 type Selector struct {
 	Column string
 	Count  bool
 	Token  []string
+	Func   string
 	Alias  string
 }
 
@@ -328,6 +330,8 @@ func (s Selector) String() string {
 		out = "COUNT(*)"
 	case len(s.Token) > 0:
 		out = "token(" + identList(s.Token) + ")"
+	case s.Func != "":
+		out = s.Func + "(" + Ident(s.Column) + ")"
 	}
 	if s.Alias != "" {
 		out += " AS " + Ident(s.Alias)

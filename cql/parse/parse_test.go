@@ -45,6 +45,7 @@ var corpus = []string{
 	`SELECT schema_version FROM system.local WHERE key='local'`,
 	`SELECT * FROM t WHERE k IN ? LIMIT ?`,
 	`SELECT DISTINCT k, token(k) FROM t`,
+	`SELECT WRITETIME(c), ttl("C") AS t, writetime, ttl FROM t`,
 	`SELECT distinct FROM t`,
 	`SELECT distinct AS d, distinct FROM t`,
 	`SELECT DISTINCT distinct FROM t`,

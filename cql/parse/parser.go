@@ -972,6 +972,15 @@ func (p *parser) selectStmt() (Statement, error) {
 					return nil, err
 				}
 				sel.Count = true
+			} else if (p.isKw("writetime") || p.isKw("ttl")) && p.peekAt(1).kind == tPunct && p.peekAt(1).text == "(" {
+				sel.Func = p.next().val
+				p.pos++ // (
+				if sel.Column, err = p.ident(); err != nil {
+					return nil, err
+				}
+				if err := p.expectPunct(")"); err != nil {
+					return nil, err
+				}
 			} else if cols, ok, err := p.tokenCall(); err != nil {
 				return nil, err
 			} else if ok {
