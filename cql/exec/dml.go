@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"strings"
 
 	"github.com/idemkv/idemkv/coltype"
@@ -285,6 +286,9 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 				continue
 			}
 			if sc.Op == '-' {
+				if d == math.MinInt64 {
+					return nil, invalid("The negation of %d overflows supported counter precision (signed 8 bytes integer)", d)
+				}
 				d = -d
 			}
 			design := columnDesign(c)

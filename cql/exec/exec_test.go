@@ -115,6 +115,7 @@ func TestCounterRules(t *testing.T) {
 		{`UPDATE ks.t SET c = c + 1 WHERE k = 'a' IF EXISTS`, frame.ErrInvalid, "Conditional updates are not supported on counter tables"},
 		{`UPDATE ks.t SET c = c + 1 WHERE k = 'a' IF c = 3`, frame.ErrInvalid, "Conditional updates are not supported on counter tables"},
 		{`UPDATE ks.t SET c = 5 WHERE k = 'a'`, frame.ErrInvalid, "Cannot set the value of counter column c"},
+		{`UPDATE ks.t SET c = c - -9223372036854775808 WHERE k = 'a'`, frame.ErrInvalid, "The negation of -9223372036854775808 overflows supported counter precision (signed 8 bytes integer)"},
 		{`UPDATE ks.t SET c = d + 1 WHERE k = 'a'`, frame.ErrSyntax, "Only expressions of the form X = X +<value> are supported."},
 		{`CREATE TABLE ks.nopk (k text, c counter)`, frame.ErrInvalid, "No PRIMARY KEY specifed for table 'ks.nopk' (exactly one required)"},
 		{`UPDATE ks.t SET k = k + 1 WHERE k = 'a'`, frame.ErrInvalid, "PRIMARY KEY part k found in SET part"},
