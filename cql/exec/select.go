@@ -134,6 +134,9 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 	if err != nil {
 		return nil, err
 	}
+	if st.JSON && t.sys != nil {
+		return nil, invalid("idemkv does not serve SELECT JSON on system tables")
+	}
 	res := frame.RowsResult{Columns: specs, NoMetadata: p.SkipMetadata}
 	tokRels, where := splitTokenRelations(st.Where)
 	if len(tokRels) > 0 && t.sys != nil {

@@ -155,7 +155,11 @@ func (e *Executor) run(ctx context.Context, s *cql.Session, ks string, st parse.
 	case *parse.Truncate:
 		return e.truncate(ctx, ks, st)
 	case *parse.Select:
-		return e.selectRows(ctx, ks, st, p, payload, reply)
+		r, err := e.selectRows(ctx, ks, st, p, payload, reply)
+		if err != nil || !st.JSON {
+			return r, err
+		}
+		return jsonRows(r)
 	case *parse.Update, *parse.Delete, *parse.Insert:
 		err := e.runBatch(ctx, -1, nil, []batchItem{{keyspace: ks, stmt: st, values: p.Values}}, p.Consistency, payload, reply)
 		if err != nil {
@@ -192,6 +196,9 @@ func (e *Executor) describe(ks string, st parse.Statement) (params []frame.Colum
 		}
 		if _, result, err = selection(t, sel); err != nil {
 			return nil, nil, nil, err
+		}
+		if sel.JSON {
+			result = []frame.ColumnSpec{jsonColumn(result)}
 		}
 	}
 	for i, p := range params {

@@ -253,3 +253,42 @@ func TestWritetimeTTL(t *testing.T) {
 	}
 	wantErr(t, h.queryErr(`SELECT writetime(k) FROM ks.t`), frame.ErrInvalid, "Cannot use selection function writeTime on PRIMARY KEY part k")
 }
+
+// TestSelectJSON: SELECT JSON answers one [json] text column, each row a
+// JSON object in selection order, as Cassandra formats it.
+func TestSelectJSON(t *testing.T) {
+	h := newHarness(t)
+	h.setup()
+	h.query(`CREATE TABLE ks.u (a uuid, b blob, n int, c counter, PRIMARY KEY ((a, b, n)))`)
+	h.query(`UPDATE ks.u SET c = c - 3 WHERE a = 123e4567-e89b-12d3-a456-426614174000 AND b = 0x00ff AND n = -5`)
+	h.query(`UPDATE ks.t SET c = c + 4 WHERE k = 'q"'`)
+	res := h.rows(`SELECT JSON a, b, n, c AS "Cee", token(a, b, n) AS t FROM ks.u`)
+	if len(res.Columns) != 1 || res.Columns[0].Name != "[json]" || !reflect.DeepEqual(res.Columns[0].Type, frame.Text) {
+		t.Fatalf("columns %+v", res.Columns)
+	}
+	tok := ring.Token(mustKey(t, [][]byte{{0x12, 0x3e, 0x45, 0x67, 0xe8, 0x9b, 0x12, 0xd3, 0xa4, 0x56, 0x42, 0x66, 0x14, 0x17, 0x40, 0x00}, {0x00, 0xff}, frame.EncodeInt(-5)}))
+	want := fmt.Sprintf(`{"a": "123e4567-e89b-12d3-a456-426614174000", "b": "0x00ff", "n": -5, "\"Cee\"": -3, "t": %d}`, tok)
+	if len(res.Rows) != 1 || string(res.Rows[0][0].Bytes) != want {
+		t.Errorf("SELECT JSON rows %v, want %q", res.Rows, want)
+	}
+	res = h.rows(`SELECT JSON k, c, d FROM ks.t WHERE k = 'q"'`)
+	if want := `{"k": "q\"", "c": 4, "d": null}`; len(res.Rows) != 1 || string(res.Rows[0][0].Bytes) != want {
+		t.Errorf("SELECT JSON rows %v, want %q", res.Rows, want)
+	}
+	out, err := h.e.Prepare(ctx, h.sess, `SELECT JSON * FROM ks.t WHERE k = ?`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr := out.Result.(frame.PreparedResult); len(pr.ResultColumns) != 1 || pr.ResultColumns[0].Name != "[json]" {
+		t.Errorf("prepared SELECT JSON result %+v", pr.ResultColumns)
+	}
+}
+
+func mustKey(t *testing.T, parts [][]byte) []byte {
+	t.Helper()
+	k, err := SerializeKey(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

@@ -340,8 +340,9 @@ func (s Selector) String() string {
 }
 
 // Select is SELECT. Star is `SELECT *`; otherwise Selectors lists the
-// items. Distinct is SELECT DISTINCT.
+// items. Distinct is SELECT DISTINCT, JSON is SELECT JSON.
 type Select struct {
+	JSON           bool
 	Distinct       bool
 	Star           bool
 	Selectors      []Selector
@@ -524,6 +525,9 @@ func (s *Select) String() string {
 	}
 	if s.Distinct {
 		sel = "DISTINCT " + sel
+	}
+	if s.JSON {
+		sel = "JSON " + sel
 	}
 	out := "SELECT " + sel + " FROM " + s.Table.String() + renderRelations("WHERE", s.Where)
 	if len(s.OrderBy) > 0 {

@@ -14,7 +14,7 @@
 //	    WHERE k = term [AND ...] [IF EXISTS | IF cond [AND ...]]
 //	DELETE [col, ...] FROM [ks.]t [USING TIMESTAMP n] WHERE ... [IF ...]
 //	INSERT INTO [ks.]t (cols) VALUES (terms) [IF NOT EXISTS] [USING ...]
-//	SELECT [DISTINCT] * | sel [AS alias], ... | COUNT(*) FROM [ks.]t [WHERE rel AND ...] [ORDER BY col [ASC|DESC], ...]
+//	SELECT [JSON] [DISTINCT] * | sel [AS alias], ... | COUNT(*) FROM [ks.]t [WHERE rel AND ...] [ORDER BY col [ASC|DESC], ...]
 //	    [LIMIT n] [ALLOW FILTERING]
 //	    (sel a column or token(k, ...); rel `col op term`, `col IN ...` or `token(k, ...) op term`)
 //	BEGIN [UNLOGGED | COUNTER] BATCH [USING TIMESTAMP n] stmt; ... APPLY BATCH
@@ -946,8 +946,14 @@ func (p *parser) selectStmt() (Statement, error) {
 	p.pos++ // SELECT
 	s := &Select{}
 	var err error
-	// DISTINCT is an unreserved keyword: `SELECT distinct FROM t` selects
-	// a column named distinct.
+	// JSON and DISTINCT are unreserved keywords: `SELECT distinct FROM t`
+	// selects a column named distinct.
+	if p.isKw("json") {
+		if n := p.peekAt(1); !(n.kind == tIdent && (n.val == "from" || n.val == "as")) && !(n.kind == tPunct && n.text == ",") {
+			p.pos++
+			s.JSON = true
+		}
+	}
 	if p.isKw("distinct") {
 		if n := p.peekAt(1); !(n.kind == tIdent && (n.val == "from" || n.val == "as")) && !(n.kind == tPunct && n.text == ",") {
 			p.pos++
