@@ -70,11 +70,9 @@ func validateRead(cl ConsistencyLevel) error {
 	switch cl {
 	case Any:
 		return &InvalidError{Msg: "ANY ConsistencyLevel is only supported for writes"}
-	case EachQuorum:
-		return &InvalidError{Msg: "EACH_QUORUM ConsistencyLevel is only supported for writes"}
 	case Serial, LocalSerial:
 		return &InvalidError{Msg: "SERIAL reads are not supported (no lightweight transactions in idemkv)"}
-	case One, Two, Three, Quorum, All, LocalQuorum, LocalOne:
+	case One, Two, Three, Quorum, All, LocalQuorum, EachQuorum, LocalOne:
 		return nil
 	}
 	return &InvalidError{Msg: fmt.Sprintf("unknown consistency level %d", uint16(cl))}
@@ -124,6 +122,28 @@ func newRequirement(cl ConsistencyLevel, s ring.Strategy, localDC string) requir
 		}
 	}
 	return req
+}
+
+// order puts first, for EACH_QUORUM, a quorum of each data center's
+// candidates (keeping their order), so that a read asking the first
+// blockFor candidates asks a quorum in every data center, as Cassandra's
+// EACH_QUORUM reads do (Cassandra 4.0+); other levels keep the order.
+func (r requirement) order(cands []ring.Endpoint) []ring.Endpoint {
+	if r.perDC == nil {
+		return cands
+	}
+	taken := map[string]int{}
+	first := make([]ring.Endpoint, 0, len(cands))
+	var rest []ring.Endpoint
+	for _, e := range cands {
+		if taken[e.DC] < r.perDC[e.DC] {
+			taken[e.DC]++
+			first = append(first, e)
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	return append(first, rest...)
 }
 
 func isSimple(s ring.Strategy) bool {

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/idemkv/idemkv/coltype"
@@ -79,10 +80,27 @@ func TestValidateLevels(t *testing.T) {
 	if err := validateCounterWrite(Any); err.Error() != "Consistency level ANY is not yet supported for counter table" {
 		t.Errorf("ANY message %q differs from Cassandra's", err)
 	}
-	for _, cl := range []ConsistencyLevel{Any, EachQuorum, Serial} {
+	for _, cl := range []ConsistencyLevel{Any, Serial} {
 		if validateRead(cl) == nil {
 			t.Errorf("read at %s accepted", cl)
 		}
+	}
+	// Cassandra 4.0+ reads at EACH_QUORUM, asking a quorum of every DC.
+	if err := validateRead(EachQuorum); err != nil {
+		t.Errorf("read at EACH_QUORUM: %v", err)
+	}
+}
+
+func TestEachQuorumOrder(t *testing.T) {
+	nts := ring.NetworkTopologyStrategy{DCs: map[string]int{"dc1": 3, "dc2": 3}}
+	req := newRequirement(EachQuorum, nts, "dc1")
+	var got []string
+	for _, e := range req.order(eps("dc1", "dc1", "dc1", "dc2", "dc2", "dc2")) {
+		got = append(got, e.DC)
+	}
+	// The first blockFor (4) candidates hold a quorum (2) of each DC.
+	if want := "dc1 dc1 dc2 dc2 dc1 dc2"; strings.Join(got, " ") != want {
+		t.Errorf("EACH_QUORUM candidates %v, want %s", got, want)
 	}
 }
 

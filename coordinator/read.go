@@ -74,6 +74,7 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 			cands = append(cands, e)
 		}
 	}
+	cands = req.order(cands)
 	rk := row.Key{Token: ring.Token(key), Partition: key}
 	answers := make(chan readAnswer, len(cands))
 	next := 0

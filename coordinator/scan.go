@@ -100,6 +100,13 @@ func decodeRows(b []byte) ([]row.Row, error) {
 // until limit partitions are gathered or the ring is done. Partitions are
 // returned as the replicas hold them, tombstoned cells included.
 func (c *Coordinator) Scan(ctx context.Context, table uint64, after *row.Key, limit int, cl ConsistencyLevel) ([]row.Row, error) {
+	return c.ScanRange(ctx, table, after, math.MaxInt64, limit, cl)
+}
+
+// ScanRange is Scan that stops at the token end (inclusive): the
+// partitions after the key after whose token is at most end. CQL's
+// token() restrictions read a token range with it.
+func (c *Coordinator) ScanRange(ctx context.Context, table uint64, after *row.Key, end int64, limit int, cl ConsistencyLevel) ([]row.Row, error) {
 	c.stats.reads.Add(1)
 	if err := validateRead(cl); err != nil {
 		return nil, err
@@ -121,21 +128,23 @@ func (c *Coordinator) Scan(ctx context.Context, table uint64, after *row.Key, li
 			start = math.MinInt64
 		}
 	}
-	// Range ends in token order from start: every ring token above start,
-	// then MaxToken for the wrap-around range (owned like the first token).
+	if start >= end {
+		return nil, nil
+	}
+	// Range ends in token order from start: every ring token above start
+	// and below end, then end (for MaxToken, the wrap-around range, owned
+	// like the first token).
 	var ends []int64
 	for _, to := range m.Ring() {
-		if to.Token > start {
+		if to.Token > start && to.Token < end {
 			ends = append(ends, to.Token)
 		}
 	}
-	if len(ends) == 0 || ends[len(ends)-1] != math.MaxInt64 {
-		ends = append(ends, math.MaxInt64)
-	}
+	ends = append(ends, end)
 	var out []row.Row
 	lo := start
-	for _, end := range ends {
-		rows, err := c.scanRange(ctx, s, m, table, after, lo, end, limit-len(out), cl)
+	for _, hi := range ends {
+		rows, err := c.scanRange(ctx, s, m, table, after, lo, hi, limit-len(out), cl)
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +152,7 @@ func (c *Coordinator) Scan(ctx context.Context, table uint64, after *row.Key, li
 		if len(out) >= limit {
 			return out[:limit], nil
 		}
-		lo = end
+		lo = hi
 	}
 	return out, nil
 }
@@ -172,6 +181,7 @@ func (c *Coordinator) scanRange(ctx context.Context, s ring.Strategy, m *ring.Me
 			cands = append(cands, e)
 		}
 	}
+	cands = req.order(cands)
 	sr := scanRequest{table: table, after: after, startToken: lo, endToken: hi, limit: limit}
 	type answer struct {
 		rows []row.Row

@@ -19,7 +19,10 @@ import (
 // backend is the node as the CQL executor sees it (exec.Backend).
 type backend struct{ n *Node }
 
-var _ exec.Backend = backend{}
+var (
+	_ exec.Backend      = backend{}
+	_ exec.RangeScanner = backend{}
+)
 
 func (b backend) Schema() *schema.Schema { return b.n.schema }
 
@@ -57,6 +60,10 @@ func (b backend) Read(ctx context.Context, table uint64, key []byte, cl coordina
 
 func (b backend) Scan(ctx context.Context, table uint64, after *row.Key, limit int, cl coordinator.ConsistencyLevel) ([]row.Row, error) {
 	return b.n.coord.Scan(ctx, table, after, limit, cl)
+}
+
+func (b backend) ScanRange(ctx context.Context, table uint64, after *row.Key, end int64, limit int, cl coordinator.ConsistencyLevel) ([]row.Row, error) {
+	return b.n.coord.ScanRange(ctx, table, after, end, limit, cl)
 }
 
 func (b backend) Delete(ctx context.Context, table uint64, key []byte, columns []string, cl coordinator.ConsistencyLevel) error {

@@ -59,6 +59,14 @@ type Backend interface {
 	Peers() []NodeInfo
 }
 
+// RangeScanner is a Backend that can stop a scan at a token (inclusive):
+// Scan, for the partitions whose token is at most end. A SELECT with a
+// token() upper bound uses it when the backend has it, and otherwise scans
+// on and stops at the first partition past the bound.
+type RangeScanner interface {
+	ScanRange(ctx context.Context, table uint64, after *row.Key, end int64, limit int, cl coordinator.ConsistencyLevel) ([]row.Row, error)
+}
+
 // NodeInfo is one node as the system tables show it.
 type NodeInfo struct {
 	HostID         [16]byte // a UUID

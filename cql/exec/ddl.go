@@ -201,6 +201,9 @@ func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
 	if !validName.MatchString(st.Table.Name) {
 		return def, invalid("\"%s\" is not a valid table name (must be alphanumeric character or underscore only: [a-zA-Z_0-9]+)", st.Table.Name)
 	}
+	if len(st.PartitionKey) == 0 {
+		return def, invalid("No PRIMARY KEY specifed for table '%s.%s' (exactly one required)", ks, st.Table.Name)
+	}
 	cols := map[string]parse.ColumnDef{}
 	for _, c := range st.Columns {
 		if _, dup := cols[c.Name]; dup {
@@ -405,7 +408,13 @@ func (e *Executor) alterTable(ctx context.Context, sessionKS string, st *parse.A
 	}
 	def, ok := e.b.Schema().Table(ks, st.Table.Name)
 	if !ok {
-		return nil, invalid("unconfigured table %s", st.Table.Name)
+		if _, ok := e.b.Schema().Visible().Keyspaces[ks]; !ok {
+			return nil, invalid("Keyspace '%s' doesn't exist", ks)
+		}
+		return nil, invalid("Table '%s.%s' doesn't exist", ks, st.Table.Name)
+	}
+	if len(st.Add) > 0 || len(st.Drop) > 0 {
+		return alterColumns(ks, def, st)
 	}
 	opts, err := tablePropertyOptions(st.Properties)
 	if err != nil {

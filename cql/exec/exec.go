@@ -433,12 +433,10 @@ func validateRead(cl frame.Consistency) error {
 	switch coordinator.ConsistencyLevel(cl) {
 	case coordinator.Any:
 		return invalid("ANY ConsistencyLevel is only supported for writes")
-	case coordinator.EachQuorum:
-		return invalid("EACH_QUORUM ConsistencyLevel is only supported for writes")
 	case coordinator.Serial, coordinator.LocalSerial:
 		return invalid("SERIAL reads are not supported (no lightweight transactions in idemkv)")
 	case coordinator.One, coordinator.Two, coordinator.Three, coordinator.Quorum, coordinator.All,
-		coordinator.LocalQuorum, coordinator.LocalOne:
+		coordinator.LocalQuorum, coordinator.EachQuorum, coordinator.LocalOne:
 		return nil
 	}
 	return frame.Errorf(frame.ErrProtocol, "Unknown code %d for a consistency level", uint16(cl))

@@ -138,6 +138,21 @@ func (f *fakeBackend) Scan(ctx context.Context, table uint64, after *row.Key, li
 	return f.rep.Scan(table, after, ring.MinToken, ring.MaxToken, limit)
 }
 
+// ScanRange makes the fake a RangeScanner.
+func (f *fakeBackend) ScanRange(ctx context.Context, table uint64, after *row.Key, end int64, limit int, cl coordinator.ConsistencyLevel) ([]row.Row, error) {
+	if f.readErr != nil {
+		return nil, f.readErr
+	}
+	start := int64(ring.MinToken)
+	if after != nil && after.Token > ring.MinToken {
+		start = after.Token - 1
+	}
+	if start >= end {
+		return nil, nil
+	}
+	return f.rep.Scan(table, after, start, end, limit)
+}
+
 func (f *fakeBackend) Delete(ctx context.Context, table uint64, key []byte, columns []string, cl coordinator.ConsistencyLevel) error {
 	f.mu.Lock()
 	err := f.writeErr

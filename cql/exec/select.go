@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"hash/crc32"
@@ -10,17 +11,33 @@ import (
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/cql/parse"
+	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 )
 
 // selected is one item of a resolved selection.
 type selected struct {
-	col   *column // nil for COUNT(*)
+	col   *column // nil for COUNT(*) and token()
 	count bool
+	token bool   // token(partition key): the partition's token, a bigint
+	fn    string // "writetime" or "ttl" of col
 }
 
 // selection resolves a SELECT's items and their result columns.
 func selection(t *tableInfo, st *parse.Select) ([]selected, []frame.ColumnSpec, error) {
+	if len(st.OrderBy) > 0 {
+		c, err := t.column(st.OrderBy[0].Column)
+		if err != nil {
+			return nil, nil, err
+		}
+		// idemkv tables have no clustering columns, the only ones ORDER BY takes.
+		return nil, nil, invalid("Order by is currently only supported on the clustered columns of the PRIMARY KEY, got %s", c.name)
+	}
+	if st.Distinct {
+		if err := checkDistinct(t, st); err != nil {
+			return nil, nil, err
+		}
+	}
 	if st.Star {
 		var out []selected
 		var specs []frame.ColumnSpec
@@ -44,15 +61,32 @@ func selection(t *tableInfo, st *parse.Select) ([]selected, []frame.ColumnSpec, 
 			specs = append(specs, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: name, Type: frame.Bigint})
 			continue
 		}
+		if len(s.Token) > 0 {
+			if err := checkTokenColumns(t, s.Token); err != nil {
+				return nil, nil, err
+			}
+			name := tokenColumnName(s.Token)
+			if s.Alias != "" {
+				name = s.Alias
+			}
+			out = append(out, selected{token: true})
+			specs = append(specs, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: name, Type: frame.Bigint})
+			continue
+		}
 		c, err := t.column(s.Column)
 		if err != nil {
 			return nil, nil, err
 		}
 		spec := t.spec(c)
+		if s.Func != "" {
+			if spec, err = cellFunction(t, c, s.Func); err != nil {
+				return nil, nil, err
+			}
+		}
 		if s.Alias != "" {
 			spec.Name = s.Alias
 		}
-		out = append(out, selected{col: c})
+		out = append(out, selected{col: c, fn: s.Func})
 		specs = append(specs, spec)
 	}
 	if counts > 0 && len(out) > 1 {
@@ -100,11 +134,18 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 	if err != nil {
 		return nil, err
 	}
+	if st.JSON && t.sys != nil {
+		return nil, invalid("idemkv does not serve SELECT JSON on system tables")
+	}
 	res := frame.RowsResult{Columns: specs, NoMetadata: p.SkipMetadata}
 	// Every SELECT checks its level, system tables' too, as Cassandra's
 	// SelectStatement.execute does.
 	if err := validateRead(p.Consistency); err != nil {
 		return nil, err
+	}
+	tokRels, where := splitTokenRelations(st.Where)
+	if len(tokRels) > 0 && t.sys != nil {
+		return nil, invalid("idemkv does not serve token() on system tables")
 	}
 	if t.sys != nil {
 		rows, err := e.selectSystem(t, st, sel, p.Values, limit)
@@ -129,9 +170,25 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		}
 		return true, nil
 	}
-	if len(st.Where) > 0 {
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	if len(tokRels) > 0 {
+		if len(where) > 0 {
+			return nil, invalid("idemkv does not combine token() restrictions with other restrictions")
+		}
+		var empty bool
+		if lo, hi, empty, err = tokenRange(t, tokRels, p.Values); err != nil {
+			return nil, err
+		}
+		if empty {
+			if counting {
+				res.Rows = [][]frame.Value{{frame.Bytes(frame.EncodeBigint(0))}}
+			}
+			return res, nil
+		}
+	}
+	if len(where) > 0 {
 		var nonKey, restricted []string
-		for _, r := range st.Where {
+		for _, r := range where {
 			c, err := t.column(r.Column)
 			if err != nil {
 				return nil, err
@@ -161,7 +218,7 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 			}
 			return nil, invalid("Partition key parts: %s must be restricted as other parts are", strings.Join(missing, ", "))
 		}
-		terms, err := keyRestrictions(t, st.Where, true)
+		terms, err := keyRestrictions(t, where, true)
 		if err != nil {
 			return nil, err
 		}
@@ -169,33 +226,14 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		if err != nil {
 			return nil, err
 		}
-		var read []row.Row
-		for _, k := range ks {
-			if limit > 0 && len(res.Rows) >= limit {
-				break
-			}
-			r, found, err := e.b.Read(ctx, t.id, k, cl)
-			if err != nil {
-				return nil, err
-			}
-			if found {
-				read = append(read, r)
-				if _, err := emit(r); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if err := selectContext(t, sel, read, payload, reply); err != nil {
-			return nil, err
-		}
-		if counting {
-			res.Rows = [][]frame.Value{{frame.Bytes(frame.EncodeBigint(count))}}
-		}
-		return res, nil
+		return e.selectKeys(ctx, t, sel, ks, limit, p, cl, &res, emit, payload, reply)
 	}
 
 	// A scan: paged by the request's page size, from the paging state.
 	var after *row.Key
+	if lo > math.MinInt64 {
+		after = &row.Key{Token: lo} // before every key of token lo: no key is empty
+	}
 	returned := 0
 	if len(p.PagingState) > 0 && !counting {
 		n, k, err := decodePagingState(p.PagingState, t.id)
@@ -218,11 +256,25 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 	got, exhausted := 0, false
 	for got < want {
 		ask := min(want-got, chunk)
-		rows, err := e.b.Scan(ctx, t.id, after, ask, cl)
+		var rows []row.Row
+		if rs, ok := e.b.(RangeScanner); ok && hi < math.MaxInt64 {
+			rows, err = rs.ScanRange(ctx, t.id, after, hi, ask, cl)
+		} else {
+			rows, err = e.b.Scan(ctx, t.id, after, ask, cl)
+		}
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
+			if r.Key.Token > hi {
+				exhausted = true
+				break
+			}
+			k := r.Key.Clone()
+			after = &k
+			if r.Key.Token <= lo {
+				continue // the token lo itself: the range excludes it
+			}
 			ok, err := emit(r)
 			if err != nil {
 				return nil, err
@@ -230,10 +282,8 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 			if ok {
 				got++
 			}
-			k := r.Key.Clone()
-			after = &k
 		}
-		if len(rows) < ask {
+		if exhausted || len(rows) < ask {
 			exhausted = true
 			break
 		}
@@ -246,6 +296,65 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		res.PagingState = encodePagingState(t.id, returned+got, *after)
 	}
 	return res, nil
+}
+
+// selectKeys reads the partitions of keys (sorted, without duplicates) in
+// order, paged by the request's page size: the paging state holds the last
+// key read, and the next page starts after it.
+func (e *Executor) selectKeys(ctx context.Context, t *tableInfo, sel []selected, keys [][]byte, limit int, p frame.QueryParams, cl coordinator.ConsistencyLevel, res *frame.RowsResult, emit func(row.Row) (bool, error), payload, reply map[string][]byte) (frame.Result, error) {
+	counting := len(sel) == 1 && sel[0].count
+	returned, start := 0, 0
+	if len(p.PagingState) > 0 && !counting {
+		n, last, err := decodePagingState(p.PagingState, t.id)
+		if err != nil {
+			return nil, err
+		}
+		returned = n
+		start = len(keys)
+		for i, k := range keys {
+			if bytes.Equal(k, last.Partition) {
+				start = i + 1
+				break
+			}
+		}
+	}
+	want := math.MaxInt
+	if p.PageSize > 0 && !counting {
+		want = int(p.PageSize)
+	}
+	if limit > 0 && !counting {
+		want = min(want, limit-returned)
+	}
+	var read []row.Row
+	got, i := 0, start
+	for ; i < len(keys) && got < want; i++ {
+		r, found, err := e.b.Read(ctx, t.id, keys[i], cl)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			continue
+		}
+		read = append(read, r)
+		ok, err := emit(r)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			got++
+		}
+	}
+	if err := selectContext(t, sel, read, payload, reply); err != nil {
+		return nil, err
+	}
+	if counting {
+		res.Rows = [][]frame.Value{{frame.Bytes(frame.EncodeBigint(int64(got)))}}
+		return *res, nil
+	}
+	if got >= want && i < len(keys) && (limit == 0 || returned+got < limit) {
+		res.PagingState = encodePagingState(t.id, returned+got, row.Key{Token: ring.Token(keys[i-1]), Partition: keys[i-1]})
+	}
+	return *res, nil
 }
 
 // rowValues builds a result row; live is false for a partition without a
@@ -270,6 +379,17 @@ func (e *Executor) rowValues(t *tableInfo, sel []selected, r row.Row) ([]frame.V
 		switch {
 		case s.count:
 			out = append(out, frame.Null)
+		case s.token:
+			out = append(out, frame.Bytes(frame.EncodeBigint(r.Key.Token)))
+		case s.fn == "ttl":
+			out = append(out, frame.Null) // counters never expire
+		case s.fn == "writetime":
+			cell, ok := r.Cell(s.col.name)
+			if !ok || cell.Tombstone {
+				out = append(out, frame.Null)
+				continue
+			}
+			out = append(out, frame.Bytes(frame.EncodeBigint(cell.Timestamp)))
 		case s.col.pkIndex >= 0:
 			out = append(out, frame.Bytes(parts[s.col.pkIndex]))
 		default:

@@ -152,8 +152,14 @@ func (e *Executor) run(ctx context.Context, s *cql.Session, ks string, st parse.
 		return e.dropTable(ctx, ks, st)
 	case *parse.AlterTable:
 		return e.alterTable(ctx, ks, st)
+	case *parse.Truncate:
+		return e.truncate(ctx, ks, st)
 	case *parse.Select:
-		return e.selectRows(ctx, ks, st, p, payload, reply)
+		r, err := e.selectRows(ctx, ks, st, p, payload, reply)
+		if err != nil || !st.JSON {
+			return r, err
+		}
+		return jsonRows(r)
 	case *parse.Update, *parse.Delete, *parse.Insert:
 		err := e.runBatch(ctx, -1, nil, []batchItem{{keyspace: ks, stmt: st, values: p.Values}}, p.Consistency, payload, reply)
 		if err != nil {
@@ -191,6 +197,9 @@ func (e *Executor) describe(ks string, st parse.Statement) (params []frame.Colum
 		if _, result, err = selection(t, sel); err != nil {
 			return nil, nil, nil, err
 		}
+		if sel.JSON {
+			result = []frame.ColumnSpec{jsonColumn(result)}
+		}
 	}
 	for i, p := range params {
 		if p.Name == "" { // a marker in a place that names none
@@ -224,6 +233,13 @@ func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.Co
 			pk[i] = -1
 		}
 		for _, r := range rs {
+			if len(r.Token) > 0 {
+				if err := checkTokenColumns(t, r.Token); err != nil {
+					return nil, err
+				}
+				mark(r.Value, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: tokenMarkerName, Type: frame.Bigint})
+				continue
+			}
 			c, err := t.column(r.Column)
 			if err != nil {
 				return nil, err
@@ -231,8 +247,12 @@ func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.Co
 			spec := t.spec(c)
 			switch {
 			case r.Op == "IN" && r.InList:
+				// Cassandra routes IN (?, ?) by its last marker.
 				for _, v := range r.In {
 					mark(v, spec)
+					if c.pkIndex >= 0 && v.Kind == parse.TermMarker {
+						pk[c.pkIndex] = v.Marker
+					}
 				}
 			case r.Op == "IN":
 				spec.Name = "in(" + c.name + ")"
@@ -524,6 +544,9 @@ func keyRestrictions(t *tableInfo, rs []parse.Relation, in bool) ([][]parse.Term
 	terms := make([][]parse.Term, len(t.pk))
 	var nonKey []string
 	for _, r := range rs {
+		if len(r.Token) > 0 {
+			return nil, invalid("idemkv supports token() restrictions in SELECT only")
+		}
 		c, err := t.column(r.Column)
 		if err != nil {
 			return nil, err
@@ -567,8 +590,9 @@ func keyRestrictions(t *tableInfo, rs []parse.Relation, in bool) ([][]parse.Term
 	return terms, nil
 }
 
-// keys binds key restrictions to serialized partition keys (the cartesian
-// product of IN lists, in order, without duplicates).
+// keys binds key restrictions to serialized partition keys: the cartesian
+// product of IN lists without duplicates, sorted by the key types' order
+// as Cassandra returns the partitions of IN (compareKeys).
 func keys(t *tableInfo, terms [][]parse.Term, values []frame.Value) ([][]byte, error) {
 	parts := make([][][]byte, len(t.pk))
 	total := 1
@@ -595,7 +619,11 @@ func keys(t *tableInfo, terms [][]parse.Term, values []frame.Value) ([][]byte, e
 			return nil, invalid("IN restrictions give more than 1000 partition keys")
 		}
 	}
-	var out [][]byte
+	type key struct {
+		comp [][]byte
+		ser  []byte
+	}
+	var found []key
 	seen := map[string]bool{}
 	idx := make([]int, len(parts))
 	for total > 0 {
@@ -615,7 +643,7 @@ func keys(t *tableInfo, terms [][]parse.Term, values []frame.Value) ([][]byte, e
 		}
 		if !seen[string(k)] {
 			seen[string(k)] = true
-			out = append(out, k)
+			found = append(found, key{comp, k})
 		}
 		i := len(idx) - 1
 		for ; i >= 0; i-- {
@@ -627,6 +655,11 @@ func keys(t *tableInfo, terms [][]parse.Term, values []frame.Value) ([][]byte, e
 		if i < 0 {
 			break
 		}
+	}
+	sort.SliceStable(found, func(i, j int) bool { return compareKeys(t, found[i].comp, found[j].comp) < 0 })
+	out := make([][]byte, len(found))
+	for i, k := range found {
+		out[i] = k.ser
 	}
 	return out, nil
 }

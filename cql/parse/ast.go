@@ -179,10 +179,13 @@ type CreateTable struct {
 	CompactStorage  bool
 }
 
-// AlterTable is ALTER TABLE ... WITH properties (idemkv alters options only).
+// AlterTable is ALTER TABLE: WITH properties, ADD columns or DROP
+// columns (exactly one of Properties, Add and Drop is set).
 type AlterTable struct {
 	Table      TableName
 	Properties []Property
+	Add        []ColumnDef
+	Drop       []string
 }
 
 // DropTable is DROP TABLE.
@@ -190,6 +193,9 @@ type DropTable struct {
 	IfExists bool
 	Table    TableName
 }
+
+// Truncate is TRUNCATE [TABLE] [ks.]t.
+type Truncate struct{ Table TableName }
 
 // Use is USE.
 type Use struct{ Keyspace string }
@@ -232,9 +238,12 @@ func (s SetClause) String() string {
 }
 
 // Relation is one `column op term` of a WHERE or IF clause; for IN, the
-// values are In (a list) or, for `IN ?`, the single marker Value.
+// values are In (a list) or, for `IN ?`, the single marker Value. A
+// relation on `token(a, b) op term` has the token's columns in Token and
+// no Column.
 type Relation struct {
 	Column string
+	Token  []string
 	Op     string // =, <, >, <=, >=, !=, IN
 	Value  Term
 	In     []Term
@@ -248,6 +257,9 @@ func (r Relation) String() string {
 			parts[i] = t.String()
 		}
 		return Ident(r.Column) + " IN (" + strings.Join(parts, ", ") + ")"
+	}
+	if len(r.Token) > 0 {
+		return "token(" + identList(r.Token) + ") " + r.Op + " " + r.Value.String()
 	}
 	return Ident(r.Column) + " " + r.Op + " " + r.Value.String()
 }
@@ -300,17 +312,26 @@ type Insert struct {
 	Using       []UsingOption
 }
 
-// Selector is one item of a SELECT list: a column, or COUNT(*) (Count).
+// Selector is one item of a SELECT list: a column, COUNT(*) (Count),
+// token(a, b) of the named columns (Token), or writetime(col) / ttl(col)
+// (Func "writetime" or "ttl", of Column).
 type Selector struct {
 	Column string
 	Count  bool
+	Token  []string
+	Func   string
 	Alias  string
 }
 
 func (s Selector) String() string {
 	out := Ident(s.Column)
-	if s.Count {
+	switch {
+	case s.Count:
 		out = "COUNT(*)"
+	case len(s.Token) > 0:
+		out = "token(" + identList(s.Token) + ")"
+	case s.Func != "":
+		out = s.Func + "(" + Ident(s.Column) + ")"
 	}
 	if s.Alias != "" {
 		out += " AS " + Ident(s.Alias)
@@ -318,12 +339,16 @@ func (s Selector) String() string {
 	return out
 }
 
-// Select is SELECT. Star is `SELECT *`; otherwise Selectors lists the items.
+// Select is SELECT. Star is `SELECT *`; otherwise Selectors lists the
+// items. Distinct is SELECT DISTINCT, JSON is SELECT JSON.
 type Select struct {
+	JSON           bool
+	Distinct       bool
 	Star           bool
 	Selectors      []Selector
 	Table          TableName
 	Where          []Relation
+	OrderBy        []Ordering
 	Limit          *Term
 	AllowFiltering bool
 }
@@ -352,6 +377,7 @@ func (*CreateTable) statement()    {}
 func (*DropTable) statement()      {}
 func (*AlterTable) statement()     {}
 func (*Use) statement()            {}
+func (*Truncate) statement()       {}
 func (*Update) statement()         {}
 func (*Delete) statement()         {}
 func (*Insert) statement()         {}
@@ -401,11 +427,13 @@ func (s *CreateTable) String() string {
 		}
 		parts = append(parts, d)
 	}
-	pk := "(" + identList(s.PartitionKey) + ")"
-	if len(s.Clustering) > 0 {
-		pk += ", " + identList(s.Clustering)
+	if len(s.PartitionKey) > 0 {
+		pk := "(" + identList(s.PartitionKey) + ")"
+		if len(s.Clustering) > 0 {
+			pk += ", " + identList(s.Clustering)
+		}
+		parts = append(parts, "PRIMARY KEY ("+pk+")")
 	}
-	parts = append(parts, "PRIMARY KEY ("+pk+")")
 	out := "CREATE TABLE " + ifNotExists(s.IfNotExists) + s.Table.String() + " (" + strings.Join(parts, ", ") + ")"
 	var with []string
 	if s.CompactStorage {
@@ -431,7 +459,21 @@ func (s *CreateTable) String() string {
 }
 
 func (s *AlterTable) String() string {
-	return "ALTER TABLE " + s.Table.String() + " WITH " + renderProps(s.Properties)
+	out := "ALTER TABLE " + s.Table.String()
+	switch {
+	case len(s.Add) > 0:
+		parts := make([]string, len(s.Add))
+		for i, c := range s.Add {
+			parts[i] = Ident(c.Name) + " " + c.Type.String()
+			if c.Static {
+				parts[i] += " STATIC"
+			}
+		}
+		return out + " ADD (" + strings.Join(parts, ", ") + ")"
+	case len(s.Drop) > 0:
+		return out + " DROP (" + identList(s.Drop) + ")"
+	}
+	return out + " WITH " + renderProps(s.Properties)
 }
 
 func (s *DropTable) String() string {
@@ -439,6 +481,8 @@ func (s *DropTable) String() string {
 }
 
 func (s *Use) String() string { return "USE " + Ident(s.Keyspace) }
+
+func (s *Truncate) String() string { return "TRUNCATE TABLE " + s.Table.String() }
 
 func (s *Update) String() string {
 	parts := make([]string, len(s.Set))
@@ -479,7 +523,23 @@ func (s *Select) String() string {
 		}
 		sel = strings.Join(parts, ", ")
 	}
+	if s.Distinct {
+		sel = "DISTINCT " + sel
+	}
+	if s.JSON {
+		sel = "JSON " + sel
+	}
 	out := "SELECT " + sel + " FROM " + s.Table.String() + renderRelations("WHERE", s.Where)
+	if len(s.OrderBy) > 0 {
+		os := make([]string, len(s.OrderBy))
+		for i, o := range s.OrderBy {
+			os[i] = Ident(o.Column) + " ASC"
+			if o.Desc {
+				os[i] = Ident(o.Column) + " DESC"
+			}
+		}
+		out += " ORDER BY " + strings.Join(os, ", ")
+	}
 	if s.Limit != nil {
 		out += " LIMIT " + s.Limit.String()
 	}
@@ -507,10 +567,18 @@ func (s *Batch) String() string {
 // Error is a syntax error at a position of the query: Line and Column are
 // 1-based (Column counts characters). Error() renders Cassandra's text,
 // `line L:C message`, where C is ANTLR's 0-based character position, so
-// that messages read exactly as Cassandra's do.
+// that messages read exactly as Cassandra's do. An error Cassandra's
+// grammar raises from its own checks rather than from ANTLR (Unplaced)
+// renders as the message alone, as Cassandra's does.
 type Error struct {
 	Line, Column int
 	Text         string
+	Unplaced     bool
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("line %d:%d %s", e.Line, e.Column-1, e.Text) }
+func (e *Error) Error() string {
+	if e.Unplaced {
+		return e.Text
+	}
+	return fmt.Sprintf("line %d:%d %s", e.Line, e.Column-1, e.Text)
+}

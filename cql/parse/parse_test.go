@@ -19,11 +19,19 @@ var corpus = []string{
 	`CREATE TABLE ks.t (k blob, c counter, PRIMARY KEY (k)) WITH CLUSTERING ORDER BY (k DESC) AND COMPACT STORAGE AND gc_grace_seconds = 10`,
 	`CREATE TABLE ks.t (k timeuuid, m map<text, frozen<list<int>>>, PRIMARY KEY (k, m))`,
 	`CREATE TABLE ks.h (k ascii PRIMARY KEY, c handoff_counter)`,
+	`CREATE TABLE ks.nopk (k ascii, c counter)`,
 	`CREATE COLUMNFAMILY ks.t (k varchar PRIMARY KEY, c counter,)`,
 	`DROP TABLE ks.t`,
+	`ALTER TABLE ks.t ADD d counter`,
+	`ALTER TABLE t ADD (d counter, "E" handoff_counter, s int STATIC)`,
+	`ALTER TABLE ks.t DROP d`,
+	`alter columnfamily ks.t drop (d, "E")`,
 	`DROP TABLE IF EXISTS t`,
 	`DROP COLUMNFAMILY ks.t`,
 	`USE ks`,
+	`TRUNCATE ks.t`,
+	`truncate table "T"`,
+	`TRUNCATE COLUMNFAMILY ks.t;`,
 	`USE "Quoted""Ks"`,
 	`UPDATE ks.t SET c = c + ? WHERE k = ?`,
 	`UPDATE ks.t SET c = c + ?, d = d - 3 WHERE k = :k AND k2 = 5`,
@@ -36,6 +44,17 @@ var corpus = []string{
 	`select count(1) as n from system.local where key = 'local'`,
 	`SELECT schema_version FROM system.local WHERE key='local'`,
 	`SELECT * FROM t WHERE k IN ? LIMIT ?`,
+	`SELECT DISTINCT k, token(k) FROM t`,
+	`SELECT JSON DISTINCT k FROM t`,
+	`SELECT JSON * FROM t WHERE k = 1`,
+	`SELECT json, json AS j FROM t`,
+	`SELECT WRITETIME(c), ttl("C") AS t, writetime, ttl FROM t`,
+	`SELECT distinct FROM t`,
+	`SELECT distinct AS d, distinct FROM t`,
+	`SELECT DISTINCT distinct FROM t`,
+	`SELECT * FROM t WHERE k = 1 ORDER BY c DESC, "D" ASC, e LIMIT 3`,
+	`SELECT k, token(k), TOKEN(a, "B") AS t FROM ks.t WHERE token(k) > -9223372036854775808 AND token(k) <= ?`,
+	`SELECT * FROM t WHERE token(a, b) >= :lo AND token(a, b) < 5 AND token(a, b) = 7`,
 	`SELECT * FROM t WHERE a >= 1.5 AND b <= -2.5e3 AND c != true AND d < false AND e = null`,
 	`DELETE FROM ks.t WHERE k = ?`,
 	`DELETE c, d FROM t USING TIMESTAMP 5 WHERE k = 1 IF EXISTS`,
@@ -163,7 +182,8 @@ func TestParseErrors(t *testing.T) {
 		{`UPDATE t SET c = c * 2 WHERE k = 1`, 1, 20, "mismatched input '*' expecting '+'"},
 		{`SELECT * FROM t WHERE k = 'abc`, 1, 31, "mismatched character '<EOF>' expecting '''"},
 		{`SELECT * FROM select`, 1, 15, "no viable alternative at input 'select'"},
-		{`CREATE TABLE t (k int, c counter)`, 1, 17, "No PRIMARY KEY specifed"},
+		{`UPDATE t SET a = b + 1 WHERE k = 1`, 1, 20, "Only expressions of the form X = X +<value> are supported."},
+		{`UPDATE t SET a = b - 1 WHERE k = 1`, 1, 20, "Only expressions of the form X = X -<value> are supported."},
 		{`CREATE TABLE t (k int PRIMARY KEY, c counter PRIMARY KEY)`, 1, 46, "Multiple PRIMARY KEYs"},
 		{`SELECT * FROM t /* open`, 1, 24, "expecting '*'"},
 		{`SELECT * FROM t WHERE k = 12ab`, 1, 29, "no viable alternative at character 'a'"},
@@ -171,6 +191,13 @@ func TestParseErrors(t *testing.T) {
 		{`BEGIN BATCH SELECT * FROM t APPLY BATCH`, 1, 13, "no viable alternative at input 'SELECT'"},
 		{`BEGIN BATCH UPDATE t SET c = c + 1 WHERE k = 1`, 1, 47, "mismatched input '<EOF>' expecting K_APPLY"},
 		{`SELECT * FROM t WHERE k = ~`, 1, 27, "no viable alternative at character '~'"},
+	}
+	// A table without a primary key parses: its error is the executor's.
+	if _, err := Parse(`CREATE TABLE t (k int, c counter)`); err != nil {
+		t.Errorf("a table without a primary key: %v", err)
+	}
+	if _, err := Parse(`UPDATE t SET a = b + 1 WHERE k = 1`); err == nil || strings.HasPrefix(err.Error(), "line") {
+		t.Errorf("SET a = b + 1: %v, want Cassandra's message without a position", err)
 	}
 	for _, c := range cases {
 		_, err := Parse(c.q)

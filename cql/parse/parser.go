@@ -7,12 +7,16 @@
 //	CREATE TABLE [IF NOT EXISTS] [ks.]t (col type [STATIC] [PRIMARY KEY], ...,
 //	    [PRIMARY KEY (pk | (pk1, pk2, ...) [, clustering...])]) [WITH prop = value AND ...]
 //	DROP TABLE [IF EXISTS] [ks.]t
+//	ALTER TABLE [ks.]t WITH prop = value [AND ...] | ADD col type | ADD (col type, ...) | DROP col | DROP (col, ...)
 //	USE ks
+//	TRUNCATE [TABLE] [ks.]t
 //	UPDATE [ks.]t [USING TTL n | TIMESTAMP n [AND ...]] SET c = c + term, d = d - term, e = term
 //	    WHERE k = term [AND ...] [IF EXISTS | IF cond [AND ...]]
 //	DELETE [col, ...] FROM [ks.]t [USING TIMESTAMP n] WHERE ... [IF ...]
 //	INSERT INTO [ks.]t (cols) VALUES (terms) [IF NOT EXISTS] [USING ...]
-//	SELECT * | sel [AS alias], ... | COUNT(*) FROM [ks.]t [WHERE rel AND ...] [LIMIT n] [ALLOW FILTERING]
+//	SELECT [JSON] [DISTINCT] * | sel [AS alias], ... | COUNT(*) FROM [ks.]t [WHERE rel AND ...] [ORDER BY col [ASC|DESC], ...]
+//	    [LIMIT n] [ALLOW FILTERING]
+//	    (sel a column or token(k, ...); rel `col op term`, `col IN ...` or `token(k, ...) op term`)
 //	BEGIN [UNLOGGED | COUNTER] BATCH [USING TIMESTAMP n] stmt; ... APPLY BATCH
 //
 // Lexical rules are Cassandra's: keywords are case-insensitive, unquoted
@@ -265,6 +269,18 @@ func (p *parser) statement(top bool) (Statement, error) {
 			if top {
 				return p.alter()
 			}
+		case "truncate":
+			if top {
+				p.pos++
+				if !p.acceptKw("table") {
+					p.acceptKw("columnfamily")
+				}
+				tn, err := p.tableName()
+				if err != nil {
+					return nil, err
+				}
+				return &Truncate{Table: tn}, nil
+			}
 		case "use":
 			if top {
 				p.pos++
@@ -337,8 +353,9 @@ func (p *parser) drop() (Statement, error) {
 	return &DropTable{IfExists: ifExists, Table: tn}, nil
 }
 
-// alter parses ALTER TABLE t WITH properties; other ALTER forms (columns,
-// keyspaces) are not part of idemkv's subset.
+// alter parses ALTER TABLE t WITH properties, ADD col type | ADD (col
+// type, ...), DROP col | DROP (col, ...); other ALTER forms (keyspaces,
+// RENAME, column types) are not part of idemkv's subset.
 func (p *parser) alter() (Statement, error) {
 	p.pos++ // ALTER
 	if !p.acceptKw("table") && !p.acceptKw("columnfamily") {
@@ -347,6 +364,48 @@ func (p *parser) alter() (Statement, error) {
 	tn, err := p.tableName()
 	if err != nil {
 		return nil, err
+	}
+	colDef := func() (ColumnDef, error) {
+		var c ColumnDef
+		var err error
+		if c.Name, err = p.ident(); err != nil {
+			return c, err
+		}
+		if c.Type, err = p.typ(); err != nil {
+			return c, err
+		}
+		c.Static = p.acceptKw("static")
+		return c, nil
+	}
+	switch {
+	case p.acceptKw("add"):
+		s := &AlterTable{Table: tn}
+		if p.acceptPunct("(") {
+			if s.Add, err = commaList(p, colDef); err != nil {
+				return nil, err
+			}
+			return s, p.expectPunct(")")
+		}
+		c, err := colDef()
+		if err != nil {
+			return nil, err
+		}
+		s.Add = []ColumnDef{c}
+		return s, nil
+	case p.acceptKw("drop"):
+		s := &AlterTable{Table: tn}
+		if p.acceptPunct("(") {
+			if s.Drop, err = commaList(p, p.ident); err != nil {
+				return nil, err
+			}
+			return s, p.expectPunct(")")
+		}
+		c, err := p.ident()
+		if err != nil {
+			return nil, err
+		}
+		s.Drop = []string{c}
+		return s, nil
 	}
 	if err := p.expectKw("with"); err != nil {
 		return nil, err
@@ -406,11 +465,10 @@ func (p *parser) createTable() (Statement, error) {
 	if err := p.expectPunct("("); err != nil {
 		return nil, err
 	}
-	pkStart := p.peek()
 	pkSeen := false
 	for {
 		if p.isKw("primary") {
-			pkStart = p.peek()
+			pkStart := p.peek()
 			p.pos++
 			if err := p.expectKw("key"); err != nil {
 				return nil, err
@@ -480,9 +538,7 @@ func (p *parser) createTable() (Statement, error) {
 	if err := p.expectPunct(")"); err != nil {
 		return nil, err
 	}
-	if !pkSeen {
-		return nil, errAt(pkStart, "No PRIMARY KEY specifed (exactly one required)")
-	}
+	// No PRIMARY KEY is the executor's error (Invalid), as in Cassandra.
 	if p.acceptKw("with") {
 		s.Properties, err = p.properties(func() (bool, error) {
 			switch {
@@ -538,7 +594,7 @@ func (p *parser) typ() (Type, error) {
 	case t.kind == tQIdent:
 		p.pos++
 		name = t.val
-	case t.kind == tString: // a custom type's class name
+	case t.kind == tString && t.val != "": // a custom type's class name
 		p.pos++
 		name = t.val
 	default:
@@ -667,7 +723,34 @@ func (p *parser) using() ([]UsingOption, error) {
 
 var relOps = map[string]bool{"=": true, "<": true, ">": true, "<=": true, ">=": true, "!=": true}
 
+// tokenCall parses `token(a, b, ...)` if it is next (ok false otherwise).
+func (p *parser) tokenCall() (cols []string, ok bool, err error) {
+	if !p.isKw("token") || p.peekAt(1).kind != tPunct || p.peekAt(1).text != "(" {
+		return nil, false, nil
+	}
+	p.pos += 2
+	if cols, err = commaList(p, p.ident); err != nil {
+		return nil, true, err
+	}
+	return cols, true, p.expectPunct(")")
+}
+
 func (p *parser) relation() (Relation, error) {
+	tcols, isToken, err := p.tokenCall()
+	if err != nil {
+		return Relation{}, err
+	}
+	if isToken {
+		r := Relation{Token: tcols}
+		t := p.peek()
+		if t.kind != tPunct || !relOps[t.text] || t.text == "!=" {
+			return Relation{}, p.noViable(t)
+		}
+		p.pos++
+		r.Op = t.text
+		r.Value, err = p.term()
+		return r, err
+	}
 	col, err := p.ident()
 	if err != nil {
 		return Relation{}, err
@@ -762,6 +845,7 @@ func (p *parser) update() (Statement, error) {
 			if c.Other, err = p.ident(); err != nil {
 				return nil, err
 			}
+			opTok := p.peek()
 			switch {
 			case p.acceptPunct("+"):
 				c.Op = '+'
@@ -769,6 +853,13 @@ func (p *parser) update() (Statement, error) {
 				c.Op = '-'
 			default:
 				return nil, p.mismatch(p.peek(), "'+'")
+			}
+			if c.Other != c.Column {
+				// Cassandra's grammar checks this itself, a syntax error
+				// without a position.
+				e := errAt(opTok, "Only expressions of the form X = X %c<value> are supported.", c.Op)
+				e.Unplaced = true
+				return nil, e
 			}
 		} else {
 			c.Op = '='
@@ -855,6 +946,20 @@ func (p *parser) selectStmt() (Statement, error) {
 	p.pos++ // SELECT
 	s := &Select{}
 	var err error
+	// JSON and DISTINCT are unreserved keywords: `SELECT distinct FROM t`
+	// selects a column named distinct.
+	if p.isKw("json") {
+		if n := p.peekAt(1); !(n.kind == tIdent && (n.val == "from" || n.val == "as")) && !(n.kind == tPunct && n.text == ",") {
+			p.pos++
+			s.JSON = true
+		}
+	}
+	if p.isKw("distinct") {
+		if n := p.peekAt(1); !(n.kind == tIdent && (n.val == "from" || n.val == "as")) && !(n.kind == tPunct && n.text == ",") {
+			p.pos++
+			s.Distinct = true
+		}
+	}
 	if p.acceptPunct("*") {
 		s.Star = true
 	} else {
@@ -873,6 +978,19 @@ func (p *parser) selectStmt() (Statement, error) {
 					return nil, err
 				}
 				sel.Count = true
+			} else if (p.isKw("writetime") || p.isKw("ttl")) && p.peekAt(1).kind == tPunct && p.peekAt(1).text == "(" {
+				sel.Func = p.next().val
+				p.pos++ // (
+				if sel.Column, err = p.ident(); err != nil {
+					return nil, err
+				}
+				if err := p.expectPunct(")"); err != nil {
+					return nil, err
+				}
+			} else if cols, ok, err := p.tokenCall(); err != nil {
+				return nil, err
+			} else if ok {
+				sel.Token = cols
 			} else if sel.Column, err = p.ident(); err != nil {
 				return nil, err
 			}
@@ -896,6 +1014,26 @@ func (p *parser) selectStmt() (Statement, error) {
 	if p.acceptKw("where") {
 		if s.Where, err = p.relations(); err != nil {
 			return nil, err
+		}
+	}
+	if p.acceptKw("order") {
+		if err := p.expectKw("by"); err != nil {
+			return nil, err
+		}
+		for {
+			var o Ordering
+			if o.Column, err = p.ident(); err != nil {
+				return nil, err
+			}
+			switch {
+			case p.acceptKw("asc"):
+			case p.acceptKw("desc"):
+				o.Desc = true
+			}
+			s.OrderBy = append(s.OrderBy, o)
+			if !p.acceptPunct(",") {
+				break
+			}
 		}
 	}
 	if p.acceptKw("limit") {
