@@ -176,7 +176,7 @@ type BorrowResult struct {
 func handoffSync(nd *node.Node) (msgs, bytes uint64) {
 	st := nd.Coordinator().Stats()
 	b := borrowcol.ReplicaStats(nd.Replica())
-	return st.HandoffSyncMessages - min(st.HandoffSyncMessages, b.Views), st.HandoffSyncBytes - min(st.HandoffSyncBytes, b.SyncBytes)
+	return st.AntiEntropyMessages - min(st.AntiEntropyMessages, b.Views), st.AntiEntropyBytes - min(st.AntiEntropyBytes, b.SyncBytes)
 }
 
 // borrowStats sums the embedded ring's borrowcol counts.

@@ -14,13 +14,15 @@ import (
 
 	"github.com/gocql/gocql"
 
+	"github.com/idemkv/idemkv/coltype/handoffcol"
 	"github.com/idemkv/idemkv/counters/handoff"
 )
 
 // HandoffPayloadKey is the custom payload key of a handoff counter exchange:
 // on the request the client's encoded handoff state (its view for a tier-0
-// server), on the response the server replica's view for the client.
-const HandoffPayloadKey = "idemkv-handoff"
+// server), on the response the server replica's view for the client. It
+// is the key the column type names (coltype/handoffcol).
+const HandoffPayloadKey = handoffcol.PayloadKey
 
 // HandoffCounter is a tier-1 participant of one handoff_counter cell
 // (counters/handoff; the cell's replicas are tier 0). Increments are counted

@@ -29,6 +29,8 @@ import (
 //	Deduplicator  op ids remembered, in-doubt compensation    FBF
 //	CQL           the type drivers see, which deltas are valid handoff (bigint, increments only)
 //	Exchanger     a client exchange in a custom payload       handoff, Borrow (borrow/inc/retire)
+//	DirectExchanger the payload goes unchanged to the replicas Borrow
+//	Coordinated   coordinator-side exchanges and plain writes handoff (notice servers, token order, temporary participant)
 //	ReadContext   SELECT returns what a DELETE may cancel      observed reset
 //	Channel       a per-cell exactly-once FIFO op channel      observed reset
 //	AntiEntropy   replicas reconcile cells in the background  handoff sync
@@ -267,9 +269,10 @@ type ReadContext interface {
 // DirectExchanger is the capability of Exchanger types whose client
 // exchanges the coordinator forwards unchanged to the replicas of the key,
 // and whose plain driver updates are led like a vanilla counter's (the type
-// is Leading). An Exchanger without it is served by the handoff paths (the
-// payload is a handoff state, a plain update runs a temporary tier-1
-// participant). Borrow-Counter uses it (borrow requests and client writes).
+// is Leading). An Exchanger without it is served by its own
+// coordinator-side logic when it is Coordinated (handoff counters), else its
+// payload goes to one live natural replica. Borrow-Counter uses it (borrow
+// requests and client writes).
 type DirectExchanger interface {
 	Exchanger
 	// ExchangeEverywhere reports whether a payload may be applied by every
@@ -303,7 +306,8 @@ type Channel interface {
 
 // AntiEntropy is the capability of types whose replicas reconcile cells in
 // the background rather than by read repair (handoff sync; the
-// coordinator runs the rounds): TakeDirty lists the cells changed since
+// coordinator runs the rounds, coordinator.RunAntiEntropy, for every
+// column that has it): TakeDirty lists the cells changed since
 // the last round, View is this replica's payload for a peer, which the
 // peer answers through its Exchanger, MarkDirty keeps a cell whose
 // exchange failed for the next round, and Sweep is the type's housekeeping

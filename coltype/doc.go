@@ -9,8 +9,8 @@
 // The contract is ColumnType, a small core (name, merge, value), and a set
 // of optional capability interfaces that a design implements when it needs
 // them (Leading, Configurable, Observer, Replicated, Deleter, ReadPolicy,
-// Replayer, Deduplicator, CQL, Exchanger, ReadContext, Channel,
-// AntiEntropy), detected by type assertion in the manner of
+// Replayer, Deduplicator, CQL, Exchanger, DirectExchanger, Coordinated,
+// ReadContext, Channel, AntiEntropy), detected by type assertion in the manner of
 // hashicorp/raft's optional transport capabilities (WithPreVote,
 // WithClose). A design registers its type by
 // name (Register) from an init function; the replica builds its columns,

@@ -6,6 +6,18 @@
 // the other replicas, hints the ones that are down, and answers once the
 // consistency level is met, itself included. Reads ask the replicas, merge
 // their cells, and repair the replicas that answered with stale state.
+//
+// The coordinator knows no counter design: it finds a column's capabilities
+// (package coltype) by type assertion. Designs updated by a client exchange
+// in a custom payload (coltype.Exchanger) go through Exchange, which hands
+// the request to the type's own coordinator-side logic when it is
+// coltype.Coordinated (with a coltype.Coordination of the cell: its
+// replicas, exchanges with them, the timeout), else forwards the payload
+// unchanged (DirectExchange); a plain update of a Coordinated column goes
+// through CoordinatedWrite. Exchanges travel as TypeExchange, served on the
+// replica by its Exchanger. RunAntiEntropy reconciles the cells of every
+// coltype.AntiEntropy column with the other replicas in the background
+// (antientropy.go).
 package coordinator
 
 import (
@@ -85,11 +97,12 @@ type Config struct {
 	// time.Now. Tests inject virtual time.
 	Now func() time.Time
 	// WithTimeout makes the contexts of the coordinator's timeouts (counter
-	// writes, reads, handoff exchanges); default context.WithTimeout. Tests
+	// writes, reads, exchanges); default context.WithTimeout. Tests
 	// inject contexts that end on virtual time.
 	WithTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
-	// IDs is the source of handoff participants' random ids; default
-	// crypto/rand. It must be safe for concurrent use.
+	// IDs is the source of the random ids of coordinated types' temporary
+	// participants (coltype.Coordination.NewID; handoff counters' plain
+	// updates); default crypto/rand. It must be safe for concurrent use.
 	IDs    io.Reader
 	Logger *slog.Logger
 }
@@ -102,17 +115,18 @@ type Stats struct {
 	// Dismissed counts the updates this node led that its column recognised
 	// as retries (FBF counters) and acknowledged without applying.
 	Dismissed uint64
-	// HandoffExchanges counts the handoff exchanges this node coordinated
-	// (clients' and its own for plain updates); HandoffBytes the encoded
-	// states they carried, both ways.
-	HandoffExchanges, HandoffBytes uint64
-	// HandoffSyncMessages counts the anti-entropy exchanges this node sent
-	// to other tier-0 replicas; HandoffSyncBytes their states, both ways.
-	HandoffSyncMessages, HandoffSyncBytes uint64
-	// HandoffRetirements counts the temporary participants of plain
-	// updates that retired with a notice (an exchange failed, or the
-	// update timed out).
-	HandoffRetirements uint64
+	// Exchanges counts the exchanges this node coordinated (clients'
+	// custom payloads, and those a coordinated type's logic ran, e.g. for
+	// a plain update of a handoff counter); ExchangeBytes the payloads they
+	// carried, both ways.
+	Exchanges, ExchangeBytes uint64
+	// AntiEntropyMessages counts the anti-entropy exchanges this node sent
+	// to other replicas; AntiEntropyBytes their payloads, both ways.
+	AntiEntropyMessages, AntiEntropyBytes uint64
+	// Retirements counts the temporary participants of plain updates that
+	// a coordinated type retired in the background (handoff counters: an
+	// exchange failed, or the update timed out).
+	Retirements uint64
 	// InDoubtResolved counts the updates this node led before an unclean
 	// stop that it resolved after restarting; InDoubtDropped those it took
 	// back because another leader had counted them.
@@ -152,9 +166,9 @@ type Coordinator struct {
 		writes, led, unavailable, writeTimeouts atomic.Uint64
 		reads, readTimeouts, repairs, mutations atomic.Uint64
 		dismissed                               atomic.Uint64
-		handoffExchanges, handoffBytes          atomic.Uint64
-		handoffSyncMessages, handoffSyncBytes   atomic.Uint64
-		handoffRetirements                      atomic.Uint64
+		exchanges, exchangeBytes                atomic.Uint64
+		antiEntropyMessages, antiEntropyBytes   atomic.Uint64
+		retirements                             atomic.Uint64
 		inDoubtResolved, inDoubtDropped         atomic.Uint64
 		opsLearned                              atomic.Uint64
 	}
@@ -195,11 +209,11 @@ func (c *Coordinator) Stats() Stats {
 	return Stats{
 		Writes: s.writes.Load(), WritesLed: s.led.Load(), Unavailable: s.unavailable.Load(), WriteTimeouts: s.writeTimeouts.Load(),
 		Reads: s.reads.Load(), ReadTimeouts: s.readTimeouts.Load(), ReadRepairs: s.repairs.Load(), ReplicaMutations: s.mutations.Load(),
-		Dismissed:        s.dismissed.Load(),
-		HandoffExchanges: s.handoffExchanges.Load(), HandoffBytes: s.handoffBytes.Load(),
-		HandoffSyncMessages: s.handoffSyncMessages.Load(), HandoffSyncBytes: s.handoffSyncBytes.Load(),
-		HandoffRetirements: s.handoffRetirements.Load(),
-		InDoubtResolved:    s.inDoubtResolved.Load(), InDoubtDropped: s.inDoubtDropped.Load(),
+		Dismissed: s.dismissed.Load(),
+		Exchanges: s.exchanges.Load(), ExchangeBytes: s.exchangeBytes.Load(),
+		AntiEntropyMessages: s.antiEntropyMessages.Load(), AntiEntropyBytes: s.antiEntropyBytes.Load(),
+		Retirements:     s.retirements.Load(),
+		InDoubtResolved: s.inDoubtResolved.Load(), InDoubtDropped: s.inDoubtDropped.Load(),
 		OpsLearned: s.opsLearned.Load(),
 	}
 }
@@ -464,7 +478,7 @@ func replicaIDs(es []ring.Endpoint) []counters.ID {
 	out := make([]counters.ID, 0, len(es))
 	for _, e := range es {
 		if id, err := parseHostID(e.ID); err == nil {
-			out = append(out, counters.ID(id))
+			out = append(out, id)
 		}
 	}
 	return out
@@ -533,8 +547,8 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		return transport.Message{Type: TypeMutation}, nil
 	case TypeScan:
 		return c.handleScan(m.Body)
-	case TypeHandoffExchange:
-		return c.handleHandoffExchange(m.Body)
+	case TypeExchange:
+		return c.handleExchange(m.Body)
 	case TypeOpStatus:
 		return c.handleOpStatus(m.Body)
 	case TypeHintPull:

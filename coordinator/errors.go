@@ -1,6 +1,10 @@
 package coordinator
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/idemkv/idemkv/coltype"
+)
 
 // UnavailableError: not enough live replicas for the consistency level; the
 // request was not attempted.
@@ -49,3 +53,13 @@ func (e *ReadTimeoutError) Error() string {
 type InvalidError struct{ Msg string }
 
 func (e *InvalidError) Error() string { return e.Msg }
+
+// Is makes an UnavailableError a coltype.ErrUnavailable (for the
+// coordinator-side logic of column types, coltype.Coordination).
+func (e *UnavailableError) Is(target error) bool { return target == coltype.ErrUnavailable }
+
+// Is makes a WriteTimeoutError a coltype.ErrTimedOut.
+func (e *WriteTimeoutError) Is(target error) bool { return target == coltype.ErrTimedOut }
+
+// Is makes an InvalidError a coltype.ErrRefused.
+func (e *InvalidError) Is(target error) bool { return target == coltype.ErrRefused }

@@ -84,7 +84,7 @@ func newExRing(t *testing.T) (*exRing, *Coordinator) {
 	net := transport.NewMemNetwork(1)
 	for _, id := range []string{"b", "c"} {
 		_, err := net.Listen(transport.Addr(id+":7000"), func(_ context.Context, _ transport.Addr, m transport.Message) (transport.Message, error) {
-			_, _, _, payload, err := decodeHandoffExchange(m.Body)
+			_, _, _, payload, err := decodeExchange(m.Body)
 			if err != nil {
 				return transport.Message{}, err
 			}
@@ -92,7 +92,7 @@ func newExRing(t *testing.T) (*exRing, *Coordinator) {
 				return transport.Message{}, errors.New("replica failure")
 			}
 			r.record(id, payload)
-			return transport.Message{Type: TypeHandoffExchange, Body: encodeHandoffReply([]byte(id), nil)}, nil
+			return transport.Message{Type: TypeExchange, Body: encodeExchangeReply([]byte(id), nil)}, nil
 		})
 		if err != nil {
 			t.Fatal(err)

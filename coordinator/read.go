@@ -250,3 +250,10 @@ func (c *Coordinator) repair(ctx context.Context, table uint64, key []byte, merg
 	}
 	return nil
 }
+
+// repairPolicy is implemented by Stores with columns that must not be read
+// repaired (coltype.ReadPolicy: handoff counters, whose replicas each hold
+// their own state).
+type repairPolicy interface {
+	Repairs(table uint64, column string) bool
+}

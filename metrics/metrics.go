@@ -269,11 +269,11 @@ var coordFields = []field[coordinator.Stats]{
 	{"in_doubt_resolved_total", "Updates led before an unclean stop, settled after the restart.", true, func(s coordinator.Stats) float64 { return float64(s.InDoubtResolved) }},
 	{"in_doubt_dropped_total", "Updates led before an unclean stop, taken back because another leader counted them.", true, func(s coordinator.Stats) float64 { return float64(s.InDoubtDropped) }},
 	{"ops_learned_total", "Op ids learned from other replicas after an unclean start.", true, func(s coordinator.Stats) float64 { return float64(s.OpsLearned) }},
-	{"exchanges_total", "Client exchanges (custom payload designs) this node coordinated.", true, func(s coordinator.Stats) float64 { return float64(s.HandoffExchanges) }},
-	{"exchange_bytes_total", "Bytes of the states those exchanges carried, both ways.", true, func(s coordinator.Stats) float64 { return float64(s.HandoffBytes) }},
-	{"anti_entropy_messages_total", "Anti-entropy exchanges sent to other replicas.", true, func(s coordinator.Stats) float64 { return float64(s.HandoffSyncMessages) }},
-	{"anti_entropy_bytes_total", "Bytes of the anti-entropy exchanges, both ways.", true, func(s coordinator.Stats) float64 { return float64(s.HandoffSyncBytes) }},
-	{"retirements_total", "Temporary participants of plain updates retired with a notice.", true, func(s coordinator.Stats) float64 { return float64(s.HandoffRetirements) }},
+	{"exchanges_total", "Exchanges this node coordinated: clients' custom payloads, and those a design's coordinator-side logic ran (plain updates of handoff counters).", true, func(s coordinator.Stats) float64 { return float64(s.Exchanges) }},
+	{"exchange_bytes_total", "Bytes of the payloads those exchanges carried, both ways.", true, func(s coordinator.Stats) float64 { return float64(s.ExchangeBytes) }},
+	{"anti_entropy_messages_total", "Anti-entropy exchanges sent to other replicas.", true, func(s coordinator.Stats) float64 { return float64(s.AntiEntropyMessages) }},
+	{"anti_entropy_bytes_total", "Bytes of the anti-entropy exchanges, both ways.", true, func(s coordinator.Stats) float64 { return float64(s.AntiEntropyBytes) }},
+	{"retirements_total", "Temporary participants of plain updates a design retired in the background (handoff: with a notice).", true, func(s coordinator.Stats) float64 { return float64(s.Retirements) }},
 }
 
 var storeFields = []field[replica.Stats]{

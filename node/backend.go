@@ -42,16 +42,12 @@ func (b backend) CounterWrite(ctx context.Context, u coltype.Update, cl coordina
 	return b.n.coord.CounterWrite(ctx, u, cl)
 }
 
-func (b backend) HandoffExchange(ctx context.Context, table uint64, key []byte, column string, state []byte) ([]byte, error) {
-	return b.n.coord.HandoffExchange(ctx, table, key, column, state)
+func (b backend) Exchange(ctx context.Context, table uint64, key []byte, column string, payload []byte, cl coordinator.ConsistencyLevel) ([]byte, error) {
+	return b.n.coord.Exchange(ctx, table, key, column, payload, cl)
 }
 
-func (b backend) DirectExchange(ctx context.Context, table uint64, key []byte, column string, payload []byte, cl coordinator.ConsistencyLevel, everywhere bool) ([]byte, error) {
-	return b.n.coord.DirectExchange(ctx, table, key, column, payload, cl, everywhere)
-}
-
-func (b backend) HandoffIncrement(ctx context.Context, table uint64, key []byte, column string, n uint64) error {
-	return b.n.coord.HandoffIncrement(ctx, table, key, column, n)
+func (b backend) CoordinatedWrite(ctx context.Context, table uint64, key []byte, column string, delta int64) error {
+	return b.n.coord.CoordinatedWrite(ctx, table, key, column, delta)
 }
 
 func (b backend) Read(ctx context.Context, table uint64, key []byte, cl coordinator.ConsistencyLevel) (row.Row, bool, error) {

@@ -39,7 +39,7 @@ type Config struct {
 	GossipIntervalMS      int     `yaml:"gossip_interval_in_ms"`               // default 1000
 	HintDeliveryMS        int     `yaml:"hint_delivery_interval_in_ms"`        // default 1000
 	CounterLeader         string  `yaml:"counter_leader"`                      // random (Cassandra) | first
-	HandoffSyncMS         int     `yaml:"handoff_sync_interval_in_ms"`         // handoff counters' tier-0 anti-entropy period, default 1000
+	HandoffSyncMS         int     `yaml:"handoff_sync_interval_in_ms"`         // anti-entropy period of the coltype.AntiEntropy columns (handoff, reset), default 1000
 	HandoffNoticeMS       int     `yaml:"handoff_notice_retention_in_ms"`      // how long a processed retirement notice is kept, default 60000
 
 	// StartNativeTransport serves CQL (default true).

@@ -52,7 +52,7 @@ func (c *testCluster) exchange(via int, cl *handoffClient, timeout time.Duration
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	reply, err := c.node(via).Coordinator().HandoffExchange(ctx, handoffTableID, []byte(cl.key), "c", view)
+	reply, err := c.node(via).Coordinator().Exchange(ctx, handoffTableID, []byte(cl.key), "c", view, coordinator.One)
 	if err != nil {
 		return false
 	}
@@ -75,7 +75,7 @@ func (c *testCluster) retire(via int, cl *handoffClient, notice *handoff.Notice[
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	reply, err := c.node(via).Coordinator().HandoffExchange(ctx, handoffTableID, []byte(cl.key), "c", b)
+	reply, err := c.node(via).Coordinator().Exchange(ctx, handoffTableID, []byte(cl.key), "c", b, coordinator.One)
 	if err != nil {
 		return false
 	}
@@ -146,7 +146,7 @@ func TestHandoffCounterExactUnderFaults(t *testing.T) {
 		clients = append(clients, &handoffClient{st: handoff.NewCounter(id, 1), key: keys[i%len(keys)]})
 	}
 	issued := map[string]uint64{}
-	c.net.SetFault("", "", []transport.Type{coordinator.TypeHandoffExchange},
+	c.net.SetFault("", "", []transport.Type{coordinator.TypeExchange},
 		transport.Fault{Drop: 0.15, Duplicate: 0.3, Reorder: 0.3, Delay: time.Millisecond, Jitter: 3 * time.Millisecond})
 	live := []int{1, 2, 3}
 	check := func(step int) {
@@ -243,13 +243,13 @@ func TestHandoffPlainIncrement(t *testing.T) {
 	c := newTestCluster(t, 3, func(i int, cfg *Config) { cfg.HandoffSyncMS = 50 })
 	c.createTable(3)
 	c.createHandoffTable()
-	c.net.SetFault("", "", []transport.Type{coordinator.TypeHandoffExchange},
+	c.net.SetFault("", "", []transport.Type{coordinator.TypeExchange},
 		transport.Fault{Duplicate: 0.5, Reorder: 0.3, Delay: time.Millisecond, Jitter: 2 * time.Millisecond})
 	want := map[string]uint64{}
 	for i := 0; i < 30; i++ {
 		k := fmt.Sprintf("k%d", i%4)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := c.node(1+i%3).Coordinator().HandoffIncrement(ctx, handoffTableID, []byte(k), "c", uint64(i+1))
+		err := c.node(1+i%3).Coordinator().CoordinatedWrite(ctx, handoffTableID, []byte(k), "c", int64(i+1))
 		cancel()
 		if err != nil {
 			t.Fatalf("increment %d: %v", i, err)
@@ -285,11 +285,11 @@ func TestHandoffPlainIncrementRetires(t *testing.T) {
 	})
 	c.createTable(3)
 	c.createHandoffTable()
-	c.net.SetFault("", "", []transport.Type{coordinator.TypeHandoffExchange}, transport.Fault{Drop: 0.2})
+	c.net.SetFault("", "", []transport.Type{coordinator.TypeExchange}, transport.Fault{Drop: 0.2})
 	var ok, failed uint64
 	for i := 0; i < 30; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := c.node(1+i%3).Coordinator().HandoffIncrement(ctx, handoffTableID, []byte("k"), "c", uint64(i+1))
+		err := c.node(1+i%3).Coordinator().CoordinatedWrite(ctx, handoffTableID, []byte("k"), "c", int64(i+1))
 		cancel()
 		if err != nil {
 			failed += uint64(i + 1)
@@ -299,7 +299,7 @@ func TestHandoffPlainIncrementRetires(t *testing.T) {
 	}
 	retired := uint64(0)
 	for i := 1; i <= 3; i++ {
-		retired += c.node(i).Coordinator().Stats().HandoffRetirements
+		retired += c.node(i).Coordinator().Stats().Retirements
 	}
 	t.Logf("succeeded: %d, timed out: %d, participants retired with a notice: %d", ok, failed, retired)
 	if retired == 0 {

@@ -59,18 +59,18 @@ func (b meteredBackend) CounterWrite(ctx context.Context, u coltype.Update, cl c
 	return err
 }
 
-func (b meteredBackend) HandoffExchange(ctx context.Context, table uint64, key []byte, column string, state []byte) ([]byte, error) {
+func (b meteredBackend) Exchange(ctx context.Context, table uint64, key []byte, column string, payload []byte, cl coordinator.ConsistencyLevel) ([]byte, error) {
 	start := time.Now()
-	out, err := b.backend.HandoffExchange(ctx, table, key, column, state)
+	out, err := b.backend.Exchange(ctx, table, key, column, payload, cl)
 	b.m.ObserveClient("exchange", "none", time.Since(start), err)
 	b.m.CounterWrite(b.design(table, column), err)
 	return out, err
 }
 
-func (b meteredBackend) HandoffIncrement(ctx context.Context, table uint64, key []byte, column string, n uint64) error {
+func (b meteredBackend) CoordinatedWrite(ctx context.Context, table uint64, key []byte, column string, delta int64) error {
 	start := time.Now()
-	err := b.backend.HandoffIncrement(ctx, table, key, column, n)
-	b.m.ObserveClient("increment", "none", time.Since(start), err)
+	err := b.backend.CoordinatedWrite(ctx, table, key, column, delta)
+	b.m.ObserveClient("coordinated_write", "none", time.Since(start), err)
 	b.m.CounterWrite(b.design(table, column), err)
 	return err
 }

@@ -106,7 +106,7 @@ type Options struct {
 	WithTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
 	// Stepped starts none of the node's background loops (gossip rounds,
 	// hint delivery, hint pulls, the settling of updates in doubt,
-	// handoff anti-entropy, load reports), nor the admin endpoint: the test drives them
+	// anti-entropy, load reports), nor the admin endpoint: the test drives them
 	// (Gossip().Round, Hints().Deliver, Coordinator().ResolveInDoubt) so
 	// that nothing happens between its steps. Timers of requests in flight
 	// still run.
@@ -360,7 +360,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	}()
 	go func() {
 		defer n.bg.Done()
-		n.coord.RunHandoffSync(ctx, ms(cfg.HandoffSyncMS))
+		n.coord.RunAntiEntropy(ctx, ms(cfg.HandoffSyncMS))
 	}()
 	go func() {
 		defer n.bg.Done()

@@ -304,7 +304,7 @@ func typeName(t transport.Type) string {
 		return "read"
 	case coordinator.TypeScan:
 		return "scan"
-	case coordinator.TypeHandoffExchange:
+	case coordinator.TypeExchange:
 		return "handoff"
 	case TypeSchemaPush, TypeSchemaPull:
 		return "schema"

@@ -12,5 +12,14 @@
 // never stored as this replica's state), Deleter (refused), ReadPolicy (no
 // read repair), CQL (increments only) and Replayer.
 //
+// Type is also coltype.Coordinated (coordinate.go): the coordinator that
+// receives a client's exchange hands it to CoordinateExchange, which sets
+// the servers of a retirement notice to the key's natural replicas and
+// tries first the replicas the client holds tokens for; a plain driver
+// update (`c = c + n` without the payload) goes to CoordinateWrite, which
+// acts as a temporary tier-1 participant for the request and retires it
+// in the background (a retirement notice) if it may have left a slot or a
+// token behind.
+//
 // Importing the package registers the type (init).
 package handoffcol

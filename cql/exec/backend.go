@@ -27,21 +27,20 @@ type Backend interface {
 	// and typed errors: *coordinator.UnavailableError, *WriteTimeoutError,
 	// *InvalidError).
 	CounterWrite(ctx context.Context, u coltype.Update, cl coordinator.ConsistencyLevel) error
-	// HandoffExchange coordinates a client's exchange with a tier-0 replica
-	// of a cell updated by exchange (a coltype.Exchanger type: handoff
-	// counters): state is the client's encoded state (or view); the answer
-	// is the replica's view for the client, returned once the replica's
-	// merged state is durable.
-	HandoffExchange(ctx context.Context, table uint64, key []byte, column string, state []byte) ([]byte, error)
-	// DirectExchange coordinates a client's exchange of a cell whose type
-	// is a coltype.DirectExchanger: the payload goes unchanged to one live
-	// replica of the key, or with everywhere to every live one, acknowledged
-	// at cl; a replica's answer is returned.
-	DirectExchange(ctx context.Context, table uint64, key []byte, column string, payload []byte, cl coordinator.ConsistencyLevel, everywhere bool) ([]byte, error)
-	// HandoffIncrement adds n to such a cell for a client that
-	// sent no state (a plain driver UPDATE): the coordinator acts as a
-	// tier-1 participant for the request (at-least-once with retries).
-	HandoffIncrement(ctx context.Context, table uint64, key []byte, column string, n uint64) error
+	// Exchange coordinates a client's exchange of a cell whose type is a
+	// coltype.Exchanger: payload is the value of the custom payload the
+	// type names, the answer goes back under the same key. The column type
+	// decides how it is served (coordinator.Exchange: its own
+	// coordinator-side logic when it is coltype.Coordinated, else the
+	// payload goes unchanged to the replicas); cl is used by the payloads
+	// sent to every replica.
+	Exchange(ctx context.Context, table uint64, key []byte, column string, payload []byte, cl coordinator.ConsistencyLevel) ([]byte, error)
+	// CoordinatedWrite adds delta to a cell whose type is
+	// coltype.Coordinated for a client that sent no payload (a plain
+	// driver UPDATE): the type's coordinator-side logic serves it (handoff
+	// counters act as a tier-1 participant for the request, at-least-once
+	// with retries).
+	CoordinatedWrite(ctx context.Context, table uint64, key []byte, column string, delta int64) error
 	// Read coordinates the read of one partition.
 	Read(ctx context.Context, table uint64, key []byte, cl coordinator.ConsistencyLevel) (row.Row, bool, error)
 	// Scan coordinates a range read: up to limit partitions in token order

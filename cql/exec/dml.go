@@ -22,14 +22,18 @@ type batchItem struct {
 type write struct {
 	update *coltype.Update
 	// exchanger is the column's type when it is updated by a client
-	// exchange in a custom payload (coltype.Exchanger: handoff counters).
+	// exchange in a custom payload (coltype.Exchanger: handoff counters,
+	// Borrow-Counters).
 	exchanger coltype.Exchanger
-	table     uint64
-	tableInfo *tableInfo // the table of a deletion
-	key       []byte
-	delete    bool
-	columns   []string
-	index     int
+	// coordinated: the column's type serves a plain update itself, on the
+	// coordinator (coltype.Coordinated: handoff counters).
+	coordinated bool
+	table       uint64
+	tableInfo   *tableInfo // the table of a deletion
+	key         []byte
+	delete      bool
+	columns     []string
+	index       int
 }
 
 func notModifiable(t *tableInfo) error {
@@ -156,8 +160,8 @@ func delta(v frame.Value) (d int64, skip bool, err error) {
 // statements of a batch. Everything is checked and bound before the first
 // write; writes then go out in statement order, statement i with op id
 // sequence + i.
-// A handoff exchange (payload idemkv-handoff) puts the replica's answer in
-// reply.
+// An exchange (the custom payload a coltype.Exchanger names) puts the
+// answer in reply under the same key.
 func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []parse.UsingOption, items []batchItem, cl frame.Consistency, payload, reply map[string][]byte) error {
 	hasOp, client, seq, err := opID(payload)
 	if err != nil {
@@ -222,13 +226,7 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	}
 	if exchange {
 		u := writes[0].update
-		var out []byte
-		var err error
-		if d, direct := writes[0].exchanger.(coltype.DirectExchanger); direct {
-			out, err = e.b.DirectExchange(ctx, u.Table, u.Key, u.Column, state, coordinator.ConsistencyLevel(cl), d.ExchangeEverywhere(state))
-		} else {
-			out, err = e.b.HandoffExchange(ctx, u.Table, u.Key, u.Column, state)
-		}
+		out, err := e.b.Exchange(ctx, u.Table, u.Key, u.Column, state, coordinator.ConsistencyLevel(cl))
 		if err != nil {
 			return err
 		}
@@ -249,9 +247,9 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 			}
 			continue
 		}
-		if _, direct := w.exchanger.(coltype.DirectExchanger); w.exchanger != nil && !direct {
+		if w.coordinated {
 			u := w.update
-			if err := e.b.HandoffIncrement(ctx, u.Table, u.Key, u.Column, uint64(u.Delta)); err != nil {
+			if err := e.b.CoordinatedWrite(ctx, u.Table, u.Key, u.Column, u.Delta); err != nil {
 				return err
 			}
 			continue
@@ -309,7 +307,8 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 				}
 			}
 			x, _ := design.(coltype.Exchanger)
-			out = append(out, write{update: &coltype.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: d}, exchanger: x, index: i})
+			_, coordinated := design.(coltype.Coordinated)
+			out = append(out, write{update: &coltype.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: d}, exchanger: x, coordinated: coordinated, index: i})
 		}
 		return out, nil
 	case *parse.Delete:

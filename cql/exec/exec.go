@@ -15,22 +15,25 @@
 // share that statement's op id (filters are kept per counter column). A
 // request without the payload is applied as a vanilla update.
 //
-// Exchanged columns (handoff counters: coltype/handoffcol). Such a column
-// is updated with `UPDATE t SET c = c + ? WHERE k = ?`. With the custom
-// payload its type names (coltype.Exchanger; `idemkv-handoff`: the
-// client's encoded handoff state, tier ≥ 1, as package client sends it) the
-// update is an exchange: the delta is ignored (the increments are inside the
-// state), the request must hold exactly this one update, and the response
-// carries the server replica's view for the client under the same key.
-// Without the payload the coordinator acts as the tier-1 participant for the
-// request (at-least-once with driver retries); the delta must be ≥ 0 (a
-// handoff counter only grows). SELECT reads the largest fetch of the
-// replicas read. Handoff counter cells cannot be deleted. A type that is a
-// coltype.DirectExchanger (Borrow-Counters: coltype/borrowcol, payload
-// `idemkv-borrow`) is exchanged the same way, but its payload goes
-// unchanged to the replicas (coordinator.DirectExchange: everywhere at the
-// request's consistency level when the type says so, else to one), and a
-// plain update without the payload is led like a vanilla counter's.
+// Exchanged columns (coltype.Exchanger: handoff counters, coltype/handoffcol,
+// payload `idemkv-handoff`; Borrow-Counters, coltype/borrowcol, payload
+// `idemkv-borrow`). Such a column is updated with
+// `UPDATE t SET c = c + ? WHERE k = ?`. With the custom payload its type
+// names (the client's message, e.g. a handoff state as package client sends
+// it) the update is an exchange: the delta is ignored, the request must hold
+// exactly this one update, the payload goes to the Backend's Exchange, and
+// the response carries the answer under the same key. The column type
+// decides how the coordinator serves it (coordinator.Exchange): a
+// coltype.Coordinated type runs its own coordinator-side logic, a
+// DirectExchanger's payload goes unchanged to the replicas (everywhere at
+// the request's consistency level when the type says so, else to one).
+// Without the payload, the update of a coltype.Coordinated column goes to
+// the Backend's CoordinatedWrite (handoff counters: the coordinator acts
+// as the tier-1 participant for the request, at-least-once with driver
+// retries), any other is led like a vanilla counter's. The type's
+// coltype.CQL says which deltas are valid (a handoff counter only grows),
+// its coltype.Deleter whether DELETE is (handoff counter cells cannot be
+// deleted), and SELECT combines the replicas' answers by its ReadPolicy.
 //
 // The FBF table option. `WITH idempotence = {'class': 'fbf', ...}` is kept
 // in TableDef.Options["idempotence"] as the JSON of the map's entries (all
@@ -58,11 +61,6 @@ import (
 
 // OpPayloadKey is the custom payload key of an operation id.
 const OpPayloadKey = "idemkv-op"
-
-// HandoffPayloadKey is the custom payload key of a handoff counter
-// exchange: on the request, the client's encoded handoff state (or view for
-// the server); on the response, the server replica's view for the client.
-const HandoffPayloadKey = "idemkv-handoff"
 
 // Defaults of Options.
 const (

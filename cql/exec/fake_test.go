@@ -14,7 +14,7 @@ import (
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
-	"github.com/idemkv/idemkv/counters/handoff"
+	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/cql"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/replica"
@@ -40,7 +40,8 @@ type fakeBackend struct {
 	readErr  error // returned by Read and Scan when set
 	peers    []NodeInfo
 
-	handoffIncrements []uint64
+	coordinatedWrites []int64
+	participants      byte // the temporary participants' ids given
 }
 
 func newFake(t *testing.T) *fakeBackend {
@@ -93,35 +94,81 @@ func (f *fakeBackend) CounterWrite(ctx context.Context, u coltype.Update, cl coo
 	return err
 }
 
-func (f *fakeBackend) HandoffExchange(ctx context.Context, table uint64, key []byte, column string, state []byte) ([]byte, error) {
-	return f.rep.Exchange(table, key, column, state)
-}
-
-func (f *fakeBackend) DirectExchange(ctx context.Context, table uint64, key []byte, column string, payload []byte, cl coordinator.ConsistencyLevel, everywhere bool) ([]byte, error) {
+// Exchange runs the column type's coordinator-side logic over the one
+// replica (fakeCoordination) when it is coltype.Coordinated, else hands the
+// payload to the replica.
+func (f *fakeBackend) Exchange(ctx context.Context, table uint64, key []byte, column string, payload []byte, cl coordinator.ConsistencyLevel) ([]byte, error) {
+	if co, ok := f.coordinated(table, column); ok {
+		return co.CoordinateExchange(ctx, f.coordination(table, key, column), payload)
+	}
 	return f.rep.Exchange(table, key, column, payload)
 }
 
-// HandoffIncrement hands n off from a temporary tier-1 state, as the
-// coordinator does.
-func (f *fakeBackend) HandoffIncrement(ctx context.Context, table uint64, key []byte, column string, n uint64) error {
+// CoordinatedWrite runs the column type's coordinator-side logic for a
+// plain update (handoff counters: a temporary tier-1 participant).
+func (f *fakeBackend) CoordinatedWrite(ctx context.Context, table uint64, key []byte, column string, delta int64) error {
 	f.mu.Lock()
-	f.handoffIncrements = append(f.handoffIncrements, n)
+	f.coordinatedWrites = append(f.coordinatedWrites, delta)
 	f.mu.Unlock()
-	p := handoff.NewCounter(handoff.ID{0xc0, byte(len(f.handoffIncrements))}, 1)
-	p.Add(n)
-	for !p.Handed() {
-		v, _ := p.View(handoff.ID{}, 0).MarshalBinary()
-		reply, err := f.rep.Exchange(table, key, column, v)
-		if err != nil {
-			return err
-		}
-		r := handoff.NewCounter(handoff.ID{}, 0)
-		if err := r.UnmarshalBinary(reply); err != nil {
-			return err
-		}
-		p.Merge(r)
+	co, ok := f.coordinated(table, column)
+	if !ok {
+		return &coordinator.InvalidError{Msg: "not a coordinated type"}
 	}
-	return nil
+	return co.CoordinateWrite(ctx, f.coordination(table, key, column), delta)
+}
+
+func (f *fakeBackend) coordinated(table uint64, column string) (coltype.Coordinated, bool) {
+	name, ok := f.rep.ColumnTypeName(table, column)
+	if !ok {
+		return nil, false
+	}
+	t, _ := coltype.Lookup(name)
+	co, ok := t.(coltype.Coordinated)
+	return co, ok
+}
+
+func (f *fakeBackend) coordination(table uint64, key []byte, column string) *fakeCoordination {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.participants++
+	return &fakeCoordination{f: f, cell: coltype.CellRef{Table: table, Key: key, Column: column}, id: counters.ID{0xc0, f.participants}}
+}
+
+// fakeCoordination is the one-node coordinator of fakeBackend: the
+// replica is the only replica of every key.
+type fakeCoordination struct {
+	f    *fakeBackend
+	cell coltype.CellRef
+	id   counters.ID // NewID's answer
+}
+
+var fakeSelf = counters.ID{0x5e, 0x1f}
+
+func (x *fakeCoordination) Cell() coltype.CellRef  { return x.cell }
+func (x *fakeCoordination) Natural() []counters.ID { return []counters.ID{fakeSelf} }
+func (x *fakeCoordination) Live() []counters.ID    { return []counters.ID{fakeSelf} }
+func (x *fakeCoordination) Exchange(ctx context.Context, replicas []counters.ID, payload []byte) ([]byte, bool, error) {
+	if len(replicas) == 0 {
+		return nil, false, &coordinator.UnavailableError{CL: coordinator.One, Required: 1}
+	}
+	reply, err := x.f.rep.Exchange(x.cell.Table, x.cell.Key, x.cell.Column, payload)
+	if err != nil {
+		return nil, false, &coordinator.InvalidError{Msg: err.Error()}
+	}
+	return reply, false, nil
+}
+func (x *fakeCoordination) Timeout() time.Duration { return time.Second }
+func (x *fakeCoordination) WithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}
+func (x *fakeCoordination) NewID() (counters.ID, error) { return x.id, nil }
+func (x *fakeCoordination) Refused(msg string) error    { return &coordinator.InvalidError{Msg: msg} }
+func (x *fakeCoordination) TimedOut() error {
+	return &coordinator.WriteTimeoutError{CL: coordinator.One, BlockFor: 1, WriteType: coordinator.WriteTypeCounter}
+}
+func (x *fakeCoordination) Retired() {}
+func (x *fakeCoordination) Logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
 func (f *fakeBackend) Read(ctx context.Context, table uint64, key []byte, cl coordinator.ConsistencyLevel) (row.Row, bool, error) {

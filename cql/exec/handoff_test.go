@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemkv/idemkv/coltype/handoffcol"
 	"github.com/idemkv/idemkv/counters/handoff"
 	"github.com/idemkv/idemkv/cql/frame"
 )
@@ -23,11 +24,11 @@ func TestHandoffCounterColumn(t *testing.T) {
 		}
 		view, _ := cl.View(handoff.ID{}, 0).MarshalBinary()
 		out, err := h.e.Query(ctx, h.sess, `UPDATE ks.h SET c = c + ? WHERE k = ?`, params(big(1000), text_("a")),
-			map[string][]byte{HandoffPayloadKey: view})
+			map[string][]byte{handoffcol.PayloadKey: view})
 		if err != nil {
 			t.Fatal(err)
 		}
-		reply, ok := out.Payload[HandoffPayloadKey]
+		reply, ok := out.Payload[handoffcol.PayloadKey]
 		if !ok {
 			t.Fatal("no handoff payload in the response")
 		}
@@ -47,8 +48,8 @@ func TestHandoffCounterColumn(t *testing.T) {
 	if v, _ := h.value("ks.h", "v", text_("a")); v != 1 {
 		t.Fatalf("the vanilla column of the same table: %d, want 1", v)
 	}
-	if len(h.f.handoffIncrements) != 1 || h.f.handoffIncrements[0] != 3 {
-		t.Fatalf("coordinator increments %v, want [3]", h.f.handoffIncrements)
+	if len(h.f.coordinatedWrites) != 1 || h.f.coordinatedWrites[0] != 3 {
+		t.Fatalf("coordinator increments %v, want [3]", h.f.coordinatedWrites)
 	}
 	view, _ := cl.View(handoff.ID{}, 0).MarshalBinary()
 	for _, c := range []struct {
@@ -60,9 +61,9 @@ func TestHandoffCounterColumn(t *testing.T) {
 		{`UPDATE ks.h SET c = c + -1 WHERE k = 'a'`, nil, "can only be incremented"},
 		{`DELETE FROM ks.h WHERE k = 'a'`, nil, "cannot be deleted"},
 		{`DELETE c FROM ks.h WHERE k = 'a'`, nil, "cannot be deleted"},
-		{`UPDATE ks.h SET v = v + 1 WHERE k = 'a'`, map[string][]byte{HandoffPayloadKey: view}, "exactly one handoff_counter update"},
-		{`UPDATE ks.h SET c = c + 1, v = v + 1 WHERE k = 'a'`, map[string][]byte{HandoffPayloadKey: view}, "exactly one handoff_counter update"},
-		{`UPDATE ks.h SET c = c + 1 WHERE k = 'a'`, map[string][]byte{HandoffPayloadKey: []byte("junk")}, "handoff"},
+		{`UPDATE ks.h SET v = v + 1 WHERE k = 'a'`, map[string][]byte{handoffcol.PayloadKey: view}, "exactly one handoff_counter update"},
+		{`UPDATE ks.h SET c = c + 1, v = v + 1 WHERE k = 'a'`, map[string][]byte{handoffcol.PayloadKey: view}, "exactly one handoff_counter update"},
+		{`UPDATE ks.h SET c = c + 1 WHERE k = 'a'`, map[string][]byte{handoffcol.PayloadKey: []byte("junk")}, "handoff"},
 	} {
 		_, err := h.e.Query(ctx, h.sess, c.q, params(), c.payload)
 		fe, ok := err.(*frame.Error)
