@@ -2,8 +2,11 @@ package replica
 
 import (
 	"encoding/binary"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/idemkv/idemkv/coltype"
@@ -36,6 +39,23 @@ func BenchmarkCellStateMemory(b *testing.B) {
 			b.Run(design+"/"+name, func(b *testing.B) { benchCellMemory(b, design, size) })
 		}
 	}
+}
+
+// rss is the process's resident set in MiB (Linux; 0 elsewhere), after
+// the runtime has returned its free memory to the system.
+func rss() float64 {
+	debug.FreeOSMemory()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
 }
 
 // heap returns the live heap (HeapAlloc) and the heap in use (HeapInuse:
@@ -113,10 +133,12 @@ func benchCellMemory(b *testing.B, design, size string) {
 	b.StopTimer()
 	r.TakeDirty() // as the node's anti-entropy rounds do every second
 	after, inuse := heap()
+	resident := rss()
 	st := r.CellCache().Stats()
 	b.ReportMetric(before, "live-MB-before")
 	b.ReportMetric(after, "live-MB-after")
 	b.ReportMetric(inuse, "inuse-MB-after")
+	b.ReportMetric(resident, "rss-MB-after")
 	b.ReportMetric((after-before)*(1<<20)/float64(b.N), "live-B/counter")
 	b.ReportMetric(float64(st.Entries), "cached-cells")
 	b.ReportMetric(float64(st.Cost)/(1<<20), "cache-est-MB")
