@@ -393,3 +393,24 @@ func runResetCache(t *testing.T, seed uint64, resets bool, newCache func() *cell
 	}
 	return got
 }
+
+// TestCellCacheSetting: the replica sizes its cell cache by the setting
+// counter_cache_size_in_mb ("" and "0": Cassandra's default, -1: none) and
+// refuses a value that is not a number.
+func TestCellCacheSetting(t *testing.T) {
+	for v, want := range map[string]int64{"": cellcache.DefaultBytes(), "0": cellcache.DefaultBytes(), "3": 3 << 20, "-1": 0} {
+		cfg := testConfig(t.TempDir())
+		cfg.Settings = map[string]string{cellcache.SizeSetting: v}
+		r := mustOpen(t, cfg)
+		if got := r.CellCache().Bound(); got != want {
+			t.Errorf("%s = %q: bound %d, want %d", cellcache.SizeSetting, v, got, want)
+		}
+		r.Close()
+	}
+	cfg := testConfig(t.TempDir())
+	cfg.Settings = map[string]string{cellcache.SizeSetting: "lots"}
+	if r, err := Open(cfg); err == nil {
+		r.Close()
+		t.Fatal("a cache size that is not a number opened")
+	}
+}
