@@ -69,6 +69,12 @@ type Config struct {
 	// allocate (idemkv's own): a CREATE or ALTER TABLE over it is
 	// refused. Default 2048; -1: none.
 	FBFMaxMemoryMB int `yaml:"fbf_max_memory_in_mb"`
+	// CounterCacheSizeMB bounds the counter designs' per-cell state in
+	// memory (FBF leader shards, handoff and observed-reset cells; see
+	// coltype/cellcache and docs/limits.md), as Cassandra's counter cache:
+	// 0 (or absent) is Cassandra's default, min(2.5 % of the heap, 50 MB),
+	// the heap being GOMEMLIMIT when set; -1 is no bound.
+	CounterCacheSizeMB int `yaml:"counter_cache_size_in_mb"`
 	// MaxHintWindowMS: no hint is stored for a node down longer (as
 	// Cassandra's max_hint_window_in_ms). Default 10800000 (3 h); -1: none.
 	MaxHintWindowMS int `yaml:"max_hint_window_in_ms"`
@@ -194,6 +200,9 @@ func (c Config) withDefaults() (Config, error) {
 		} else if *v < 0 {
 			*v = -1
 		}
+	}
+	if c.CounterCacheSizeMB < 0 {
+		c.CounterCacheSizeMB = -1
 	}
 	orNone(&c.NativeTransportMaxConcurrentConnections, -1)
 	orNone(&c.NativeTransportMaxConnectionsPerIP, -1)

@@ -60,6 +60,7 @@ import (
 
 	"github.com/idemkv/idemkv/admin"
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql"
@@ -200,6 +201,10 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		}
 		return nil, fmt.Errorf("node: metrics: %w", err)
 	}
+	settings := map[string]string{
+		handoffcol.NoticeRetentionSetting: ms(cfg.HandoffNoticeMS).String(),
+		cellcache.SizeSetting:             strconv.Itoa(cfg.CounterCacheSizeMB), // 0: Cassandra's default, -1: none
+	}
 	rep, err := replica.Open(replica.Config{
 		Dir: cfg.DataDirectory, FS: syncTimedFS{FS: opts.FS, dir: cmp.Or(cfg.CommitLogDirectory, filepath.Join(cfg.DataDirectory, "commitlog")), m: mtr},
 		CommitLog: commitlog.Options{
@@ -209,7 +214,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		},
 		MemtableFlushBytes:  int64(cfg.MemtableFlushMB) << 20,
 		CounterWriteTimeout: ms(cfg.CounterWriteTimeoutMS),
-		Settings:            map[string]string{handoffcol.NoticeRetentionSetting: ms(cfg.HandoffNoticeMS).String()},
+		Settings:            settings,
 		Now:                 opts.Clock,
 		IDs:                 ids,
 		Logger:              logger,

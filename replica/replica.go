@@ -21,6 +21,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/ring"
@@ -83,6 +84,11 @@ type Config struct {
 	// Settings are settings of the column types by name (coltype.Env's
 	// Setting), e.g. "handoff_notice_retention": "1m".
 	Settings map[string]string
+	// CellCache is the bounded cache of the counter designs' per-cell
+	// state, shared by every column (coltype/cellcache); nil: one sized by
+	// the setting cellcache.SizeSetting (counter_cache_size_in_mb), whose
+	// absence is Cassandra's default.
+	CellCache *cellcache.Cache
 	// Logger receives flush, compaction and replay events; default slog.Default().
 	Logger *slog.Logger
 }
@@ -136,6 +142,13 @@ func (c *Config) fill(r *Replica) error {
 	}
 	if c.CounterWriteTimeout <= 0 {
 		c.CounterWriteTimeout = 5 * time.Second
+	}
+	if c.CellCache == nil {
+		size, err := cellcache.ParseSize(c.Settings[cellcache.SizeSetting])
+		if err != nil {
+			return fmt.Errorf("replica: setting %s = %q: %w", cellcache.SizeSetting, c.Settings[cellcache.SizeSetting], err)
+		}
+		c.CellCache = cellcache.New(size)
 	}
 	retain := c.CommitLog.Retain
 	c.CommitLog.Retain = func(s commitlog.SegmentInfo) bool {
@@ -1139,6 +1152,16 @@ func (e env) Setting(name string) string         { return e.r.cfg.Settings[name]
 // Logger is the replica's logger, for the warnings of column types (an
 // optional capability of coltype.Env).
 func (e env) Logger() *slog.Logger { return e.r.logger }
+
+// CellCache is the replica's cache of the designs' per-cell state, shared
+// by every column (cellcache.Provider, an optional capability of
+// coltype.Env).
+func (e env) CellCache() *cellcache.Cache { return e.r.cfg.CellCache }
+
+// CellCache is the cache of the counter designs' per-cell state (FBF
+// leader shards, handoff and observed-reset cells), bounded by
+// counter_cache_size_in_mb.
+func (r *Replica) CellCache() *cellcache.Cache { return r.cfg.CellCache }
 
 // designColumn resolves a table's column and its type's instance.
 func (r *Replica) designColumn(tableID uint64, column string) (*table, coltype.ColumnType, error) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/fbf"
@@ -282,13 +283,20 @@ type fbfCounter struct {
 	retired      *fbf.Filter
 	retiredUntil int64 // unix nanoseconds
 
-	shards *sync.Map // partition key → *fbfCell
+	// shards are the leader's own shards of the column's cells, in the
+	// replica's bounded cell cache (namespace ns, partition key →
+	// *fbfCell): an evicted shard is read again from storage.
+	shards *cellcache.Cache
+	ns     uint64
 
 	dismissed, applied, noOp atomic.Uint64
 }
 
 // fbfCell is the leader's shard of one cell: loaded once from storage, then
-// changed only by compare-and-swap.
+// changed only by compare-and-swap. It is pinned in the cell cache from
+// the load of the shard until the write of the new shard is in the
+// memtable (Lead, Compensate), so that an evicted shard reloads a clock
+// no lower than any given out.
 type fbfCell struct {
 	load sync.Once
 	err  error
@@ -300,13 +308,17 @@ func newFBFCounter(env coltype.Env, table uint64, column string, o FBFOptions) (
 	if err != nil {
 		return nil, err
 	}
-	return &fbfCounter{env: env, table: table, column: column, opts: o, filter: f, shards: &sync.Map{}}, nil
+	return &fbfCounter{env: env, table: table, column: column, opts: o, filter: f, shards: cellcache.Of(env), ns: cellcache.NewNamespace()}, nil
 }
+
+// fbfCellBytes is the estimated bytes of a cached shard besides the cache's
+// own overhead (cellcache.EntryOverhead): the fbfCell and its [2]int64.
+const fbfCellBytes = 64
 
 // retire takes over an FBF column of the previous options: its shards, and
 // its filter as a read-only memory of the ids of its window.
 func (c *fbfCounter) retire(old *fbfCounter) {
-	c.shards = old.shards // sync.Map values are pointers: the cells carry on
+	c.shards, c.ns = old.shards, old.ns // the cells carry on
 	c.retired = old.filter
 	c.retiredUntil = c.env.Now().Add(old.window()).UnixNano()
 	c.dismissed.Store(old.dismissed.Load())
@@ -351,10 +363,11 @@ func (c *fbfCounter) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation,
 		c.noOp.Add(1) // applied like a vanilla update, without dedup
 	}
 	key := u.RowKey()
-	cell, err := c.cell(l, key)
+	cell, release, err := c.cell(l, key)
 	if err != nil {
 		return coltype.Mutation{}, err
 	}
+	defer release()
 	var next [2]int64
 	for {
 		old := cell.v.Load()
@@ -382,10 +395,11 @@ func (c *fbfCounter) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation,
 // later restart does not take it back again.
 func (c *fbfCounter) Compensate(l coltype.Leader, u coltype.Update) error {
 	key := u.RowKey()
-	cell, err := c.cell(l, key)
+	cell, release, err := c.cell(l, key)
 	if err != nil {
 		return err
 	}
+	defer release()
 	var next [2]int64
 	for {
 		old := cell.v.Load()
@@ -403,23 +417,40 @@ func (c *fbfCounter) Compensate(l coltype.Leader, u coltype.Update) error {
 	return l.Write(key, m, commitlog.PayloadShard)
 }
 
-func (c *fbfCounter) cell(l coltype.Leader, key row.Key) (*fbfCell, error) {
-	k := string(key.Partition)
-	v, ok := c.shards.Load(k)
-	if !ok {
-		v, _ = c.shards.LoadOrStore(k, &fbfCell{})
-	}
-	cell := v.(*fbfCell)
+// cell returns the leader's shard of a cell, loaded from storage on first
+// use (or after an eviction), pinned in the cache until release.
+func (c *fbfCounter) cell(l coltype.Leader, key row.Key) (*fbfCell, func(), error) {
+	h, _ := c.shards.Acquire(c.ns, string(key.Partition), func() any { return &fbfCell{} })
+	cell := h.Value().(*fbfCell)
 	cell.load.Do(func() {
-		clock, count, err := l.LocalShard(key, c.column)
+		clock, count, err := c.storedShard(l, key)
 		cell.err = err
 		cell.v.Store(&[2]int64{clock, count})
+		h.SetSize(fbfCellBytes)
 	})
 	if cell.err != nil {
-		c.shards.CompareAndDelete(k, cell)
-		return nil, cell.err
+		h.Remove()
+		h.Release()
+		return nil, nil, cell.err
 	}
-	return cell, nil
+	return cell, h.Release, nil
+}
+
+// storedShard reads this node's (clock, count) of a cell from storage
+// (memtables and SSTables; (0, 0) if none), as a cold start does. It does
+// not read the replica's vanilla counter cache, which FBF writes do not
+// update.
+func (c *fbfCounter) storedShard(l coltype.Leader, key row.Key) (clock, count int64, err error) {
+	stored, found, err := l.Cell(key, c.column)
+	if err != nil || !found || stored.Tombstone {
+		return 0, 0, err
+	}
+	ctx, err := counters.Decode(stored.Value)
+	if err != nil {
+		return 0, 0, err
+	}
+	clock, count = ctx.ClockAndCount(l.CounterID())
+	return clock, count, nil
 }
 
 // Observe implements coltype.Observer: the counter's own check (see
@@ -440,13 +471,16 @@ func (c *fbfCounter) observe(m coltype.Mutation) {
 		c.filter.TestAndAddHash(c.opHash(m.OpID, m.Key))
 	}
 	if m.Cell.Tombstone {
-		c.shards.Delete(string(m.Key))
+		c.shards.Remove(c.ns, string(m.Key))
 		return
 	}
-	v, ok := c.shards.Load(string(m.Key))
+	// A shard not in memory is read from storage on its next use, which
+	// this mutation joins once the replica writes it.
+	h, ok := c.shards.Peek(c.ns, string(m.Key))
 	if !ok {
 		return
 	}
+	defer h.Release()
 	ctx, err := counters.Decode(m.Cell.Value)
 	if err != nil {
 		return
@@ -455,7 +489,7 @@ func (c *fbfCounter) observe(m coltype.Mutation) {
 	if !ok {
 		return
 	}
-	cell := v.(*fbfCell)
+	cell := h.Value().(*fbfCell)
 	for {
 		old := cell.v.Load()
 		if old == nil || old[0] >= s.Clock {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/counters/handoff"
@@ -173,7 +174,8 @@ func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev c
 			retention = r
 		}
 	}
-	return &Column{env: env, self: handoff.ID(env.HostID()), table: d.ID, column: column, retention: retention}, nil
+	return &Column{env: env, self: handoff.ID(env.HostID()), table: d.ID, column: column, retention: retention,
+		cells: cellcache.Of(env), ns: cellcache.NewNamespace()}, nil
 }
 
 // CheckDelete implements coltype.Deleter: a handoff counter cannot be
@@ -274,7 +276,13 @@ type Column struct {
 	column    string
 	retention time.Duration
 
-	cells sync.Map // partition key → *cell
+	// cells are this replica's states of the column's cells in the
+	// replica's bounded cell cache (namespace ns, partition key → *cell).
+	// Every state is written (commit) before it is installed, and a cell
+	// is pinned while locked, so an evicted cell is read again from
+	// storage, notices included; the dirty and notice sets hold CellRefs.
+	cells *cellcache.Cache
+	ns    uint64
 
 	dirtyMu sync.Mutex
 	dirty   map[string]coltype.CellRef
@@ -285,8 +293,8 @@ type Column struct {
 	exchanges, writes, collected atomic.Uint64
 }
 
-// cell is this replica's state of one cell, loaded once from storage and
-// then changed only under mu.
+// cell is this replica's state of one cell, loaded from storage on first
+// use (and after an eviction) and then changed only under mu.
 type cell struct {
 	mu      sync.Mutex
 	loaded  bool
@@ -347,30 +355,51 @@ func (col *Column) TakeDirty() []coltype.CellRef {
 	return out
 }
 
-// lock returns the cell's in-memory state, locked, loading it from storage
-// on first use. The caller unlocks c.mu.
-func (col *Column) lock(l coltype.Leader, key []byte) (*cell, error) {
-	v, ok := col.cells.Load(string(key))
-	if !ok {
-		v, _ = col.cells.LoadOrStore(string(key), &cell{})
-	}
-	c := v.(*cell)
+// cellBytes estimates the bytes of a cell's state in memory besides the
+// cache's overhead: the decoded state's maps and slices and the notices
+// (about 0.9 KiB for a cell of one slot, live heap measured by the replica's
+// BenchmarkCellStateMemory), growing with the encoding.
+func cellBytes(c *cell) int64 { return 640 + int64(4*len(c.enc)) }
+
+// lock returns the cell's in-memory state, locked and pinned in the cell
+// cache, loading it from storage on first use (or after an eviction).
+// The caller calls unlock, which records the cell's size, unlocks c.mu and
+// unpins the cell.
+func (col *Column) lock(l coltype.Leader, key []byte) (c *cell, unlock func(), err error) {
+	h, _ := col.cells.Acquire(col.ns, string(key), func() any { return &cell{} })
+	c = h.Value().(*cell)
 	c.mu.Lock()
-	if c.loaded {
-		return c, nil
+	unlock = func() {
+		if c.loaded {
+			h.SetSize(cellBytes(c))
+		}
+		c.mu.Unlock()
+		h.Release()
 	}
+	if c.loaded {
+		return c, unlock, nil
+	}
+	if err := col.load(l, key, c); err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return c, unlock, nil
+}
+
+// load reads a cell's state from storage, as a cold start does. c.mu is
+// held.
+func (col *Column) load(l coltype.Leader, key []byte, c *cell) (err error) {
 	c.state = handoff.NewCounter(col.self, 0)
 	c.notices = map[handoff.ID]*handoff.HeldNotice{}
+	c.version = 0
 	stored, found, err := l.Cell(row.Key{Token: ring.Token(key), Partition: key}, col.column)
 	if err != nil {
-		c.mu.Unlock()
-		return nil, err
+		return err
 	}
 	if found && !stored.Tombstone {
 		version, st, notices, err := DecodeCell(stored.Value)
 		if err != nil {
-			c.mu.Unlock()
-			return nil, err
+			return err
 		}
 		c.version = version
 		if st.ID() == col.self {
@@ -385,11 +414,10 @@ func (col *Column) lock(l coltype.Leader, key []byte) (*cell, error) {
 		}
 	}
 	if c.enc, err = c.message(c.state, c.notices).MarshalBinary(); err != nil {
-		c.mu.Unlock()
-		return nil, err
+		return err
 	}
 	c.loaded = true
-	return c, nil
+	return nil
 }
 
 // Exchange is a handoff exchange with this replica (tier 0) for one cell.
@@ -422,11 +450,11 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 		}
 	}
 	col.exchanges.Add(1)
-	c, err := col.lock(l, key)
+	c, unlock, err := col.lock(l, key)
 	if err != nil {
 		return nil, err
 	}
-	defer c.mu.Unlock()
+	defer unlock()
 	next := c.state.Clone()
 	next.Merge(in)
 	notices := col.takeNotices(c, msg.Notices)
@@ -535,7 +563,7 @@ func (col *Column) Sweep(l coltype.Leader) (held int, err error) {
 	cells := slices.Collect(maps.Values(col.noticeCells))
 	col.noticeMu.Unlock()
 	for _, hc := range cells {
-		c, lerr := col.lock(l, hc.Key)
+		c, unlock, lerr := col.lock(l, hc.Key)
 		if lerr != nil {
 			err = errors.Join(err, lerr)
 			continue
@@ -555,7 +583,7 @@ func (col *Column) Sweep(l coltype.Leader) (held int, err error) {
 				break
 			}
 		}
-		c.mu.Unlock()
+		unlock()
 	}
 	return held, err
 }
@@ -564,11 +592,11 @@ func (col *Column) Sweep(l coltype.Leader) (held int, err error) {
 // another tier-0 node (View(peer, 0)) with the notices it holds, an encoded
 // handoff.Message, for anti-entropy.
 func (col *Column) View(l coltype.Leader, key []byte, peer counters.ID) ([]byte, error) {
-	c, err := col.lock(l, key)
+	c, unlock, err := col.lock(l, key)
 	if err != nil {
 		return nil, err
 	}
-	defer c.mu.Unlock()
+	defer unlock()
 	return c.message(c.state.View(handoff.ID(peer), 0), c.notices).MarshalBinary()
 }
 
@@ -587,7 +615,7 @@ type Stats struct {
 // states in memory hold.
 func (col *Column) Stats() Stats {
 	s := Stats{Exchanges: col.exchanges.Load(), Writes: col.writes.Load(), Collected: col.collected.Load()}
-	col.cells.Range(func(_, v any) bool {
+	for _, v := range col.cells.Values(col.ns) {
 		c := v.(*cell)
 		c.mu.Lock()
 		if c.loaded {
@@ -597,8 +625,7 @@ func (col *Column) Stats() Stats {
 			s.Notices += len(c.notices)
 		}
 		c.mu.Unlock()
-		return true
-	})
+	}
 	return s
 }
 
@@ -649,11 +676,11 @@ func (col *Column) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
 		_, err = col.Exchange(l, m.Table, m.Key, m.Cell.Column, enc)
 		return err
 	}
-	c, err := col.lock(l, m.Key)
+	c, unlock, err := col.lock(l, m.Key)
 	if err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer unlock()
 	if err := l.Write(row.Key{Token: ring.Token(m.Key), Partition: m.Key}, m, commitlog.PayloadShard); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/counters/reset"
@@ -54,7 +55,8 @@ func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev c
 		}
 		window = w
 	}
-	return &Column{env: env, self: reset.ID(env.HostID()), table: d.ID, column: column, window: window}, nil
+	return &Column{env: env, self: reset.ID(env.HostID()), table: d.ID, column: column, window: window,
+		cells: cellcache.Of(env), ns: cellcache.NewNamespace()}, nil
 }
 
 // DefaultOpWindow is how long a replica remembers the client op ids of the
@@ -198,17 +200,31 @@ type Column struct {
 	column string
 	window time.Duration
 
-	cells sync.Map // partition key → *cell
+	// cells are this replica's blobs of the column's cells in the
+	// replica's bounded cell cache (namespace ns, partition key → *cell).
+	// Every blob is written before the cell is unlocked (or the cell is
+	// marked for a reload), and a cell is pinned while locked, so an
+	// evicted cell is read again from storage, outboxes and inboxes
+	// included; the dirty and pending sets hold CellRefs.
+	cells *cellcache.Cache
+	ns    uint64
 
 	dirtyMu sync.Mutex
 	dirty   map[string]coltype.CellRef
-	pending map[string]coltype.CellRef // cells whose outboxes hold ops
+	pending map[string]pendingCell // cells whose outboxes hold ops
 
 	generated, delivered, writes, syncs, dismissed atomic.Uint64
 }
 
-// cell is this replica's blob of one cell, loaded once from storage and
-// then changed only under mu.
+// pendingCell is a cell whose outboxes hold ops, and how many (as of its
+// last load or write: Sweep counts them without loading the cell).
+type pendingCell struct {
+	ref coltype.CellRef
+	ops int
+}
+
+// cell is this replica's blob of one cell, loaded from storage on first
+// use (and after an eviction) and then changed only under mu.
 type cell struct {
 	mu     sync.Mutex
 	loaded bool
@@ -220,53 +236,73 @@ func (col *Column) ref(key []byte) coltype.CellRef {
 	return coltype.CellRef{Table: col.table, Key: key, Column: col.column}
 }
 
-// lock returns the cell, locked and loaded. The caller unlocks c.mu.
-func (col *Column) lock(l coltype.Leader, key []byte) (*cell, error) {
-	v, ok := col.cells.Load(string(key))
-	if !ok {
-		v, _ = col.cells.LoadOrStore(string(key), &cell{})
-	}
-	c := v.(*cell)
+// cellBytes estimates the bytes of a cell's blob in memory besides the
+// cache's overhead: the decoded state's maps, outboxes and inboxes (about
+// 1.1 KiB for a cell of one entry, live heap measured by the replica's
+// BenchmarkCellStateMemory), growing with the stored size.
+func cellBytes(c *cell) int64 { return 768 + int64(4*c.size) }
+
+// lock returns the cell, locked, loaded and pinned in the cell cache. The
+// caller calls unlock, which records the cell's size, unlocks c.mu and
+// unpins the cell.
+func (col *Column) lock(l coltype.Leader, key []byte) (c *cell, unlock func(), err error) {
+	h, _ := col.cells.Acquire(col.ns, string(key), func() any { return &cell{} })
+	c = h.Value().(*cell)
 	c.mu.Lock()
-	if c.loaded {
-		return c, nil
+	unlock = func() {
+		if c.loaded {
+			h.SetSize(cellBytes(c))
+		}
+		c.mu.Unlock()
+		h.Release()
 	}
+	if c.loaded {
+		return c, unlock, nil
+	}
+	if err := col.load(l, key, c); err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return c, unlock, nil
+}
+
+// load reads a cell's blob from storage, as a cold start does. c.mu is
+// held.
+func (col *Column) load(l coltype.Leader, key []byte, c *cell) error {
 	b := &Blob{State: reset.NewCounter(col.self), Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}}
 	stored, found, err := l.Cell(row.Key{Token: ring.Token(key), Partition: key}, col.column)
 	if err != nil {
-		c.mu.Unlock()
-		return nil, err
+		return err
 	}
 	c.size = 0
 	if found && !stored.Tombstone {
 		sb, err := DecodeCell(stored.Value)
 		if err != nil {
-			c.mu.Unlock()
-			return nil, err
+			return err
 		}
 		if sb.State.Self() != col.self {
-			c.mu.Unlock()
-			return nil, fmt.Errorf("resetcol: the stored cell belongs to replica %s, not %s", sb.State.Self(), col.self)
+			return fmt.Errorf("resetcol: the stored cell belongs to replica %s, not %s", sb.State.Self(), col.self)
 		}
 		b, c.size = sb, len(stored.Value)
 	}
 	c.b, c.loaded = b, true
 	col.track(key, b)
-	return c, nil
+	return nil
 }
 
 // track records whether a cell's outboxes hold ops (Sweep resends them).
 func (col *Column) track(key []byte, b *Blob) {
 	col.dirtyMu.Lock()
 	defer col.dirtyMu.Unlock()
-	if b.Pending() == 0 {
+	n := b.Pending()
+	if n == 0 {
 		delete(col.pending, string(key))
 		return
 	}
 	if col.pending == nil {
-		col.pending = map[string]coltype.CellRef{}
+		col.pending = map[string]pendingCell{}
 	}
-	col.pending[string(key)] = col.ref(key)
+	col.pending[string(key)] = pendingCell{col.ref(key), n}
 }
 
 // write stores the cell's blob with a new version. On error the cell is
@@ -303,11 +339,11 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 		// c = c + 0 changes nothing: an op addressed to nobody.
 		return coltype.Mutation{Table: col.table, Key: u.Key, Cell: row.Cell{Column: col.column, Value: EncodeOp(col.self, nil, nil), Timestamp: u.Timestamp}}, nil
 	}
-	c, err := col.lock(l, u.Key)
+	c, unlock, err := col.lock(l, u.Key)
 	if err != nil {
 		return coltype.Mutation{}, err
 	}
-	defer c.mu.Unlock()
+	defer unlock()
 	var rec *OpRecord
 	if u.HasOp {
 		col.prune(c)
@@ -358,11 +394,11 @@ func (col *Column) prune(c *cell) {
 // Delete implements coltype.Deleter: a reset of what the deletion's
 // context observed, or of what this (the leading) replica observes now.
 func (col *Column) Delete(l coltype.Leader, d coltype.Deletion) (coltype.Mutation, error) {
-	c, err := col.lock(l, d.Key)
+	c, unlock, err := col.lock(l, d.Key)
 	if err != nil {
 		return coltype.Mutation{}, err
 	}
-	defer c.mu.Unlock()
+	defer unlock()
 	var ctx reset.Context
 	if len(d.Context) > 0 {
 		if err := ctx.UnmarshalBinary(d.Context); err != nil {
@@ -443,11 +479,11 @@ func (col *Column) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
 	if i < 0 {
 		return nil // not addressed to this replica
 	}
-	c, err := col.lock(l, m.Key)
+	c, unlock, err := col.lock(l, m.Key)
 	if err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer unlock()
 	seq := seqs[i].Seq
 	if err := col.receive(l, m.Key, c, origin, []reset.Envelope{{Seq: seq, Payload: payload}}, false); err != nil {
 		return err
@@ -480,11 +516,11 @@ func (col *Column) applyCell(l coltype.Leader, m coltype.Mutation) error {
 		return nil
 	}
 	envs := out.Pending()
-	c, err := col.lock(l, m.Key)
+	c, unlock, err := col.lock(l, m.Key)
 	if err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer unlock()
 	if err := col.receive(l, m.Key, c, origin, envs, false); err != nil {
 		return err
 	}
@@ -545,11 +581,11 @@ func (col *Column) receive(l coltype.Leader, key []byte, c *cell, origin reset.I
 // View implements coltype.AntiEntropy: this replica's Sync for a peer —
 // its ack of the peer's ops and its own ops the peer has not acknowledged.
 func (col *Column) View(l coltype.Leader, key []byte, peer counters.ID) ([]byte, error) {
-	c, err := col.lock(l, key)
+	c, unlock, err := col.lock(l, key)
 	if err != nil {
 		return nil, err
 	}
-	defer c.mu.Unlock()
+	defer unlock()
 	col.syncs.Add(1)
 	return EncodeSync(col.syncFor(c, reset.ID(peer))), nil
 }
@@ -582,11 +618,11 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 	if s.To != col.self {
 		return nil, fmt.Errorf("%s: a sync message for %s reached %s", TypeName, s.To, col.self)
 	}
-	c, err := col.lock(l, key)
+	c, unlock, err := col.lock(l, key)
 	if err != nil {
 		return nil, err
 	}
-	defer c.mu.Unlock()
+	defer unlock()
 	trimmed := false
 	if o := c.b.Out[s.From]; o != nil {
 		n := o.Len()
@@ -625,16 +661,9 @@ func (col *Column) Sweep(coltype.Leader) (held int, err error) {
 	col.dirtyMu.Lock()
 	refs := slices.Collect(maps.Values(col.pending))
 	col.dirtyMu.Unlock()
-	for _, r := range refs {
-		col.MarkDirty(r)
-		if v, ok := col.cells.Load(string(r.Key)); ok {
-			c := v.(*cell)
-			c.mu.Lock()
-			if c.loaded {
-				held += c.b.Pending()
-			}
-			c.mu.Unlock()
-		}
+	for _, p := range refs {
+		col.MarkDirty(p.ref)
+		held += p.ops
 	}
 	return held, nil
 }
@@ -673,7 +702,7 @@ type Stats struct {
 // hold.
 func (col *Column) Stats() Stats {
 	s := Stats{Generated: col.generated.Load(), Delivered: col.delivered.Load(), Writes: col.writes.Load(), Syncs: col.syncs.Load(), Dismissed: col.dismissed.Load()}
-	col.cells.Range(func(_, v any) bool {
+	for _, v := range col.cells.Values(col.ns) {
 		c := v.(*cell)
 		c.mu.Lock()
 		if c.loaded {
@@ -683,8 +712,7 @@ func (col *Column) Stats() Stats {
 			s.Pending += c.b.Pending()
 		}
 		c.mu.Unlock()
-		return true
-	})
+	}
 	return s
 }
 

@@ -1,0 +1,400 @@
+// Package cellcache is the bounded cache of per-cell state that the counter
+// designs keep in memory (the FBF leader's own shard of a cell, a handoff
+// cell's tier-0 state, an observed-reset cell's blob): Cassandra's counter
+// cache (counter_cache_size_in_mb, default min(2.5 % of the heap, 50 MB)),
+// shared by every column of a replica.
+//
+// An entry is pinned while a design uses it (Acquire … Release) and is
+// never evicted while pinned, so that two goroutines working on one cell
+// always share one state. An unpinned entry is evicted, least recently used
+// first, when the entries' estimated bytes exceed the bound; the design
+// then reloads it from the replica's storage (memtables and SSTables) on
+// its next use, exactly as a cold start does. Every design writes a state
+// to the commit log and the memtable before installing it in its cell, and
+// releases the cell only after, so an evicted state is never lost.
+//
+// Pinned entries count towards the bound but are not evicted: a cache whose
+// pinned entries alone exceed the bound holds more than the bound until they
+// are released (each pin is held for one operation on one cell).
+//
+// Columns keep their entries apart by namespace (NewNamespace): a column
+// instance that starts with empty state takes a fresh one, and an instance
+// that takes over another's state (ALTER TABLE) keeps its namespace.
+package cellcache
+
+import (
+	"hash/maphash"
+	"math"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// SizeSetting is the replica setting (coltype.Env.Setting) of the cache's
+// size in MiB, with Cassandra's name: "" or "0" is Cassandra's default
+// (DefaultBytes), a negative value no bound.
+const SizeSetting = "counter_cache_size_in_mb"
+
+// DefaultMaxBytes is the upper bound of the default size: Cassandra's 50 MB.
+const DefaultMaxBytes = 50 << 20
+
+// EntryOverhead is the estimated bytes of an entry besides its key and its
+// state: the entry, its map slot and list links, and the design's cell
+// struct (mutex, pointers). The designs add their state's own estimate.
+const EntryOverhead = 160
+
+// DefaultBytes is Cassandra's default counter cache size: min(2.5 % of
+// the heap, 50 MB). Go has no fixed heap; the heap is the soft memory limit
+// (GOMEMLIMIT, debug.SetMemoryLimit) when one is set, else there is no
+// 2.5 % term and the default is 50 MB.
+func DefaultBytes() int64 {
+	limit := debug.SetMemoryLimit(-1)
+	if limit <= 0 || limit == math.MaxInt64 {
+		return DefaultMaxBytes
+	}
+	return max(1<<20, min(limit/40, DefaultMaxBytes))
+}
+
+// ParseSize reads the setting's value (MiB) as a cache bound in bytes: ""
+// or "0" is DefaultBytes, a negative value is 0 (no bound).
+func ParseSize(v string) (int64, error) {
+	if v == "" {
+		return DefaultBytes(), nil
+	}
+	mb, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case mb == 0:
+		return DefaultBytes(), nil
+	case mb < 0:
+		return 0, nil
+	case mb > math.MaxInt64>>20:
+		return math.MaxInt64, nil
+	}
+	return mb << 20, nil
+}
+
+var namespaces atomic.Uint64
+
+// NewNamespace returns a namespace no other column has used in this
+// process.
+func NewNamespace() uint64 { return namespaces.Add(1) }
+
+// Provider is the optional capability of a coltype.Env that shares one
+// cache between the columns of a replica (replica's env implements it).
+type Provider interface {
+	CellCache() *Cache
+}
+
+// Of returns the cache of an environment (a coltype.Env): its shared one
+// when it is a Provider, else a new cache sized by its SizeSetting (a
+// column's own, for environments that share none).
+func Of(env interface{ Setting(string) string }) *Cache {
+	if p, ok := env.(Provider); ok {
+		if c := p.CellCache(); c != nil {
+			return c
+		}
+	}
+	n, err := ParseSize(env.Setting(SizeSetting))
+	if err != nil {
+		n = DefaultBytes()
+	}
+	return New(n)
+}
+
+// Cache is a bounded, pinning LRU cache of per-cell state. The zero value
+// is not usable; see New and NewEntries. It is safe for concurrent use.
+type Cache struct {
+	seed      maphash.Seed
+	shards    []shard
+	byEntries bool // every entry costs 1: the bound is a number of entries
+	bound     int64
+
+	hits, misses, evictions atomic.Uint64
+}
+
+// shard is a part of the cache with its own lock, LRU list and share of
+// the bound.
+type shard struct {
+	mu    sync.Mutex
+	m     map[key]*entry
+	bound int64 // 0: none
+	cost  int64
+	lru   entry // sentinel of the list of unpinned entries, most recent first
+	_     [32]byte
+}
+
+type key struct {
+	ns uint64
+	k  string
+}
+
+type entry struct {
+	key        key
+	val        any
+	cost       int64
+	pins       int
+	detached   bool // removed from the map while pinned
+	prev, next *entry
+}
+
+// New returns a cache bounded by an estimate of maxBytes bytes; 0 (or
+// less) is no bound.
+func New(maxBytes int64) *Cache { return newCache(max(maxBytes, 0), false) }
+
+// NewEntries returns a cache bounded by a number of entries (tests, and
+// tools that size by count); 0 (or less) is no bound.
+func NewEntries(n int) *Cache { return newCache(int64(max(n, 0)), true) }
+
+func newCache(bound int64, byEntries bool) *Cache {
+	// Shards divide the lock; a small bound keeps one so that its LRU
+	// order and its bound are exact.
+	n := 16
+	if bound > 0 && (byEntries && bound < 1024 || !byEntries && bound < 16<<20) {
+		n = 1
+	}
+	c := &Cache{seed: maphash.MakeSeed(), shards: make([]shard, n), byEntries: byEntries, bound: bound}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.m = map[key]*entry{}
+		s.lru.next, s.lru.prev = &s.lru, &s.lru
+		if bound > 0 {
+			s.bound = max(bound/int64(n), 1)
+		}
+	}
+	return c
+}
+
+// Bound is the cache's bound: bytes (New), entries (NewEntries), 0 none.
+func (c *Cache) Bound() int64 { return c.bound }
+
+// ByEntries reports whether the bound is a number of entries.
+func (c *Cache) ByEntries() bool { return c.byEntries }
+
+func (c *Cache) shard(k key) *shard {
+	if len(c.shards) == 1 {
+		return &c.shards[0]
+	}
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(k.ns >> (8 * i))
+	}
+	h.Write(b[:])
+	h.WriteString(k.k)
+	return &c.shards[h.Sum64()%uint64(len(c.shards))]
+}
+
+// Handle is a pinned entry: its value stays in the cache, and is the one
+// every other Acquire of its key gets, until Release.
+type Handle struct {
+	c *Cache
+	s *shard
+	e *entry
+}
+
+// Acquire returns the entry of key k in namespace ns, pinned, creating it
+// with newValue on a miss (newValue must not block: a design loads the
+// state from storage under its own cell lock, or once, after Acquire);
+// created reports a miss. The caller must Release the handle.
+func (c *Cache) Acquire(ns uint64, k string, newValue func() any) (h Handle, created bool) {
+	kk := key{ns, k}
+	s := c.shard(kk)
+	s.mu.Lock()
+	e, ok := s.m[kk]
+	if ok {
+		if e.pins == 0 {
+			e.unlink()
+		}
+		e.pins++
+		s.mu.Unlock()
+		c.hits.Add(1)
+		return Handle{c, s, e}, false
+	}
+	e = &entry{key: kk, val: newValue(), pins: 1}
+	e.cost = c.cost(e, 0)
+	s.m[kk] = e
+	s.cost += e.cost
+	s.evict(c)
+	s.mu.Unlock()
+	c.misses.Add(1)
+	return Handle{c, s, e}, true
+}
+
+// Peek returns the entry of a key if it is in the cache, pinned, without
+// creating it; the caller must Release the handle when ok.
+func (c *Cache) Peek(ns uint64, k string) (h Handle, ok bool) {
+	kk := key{ns, k}
+	s := c.shard(kk)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[kk]
+	if !ok {
+		return Handle{}, false
+	}
+	if e.pins == 0 {
+		e.unlink()
+	}
+	e.pins++
+	return Handle{c, s, e}, true
+}
+
+// Value is the entry's value.
+func (h Handle) Value() any { return h.e.val }
+
+// SetSize records the estimated bytes of the entry's state (besides
+// EntryOverhead and its key), for a cache bounded by bytes.
+func (h Handle) SetSize(n int64) {
+	if h.c.byEntries {
+		return
+	}
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	c := h.c.cost(h.e, n)
+	if !h.e.detached {
+		h.s.cost += c - h.e.cost
+	}
+	h.e.cost = c
+}
+
+// Release unpins the entry: once no handle pins it, it may be evicted.
+func (h Handle) Release() {
+	s, e := h.s, h.e
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.pins--; e.pins > 0 || e.detached {
+		return
+	}
+	e.linkFront(&s.lru)
+	s.evict(h.c)
+}
+
+// Remove drops the handle's entry from the cache (its state is stale):
+// the next Acquire of its key creates a new one. Handles that pin it keep
+// their value.
+func (h Handle) Remove() {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	h.s.detach(h.e)
+}
+
+// Remove drops a key's entry, pinned or not (its state is stale, e.g. the
+// cell was deleted).
+func (c *Cache) Remove(ns uint64, k string) {
+	kk := key{ns, k}
+	s := c.shard(kk)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.m[kk]; ok {
+		s.detach(e)
+	}
+}
+
+func (s *shard) detach(e *entry) {
+	if e.detached || s.m[e.key] != e {
+		return
+	}
+	delete(s.m, e.key)
+	s.cost -= e.cost
+	e.detached = true
+	if e.pins == 0 {
+		e.unlink()
+	}
+}
+
+func (c *Cache) cost(e *entry, size int64) int64 {
+	if c.byEntries {
+		return 1
+	}
+	return EntryOverhead + int64(len(e.key.k)) + max(size, 0)
+}
+
+// evict drops unpinned entries, least recently used first, while the
+// shard is over its bound. s.mu is held.
+func (s *shard) evict(c *Cache) {
+	if s.bound <= 0 {
+		return
+	}
+	for s.cost > s.bound && s.lru.prev != &s.lru {
+		e := s.lru.prev
+		e.unlink()
+		delete(s.m, e.key)
+		s.cost -= e.cost
+		e.detached = true
+		c.evictions.Add(1)
+	}
+}
+
+func (e *entry) unlink() {
+	if e.prev != nil {
+		e.prev.next, e.next.prev = e.next, e.prev
+		e.prev, e.next = nil, nil
+	}
+}
+
+func (e *entry) linkFront(head *entry) {
+	e.prev, e.next = head, head.next
+	head.next.prev = e
+	head.next = e
+}
+
+// Stats are a cache's counts.
+type Stats struct {
+	Entries, Pinned int
+	Cost            int64 // estimated bytes (entries for NewEntries)
+	Bound           int64
+	Hits, Misses    uint64
+	Evictions       uint64
+}
+
+// Stats returns the cache's counts.
+func (c *Cache) Stats() Stats {
+	st := Stats{Bound: c.bound, Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load()}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		st.Entries += len(s.m)
+		st.Cost += s.cost
+		for _, e := range s.m {
+			if e.pins > 0 {
+				st.Pinned++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return st
+}
+
+// Len is the number of entries in the cache.
+func (c *Cache) Len() int {
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// Values returns the values of a namespace's entries in the cache (a
+// snapshot, for the designs' statistics): they are not pinned, so a caller
+// must only read them under the design's own cell lock.
+func (c *Cache) Values(ns uint64) []any {
+	var out []any
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		for k, e := range s.m {
+			if k.ns == ns {
+				out = append(out, e.val)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return out
+}

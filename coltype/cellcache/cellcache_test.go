@@ -1,0 +1,198 @@
+package cellcache
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/idemkv/idemkv/internal/testseed"
+)
+
+type val struct{ k string }
+
+func acquire(c *Cache, ns uint64, k string) (Handle, bool) {
+	return c.Acquire(ns, k, func() any { return &val{k} })
+}
+
+// TestLenNeverExceedsBound runs random acquires and releases on a cache of
+// a few entries: with nothing pinned the cache never holds more than its
+// bound, and while some are pinned, never more than the bound plus them.
+func TestLenNeverExceedsBound(t *testing.T) {
+	rng := testseed.Rand(t)
+	for _, bound := range []int{1, 2, 5} {
+		c := NewEntries(bound)
+		ns := NewNamespace()
+		var held []Handle
+		for i := range 5000 {
+			switch {
+			case len(held) > 0 && rng.IntN(2) == 0:
+				j := rng.IntN(len(held))
+				held[j].Release()
+				held = append(held[:j], held[j+1:]...)
+			default:
+				k := fmt.Sprint(rng.IntN(20))
+				h, _ := acquire(c, ns, k)
+				if got := h.Value().(*val).k; got != k {
+					t.Fatalf("op %d: key %s has the value of %s", i, k, got)
+				}
+				if rng.IntN(3) == 0 {
+					h.Release()
+				} else {
+					held = append(held, h)
+				}
+			}
+			pinned := map[*entry]bool{}
+			for _, h := range held {
+				pinned[h.e] = true
+			}
+			if n := c.Len(); n > bound+len(pinned) {
+				t.Fatalf("op %d: %d entries, bound %d with %d pinned", i, n, bound, len(pinned))
+			}
+			if len(held) == 0 && c.Len() > bound {
+				t.Fatalf("op %d: %d entries, bound %d", i, c.Len(), bound)
+			}
+		}
+		for _, h := range held {
+			h.Release()
+		}
+		if n := c.Len(); n > bound {
+			t.Fatalf("bound %d: %d entries after every release", bound, n)
+		}
+	}
+}
+
+// TestPinnedIsShared: a pinned entry is never evicted, and every Acquire
+// of its key gets the same value until it is released and evicted.
+func TestPinnedIsShared(t *testing.T) {
+	c := NewEntries(1)
+	ns := NewNamespace()
+	a, created := acquire(c, ns, "a")
+	if !created {
+		t.Fatal("first acquire not a miss")
+	}
+	for i := range 10 {
+		h, _ := acquire(c, ns, fmt.Sprint(i))
+		h.Release()
+	}
+	a2, created := acquire(c, ns, "a")
+	if created || a2.Value() != a.Value() {
+		t.Fatal("a pinned entry was evicted")
+	}
+	a.Release()
+	a2.Release()
+	h, _ := acquire(c, ns, "b")
+	h.Release()
+	a3, created := acquire(c, ns, "a")
+	if !created || a3.Value() == a.Value() {
+		t.Fatal("an unpinned entry over the bound was kept")
+	}
+	a3.Release()
+	if st := c.Stats(); st.Evictions == 0 || st.Entries != 1 || st.Pinned != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestLRUOrder: the least recently released entry goes first.
+func TestLRUOrder(t *testing.T) {
+	c := NewEntries(2)
+	ns := NewNamespace()
+	for _, k := range []string{"a", "b", "a", "c"} {
+		h, _ := acquire(c, ns, k)
+		h.Release()
+	}
+	if _, ok := c.Peek(ns, "b"); ok {
+		t.Fatal("b, the least recently used, is still cached")
+	}
+	for _, k := range []string{"a", "c"} {
+		h, ok := c.Peek(ns, k)
+		if !ok {
+			t.Fatalf("%s was evicted", k)
+		}
+		h.Release()
+	}
+}
+
+// TestNamespacesAndRemove: namespaces keep keys apart; Remove makes the
+// next Acquire create a new value while holders keep theirs.
+func TestNamespacesAndRemove(t *testing.T) {
+	c := New(0)
+	n1, n2 := NewNamespace(), NewNamespace()
+	a, _ := acquire(c, n1, "k")
+	b, created := acquire(c, n2, "k")
+	if !created || a.Value() == b.Value() {
+		t.Fatal("two namespaces share an entry")
+	}
+	b.Release()
+	c.Remove(n1, "k")
+	a2, created := acquire(c, n1, "k")
+	if !created || a2.Value() == a.Value() {
+		t.Fatal("Remove kept the entry")
+	}
+	a.Release() // a detached entry: not linked back
+	a2.Release()
+	if n := c.Len(); n != 2 {
+		t.Fatalf("%d entries, want 2", n)
+	}
+	if got := len(c.Values(n1)); got != 1 {
+		t.Fatalf("%d values in n1, want 1", got)
+	}
+}
+
+// TestByteBound: a cache bounded by bytes evicts by the entries' sizes.
+func TestByteBound(t *testing.T) {
+	c := New(10 * (EntryOverhead + 1 + 100))
+	ns := NewNamespace()
+	for i := range 100 {
+		h, _ := acquire(c, ns, fmt.Sprint(i%10))
+		h.SetSize(100)
+		h.Release()
+		if st := c.Stats(); st.Cost > c.Bound() {
+			t.Fatalf("cost %d over bound %d", st.Cost, c.Bound())
+		}
+	}
+	h, _ := acquire(c, ns, "big")
+	h.SetSize(5 * (EntryOverhead + 100))
+	h.Release()
+	if st := c.Stats(); st.Cost > c.Bound() || st.Entries > 5 {
+		t.Fatalf("stats %+v over bound %d", st, c.Bound())
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	c := NewEntries(4)
+	ns := NewNamespace()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	counts := map[string]int{}
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				k := fmt.Sprint((i + g) % 8)
+				h, _ := c.Acquire(ns, k, func() any { return new(int) })
+				mu.Lock()
+				*h.Value().(*int)++
+				counts[k]++
+				mu.Unlock()
+				h.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	if n := c.Len(); n > 4 {
+		t.Fatalf("%d entries, bound 4", n)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for v, want := range map[string]int64{"": DefaultBytes(), "0": DefaultBytes(), "-1": 0, "3": 3 << 20} {
+		got, err := ParseSize(v)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", v, got, err, want)
+		}
+	}
+	if _, err := ParseSize("x"); err == nil {
+		t.Error("ParseSize(x): no error")
+	}
+}
