@@ -513,3 +513,75 @@ func TestHandoffNoticeWaitsForEveryServer(t *testing.T) {
 		t.Fatalf("dirty cells %d, want the notice's cell", len(got))
 	}
 }
+
+// TestHandoffStaleNoticeNotTakenBack: once every replica has processed a
+// notice and dropped it, a stale copy still travelling (an anti-entropy
+// message sent before the sender learned that the notice was done) does
+// not bring it back at a replica that had processed it: that replica
+// answers with the notice as done, and the sender drops its own copy.
+// Taking it back made two replicas hand the notice to each other forever
+// (node's TestHandoffCounterExactUnderFaults timed out on it).
+func TestHandoffStaleNoticeNotTakenBack(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	var rs []*Replica
+	for range 3 {
+		cfg := testConfig(t.TempDir())
+		cfg.Now = clock.Now
+		cfg.Settings = map[string]string{handoffcol.NoticeRetentionSetting: time.Minute.String()}
+		r := mustOpen(t, cfg)
+		defer r.Close()
+		if err := r.CreateTable(handoffTable); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	r1, r2, r3 := rs[0], rs[1], rs[2]
+	servers := []handoff.ID{handoff.ID(r1.HostID()), handoff.ID(r2.HostID()), handoff.ID(r3.HostID())}
+	slices.SortFunc(servers, handoff.ID.Compare)
+	cl := handoff.NewCounter(newID(t), 1)
+	cl.Add(3)
+	exchange(t, r1, "k", cl)
+	req, err := (&handoff.Message{State: cl.View(handoff.ID{}, 0), Notices: []*handoff.HeldNotice{{Notice: cl.State.Retire(), Servers: servers}}}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r1.Exchange(handoffTable.ID, []byte("k"), "h", req); err != nil {
+		t.Fatal(err)
+	}
+	syncPair(t, r1, r2, "k") // seen by r1 and r2
+	stale, err := r1.SyncView(handoffTable.ID, []byte("k"), "h", r2.HostID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncPair(t, r1, r3, "k") // r1 and r3: done
+	syncPair(t, r3, r2, "k") // r2: done
+	clock.Add(time.Minute)
+	for i, r := range rs {
+		if held, err := r.Sweep(); err != nil || held != 0 {
+			t.Fatalf("r%d sweep after the retention: %d held, %v", i+1, held, err)
+		}
+	}
+	reply, err := r2.Exchange(handoffTable.ID, []byte("k"), "h", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := handoffcol.ReplicaStats(r2); st.Notices != 0 {
+		t.Fatalf("r2 took back a notice it had processed and dropped: %+v", st)
+	}
+	m, bare, err := handoff.DecodeMessage(reply)
+	if err != nil || bare || len(m.Notices) != 1 || !m.Notices[0].Done() {
+		t.Fatalf("r2's answer to a stale notice: bare %v, err %v, notices %d; want the notice, done", bare, err, len(m.Notices))
+	}
+	// A replica holding a stale copy learns from that answer and drops it.
+	if _, err := r3.Exchange(handoffTable.ID, []byte("k"), "h", stale); err != nil {
+		t.Fatal(err)
+	}
+	if st := handoffcol.ReplicaStats(r3); st.Notices != 0 {
+		t.Fatalf("r3 holds the done notice after the retention: %+v", st)
+	}
+	for i, r := range rs {
+		if got := value(t, r, handoffTable.ID, "k", "h"); got != 3 {
+			t.Fatalf("r%d reads %d, want 3", i+1, got)
+		}
+	}
+}

@@ -457,18 +457,23 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 	defer unlock()
 	next := c.state.Clone()
 	next.Merge(in)
-	notices := col.takeNotices(c, msg.Notices)
+	notices, settled := col.takeNotices(c, msg.Notices)
 	expired, err := col.commit(l, key, c, next, notices)
 	if err != nil {
 		return nil, err
+	}
+	if expired == nil {
+		expired = settled
+	} else {
+		maps.Copy(expired, settled)
 	}
 	view := c.state.View(in.ID(), in.Tier())
 	if bare {
 		return view.MarshalBinary()
 	}
 	// The answer carries the notices held, and those that expired just now
-	// (a sender whose copy is not complete learns that it is done, which it
-	// would not from a notice that is simply absent).
+	// or earlier (a sender whose copy is not complete learns that it is
+	// done, which it would not from a notice that is simply absent).
 	out := maps.Clone(c.notices)
 	maps.Copy(out, expired)
 	reply := c.message(view, out)
@@ -488,8 +493,16 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 // a known notice absorbs what the copy knows (servers seen), a new one is
 // added unless it is expired (it was processed everywhere and dropped
 // here). c.mu is held; c.notices is not modified.
-func (col *Column) takeNotices(c *cell, incoming []*handoff.HeldNotice) map[handoff.ID]*handoff.HeldNotice {
-	out := make(map[handoff.ID]*handoff.HeldNotice, len(c.notices)+len(incoming))
+//
+// An incoming notice that this replica is seen to have processed but no
+// longer holds was dropped here, and a replica drops only a notice that
+// every server has processed: settled returns it as done (seen by all its
+// servers) for the answer, instead of taking it in again. Without that, a
+// stale copy still travelling between two replicas that had each dropped
+// the notice once would bring it back at one, whose copy would bring it
+// back at the other, and so on: the notice would never be collected.
+func (col *Column) takeNotices(c *cell, incoming []*handoff.HeldNotice) (out, settled map[handoff.ID]*handoff.HeldNotice) {
+	out = make(map[handoff.ID]*handoff.HeldNotice, len(c.notices)+len(incoming))
 	for k, h := range c.notices {
 		out[k] = h.Clone()
 	}
@@ -502,13 +515,22 @@ func (col *Column) takeNotices(c *cell, incoming []*handoff.HeldNotice) map[hand
 		if col.noticeExpired(h, now) {
 			continue
 		}
+		if _, processed := slices.BinarySearchFunc(h.Seen, col.self, handoff.ID.Compare); processed {
+			done := h.Clone()
+			done.Seen = handoff.UnionIDs(done.Seen, done.Servers)
+			if settled == nil {
+				settled = map[handoff.ID]*handoff.HeldNotice{}
+			}
+			settled[h.Notice.ID] = done
+			continue
+		}
 		nh := h.Clone()
 		if nh.Created == 0 {
 			nh.Created = now
 		}
 		out[h.Notice.ID] = nh
 	}
-	return out
+	return out, settled
 }
 
 func (col *Column) noticeExpired(h *handoff.HeldNotice, nowMilli int64) bool {
@@ -568,7 +590,7 @@ func (col *Column) Sweep(l coltype.Leader) (held int, err error) {
 			err = errors.Join(err, lerr)
 			continue
 		}
-		notices := col.takeNotices(c, nil)
+		notices, _ := col.takeNotices(c, nil)
 		if _, cerr := col.commit(l, hc.Key, c, c.state.Clone(), notices); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
