@@ -1,8 +1,8 @@
 // Package cellcache is the bounded cache of per-cell state that the counter
-// designs keep in memory (the FBF leader's own shard of a cell, a handoff
-// cell's tier-0 state, an observed-reset cell's blob): Cassandra's counter
-// cache (counter_cache_size_in_mb, default min(2.5 % of the heap, 50 MB)),
-// shared by every column of a replica.
+// designs keep in memory (the vanilla and FBF leader's own shard of a cell,
+// a handoff cell's encoded tier-0 state, an observed-reset cell's blob):
+// Cassandra's counter cache (counter_cache_size_in_mb, default min(2.5 % of
+// the heap, 50 MB)), shared by every column of a replica.
 //
 // An entry is pinned while a design uses it (Acquire … Release) and is
 // never evicted while pinned, so that two goroutines working on one cell
@@ -19,7 +19,9 @@
 //
 // Columns keep their entries apart by namespace (NewNamespace): a column
 // instance that starts with empty state takes a fresh one, and an instance
-// that takes over another's state (ALTER TABLE) keeps its namespace.
+// that takes over another's state (ALTER TABLE) keeps its namespace. A user
+// that guards a state by a lock of its own (the replica's vanilla shards,
+// under the cell lock) may use Get and Put, which do not pin.
 package cellcache
 
 import (
