@@ -88,9 +88,15 @@ type Info struct {
 
 // Cache is the counter cache's state.
 type Cache struct {
-	Entries int    `json:"entries"`
-	Hits    uint64 `json:"hits"`
-	Misses  uint64 `json:"misses"`
+	Entries int `json:"entries"`
+	// SizeBytes is the entries' estimated bytes; CapacityBytes the bound
+	// (counter_cache_size_in_mb), 0 for none.
+	SizeBytes     int64  `json:"size_bytes"`
+	CapacityBytes int64  `json:"capacity_bytes"`
+	Pinned        int    `json:"pinned"` // entries in use now, not evictable
+	Hits          uint64 `json:"hits"`
+	Misses        uint64 `json:"misses"`
+	Evictions     uint64 `json:"evictions"`
 }
 
 // Peer is one node of the ring as the answering node sees it.

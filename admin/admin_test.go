@@ -234,6 +234,29 @@ func TestMetricsAfterCounterWrites(t *testing.T) {
 			t.Errorf("node %s: no commit-log sync timed (batch mode)", nd.Config().ListenAddress)
 		}
 	}
+	// The counter cache (counter_cache_size_in_mb): every write this ring
+	// led looked its cell up in its leader's cache (60 writes, of 12
+	// cells), and the cells are cached.
+	var cacheReq, cacheEntries float64
+	for _, nd := range r.nodes {
+		m := scrape(t, nd.AdminAddr())
+		for _, series := range []string{"entries", "size_bytes", "capacity_bytes", "pinned_entries", "hits_total", "misses_total", "evictions_total"} {
+			if _, ok := m[`idemkv_cache_`+series+`{cache="counter"}`]; !ok {
+				t.Errorf("node %s: no series idemkv_cache_%s{cache=\"counter\"}", nd.Config().ListenAddress, series)
+			}
+		}
+		if m[`idemkv_cache_capacity_bytes{cache="counter"}`] <= 0 {
+			t.Errorf("node %s: counter cache capacity %v, want counter_cache_size_in_mb's default", nd.Config().ListenAddress, m[`idemkv_cache_capacity_bytes{cache="counter"}`])
+		}
+		if e, sz := m[`idemkv_cache_entries{cache="counter"}`], m[`idemkv_cache_size_bytes{cache="counter"}`]; e > 0 && sz < e*160 {
+			t.Errorf("node %s: %v counter cache entries of %v bytes in all", nd.Config().ListenAddress, e, sz)
+		}
+		cacheReq += m[`idemkv_cache_hits_total{cache="counter"}`] + m[`idemkv_cache_misses_total{cache="counter"}`]
+		cacheEntries += m[`idemkv_cache_entries{cache="counter"}`]
+	}
+	if cacheReq < 60 || cacheEntries < 12 {
+		t.Errorf("counter cache over the ring: %v lookups, %v entries after 60 led writes on 12 cells; want at least 60 and 12", cacheReq, cacheEntries)
+	}
 	if handoff != 20 {
 		t.Errorf("counter writes of design handoff_counter, summed over the ring: %v, want 20", handoff)
 	}

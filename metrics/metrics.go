@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql"
 	"github.com/idemkv/idemkv/replica"
@@ -38,6 +39,10 @@ type Snapshot struct {
 	CQL         cql.Stats
 	// CounterCacheEntries is the number of entries in the counter cache.
 	CounterCacheEntries int
+	// Caches are the node's bounded caches by name (the idemkv_cache_*
+	// series' cache label): "counter" is the cell cache that
+	// counter_cache_size_in_mb bounds (coltype/cellcache).
+	Caches map[string]cellcache.Stats
 	// Dedup sums the deduplication counts of the node's columns by design
 	// (the column type's registered name); EstimatedFPP is the largest.
 	Dedup map[string]coltype.DedupStats
@@ -279,8 +284,8 @@ var coordFields = []field[coordinator.Stats]{
 var storeFields = []field[replica.Stats]{
 	{"leader_applies_total", "Updates applied on this node as the leader.", true, func(s replica.Stats) float64 { return float64(s.LeaderApplies) }},
 	{"mutations_applied_total", "Replicated mutations applied.", true, func(s replica.Stats) float64 { return float64(s.MutationsApplied) }},
-	{"counter_cache_hits_total", "Counter cache hits.", true, func(s replica.Stats) float64 { return float64(s.CacheHits) }},
-	{"counter_cache_misses_total", "Counter cache misses.", true, func(s replica.Stats) float64 { return float64(s.CacheMisses) }},
+	{"counter_cache_hits_total", "Vanilla counter increments that found this node's shard in the counter cache (all designs: idemkv_cache_hits_total{cache=\"counter\"}).", true, func(s replica.Stats) float64 { return float64(s.CacheHits) }},
+	{"counter_cache_misses_total", "Vanilla counter increments that read this node's shard from storage (all designs: idemkv_cache_misses_total{cache=\"counter\"}).", true, func(s replica.Stats) float64 { return float64(s.CacheMisses) }},
 	{"flushes_total", "Memtable flushes.", true, func(s replica.Stats) float64 { return float64(s.Flushes) }},
 	{"compactions_total", "Compactions.", true, func(s replica.Stats) float64 { return float64(s.Compactions) }},
 	{"replayed_records_total", "Commit-log records replayed at start-up.", true, func(s replica.Stats) float64 { return float64(s.ReplayedRecords) }},
@@ -324,7 +329,14 @@ var (
 	descBits      = desc("dedup", "filter_bits_in_use", "Filter bits set, summed over the design's columns.", "design")
 	descFPP       = desc("dedup", "estimated_fpp", "Estimated false-positive probability of the design's filters (the largest over its columns): the expected share of fresh updates dropped.", "design")
 	descDesign    = desc("design", "stat", "A design's own statistics (the numeric fields its column type's Stats method returns), summed over its columns.", "design", "stat")
-	descCache     = desc("storage", "counter_cache_entries", "Entries in the counter cache.")
+	descCache     = desc("storage", "counter_cache_entries", "Entries in the counter cache (the same as idemkv_cache_entries{cache=\"counter\"}).")
+	descCEntries  = desc("cache", "entries", "Entries in a cache, by cache (counter: the counter cache of every design's cell state, bounded by counter_cache_size_in_mb).", "cache")
+	descCSize     = desc("cache", "size_bytes", "Estimated bytes of a cache's entries (a number of entries for a cache bounded by entries).", "cache")
+	descCCapacity = desc("cache", "capacity_bytes", "A cache's bound (counter: counter_cache_size_in_mb); 0: no bound.", "cache")
+	descCPinned   = desc("cache", "pinned_entries", "Entries in use by an operation now, which the cache does not evict.", "cache")
+	descCHits     = desc("cache", "hits_total", "Lookups that found their entry in the cache.", "cache")
+	descCMisses   = desc("cache", "misses_total", "Lookups that did not, and read the state from storage.", "cache")
+	descCEvicted  = desc("cache", "evictions_total", "Entries evicted over the cache's bound, least recently used first.", "cache")
 	descCommitLog = desc("commitlog", "bytes", "Bytes of the commit log's segments.")
 	descPending   = desc("hints", "pending", "Hints waiting for delivery, by target host id.", "target")
 	descStored    = desc("hints", "stored_total", "Hints stored since the node started.")
@@ -359,6 +371,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		emit(descCQL[f.name], f.counter, f.get(s.CQL))
 	}
 	emit(descCache, false, float64(s.CounterCacheEntries))
+	for _, name := range sortedKeys(s.Caches) {
+		c := s.Caches[name]
+		emit(descCEntries, false, float64(c.Entries), name)
+		emit(descCSize, false, float64(c.Cost), name)
+		emit(descCCapacity, false, float64(c.Bound), name)
+		emit(descCPinned, false, float64(c.Pinned), name)
+		emit(descCHits, true, float64(c.Hits), name)
+		emit(descCMisses, true, float64(c.Misses), name)
+		emit(descCEvicted, true, float64(c.Evictions), name)
+	}
 	emit(descCommitLog, false, float64(s.CommitLogBytes))
 	for _, design := range sortedKeys(s.Dedup) {
 		d := s.Dedup[design]

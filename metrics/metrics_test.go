@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/transport"
 )
@@ -26,6 +27,7 @@ func TestSeriesFromSnapshotAndInstruments(t *testing.T) {
 		Nodes:        []Node{{HostID: "a", Addr: "127.0.0.1:7000", Up: true}, {HostID: "b", Addr: "127.0.0.2:7000"}},
 		Tables:       []Table{{Keyspace: "ks", Name: "t", SSTables: 2}},
 		HintsPending: map[string]int{"b": 5},
+		Caches:       map[string]cellcache.Stats{"counter": {Entries: 3, Pinned: 1, Cost: 720, Bound: 50 << 20, Hits: 9, Misses: 4, Evictions: 2}},
 	}}
 	m, err := New(src, nil)
 	if err != nil {
@@ -50,6 +52,13 @@ func TestSeriesFromSnapshotAndInstruments(t *testing.T) {
 		`idemkv_gossip_nodes{state="down"} 1` + "\n",
 		`idemkv_table_sstables{keyspace="ks",table="t"} 2` + "\n",
 		`idemkv_hints_pending{target="b"} 5` + "\n",
+		`idemkv_cache_entries{cache="counter"} 3` + "\n",
+		`idemkv_cache_size_bytes{cache="counter"} 720` + "\n",
+		`idemkv_cache_capacity_bytes{cache="counter"} 5.24288e+07` + "\n",
+		`idemkv_cache_pinned_entries{cache="counter"} 1` + "\n",
+		`idemkv_cache_hits_total{cache="counter"} 9` + "\n",
+		`idemkv_cache_misses_total{cache="counter"} 4` + "\n",
+		`idemkv_cache_evictions_total{cache="counter"} 2` + "\n",
 		`idemkv_client_request_latency_seconds_count{consistency="QUORUM",operation="counter_write"} 2` + "\n",
 		`idemkv_client_request_failures_total{consistency="QUORUM",error="unavailable",operation="counter_write"} 1` + "\n",
 		`idemkv_counter_writes_total{design="counter",result="ok"} 1` + "\n",

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkv/idemkv/admin"
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/metrics"
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
@@ -132,10 +133,17 @@ func (a adminNode) Info() admin.Info {
 		Tokens: len(self.Tokens), Generation: self.Generation,
 		Started: n.started, UptimeSeconds: time.Since(n.started).Seconds(),
 		LoadBytes: dirSize(n.fsys, n.cfg.DataDirectory), HeapUsedBytes: ms.HeapAlloc, HeapSysBytes: ms.HeapSys,
-		CounterCache:   admin.Cache{Entries: n.replica.CacheSize(), Hits: st.CacheHits, Misses: st.CacheMisses},
+		CounterCache:   counterCache(n.replica.CellCache().Stats()),
 		CommitLogBytes: a.commitLogBytes(), HintsPending: pending, CorruptBlocks: st.CorruptBlocks,
 		CQLConnections: n.CQLStats().ConnectionsOpen,
 	}
+}
+
+// counterCache is the counter cache's line of nodetool info: the cell
+// cache of every design (counter_cache_size_in_mb).
+func counterCache(st cellcache.Stats) admin.Cache {
+	return admin.Cache{Entries: st.Entries, SizeBytes: st.Cost, CapacityBytes: st.Bound, Pinned: st.Pinned,
+		Hits: st.Hits, Misses: st.Misses, Evictions: st.Evictions}
 }
 
 func (a adminNode) commitLogBytes() int64 {
@@ -386,7 +394,8 @@ func (a adminNode) MetricsSnapshot() metrics.Snapshot {
 	s := metrics.Snapshot{
 		Coordinator: n.coord.Stats(), Replica: n.replica.Stats(), CQL: n.CQLStats(),
 		CounterCacheEntries: n.replica.CacheSize(), HintsPending: map[string]int{},
-		Dedup: map[string]coltype.DedupStats{}, Design: map[string]map[string]float64{},
+		Caches: map[string]cellcache.Stats{"counter": n.replica.CellCache().Stats()},
+		Dedup:  map[string]coltype.DedupStats{}, Design: map[string]map[string]float64{},
 		Drained: n.drained.Load(), CommitLogBytes: a.commitLogBytes(),
 	}
 	for t, c := range n.hints.Pending() {

@@ -70,7 +70,8 @@ type Config struct {
 	// refused. Default 2048; -1: none.
 	FBFMaxMemoryMB int `yaml:"fbf_max_memory_in_mb"`
 	// CounterCacheSizeMB bounds the counter designs' per-cell state in
-	// memory (FBF leader shards, handoff and observed-reset cells; see
+	// memory (vanilla and FBF leader shards, handoff and observed-reset
+	// cells, in one cache; see
 	// coltype/cellcache and docs/limits.md), as Cassandra's counter cache:
 	// 0 (or absent) is Cassandra's default, min(2.5 % of the heap, 50 MB),
 	// the heap being GOMEMLIMIT when set; -1 is no bound.

@@ -452,7 +452,7 @@ func TestCorruptBlockIsLoggedAndCounted(t *testing.T) {
 	var logs logRecorder
 	cfg := testConfig(dir)
 	cfg.Logger = logs.logger()
-	cfg.CounterCacheEntries = -1
+	cfg.NoCounterCache = true
 	r := mustOpen(t, cfg)
 	defer r.Close()
 	if err := r.CreateTable(counterTable); err != nil {

@@ -18,7 +18,8 @@ import (
 )
 
 // BenchmarkCellStateMemory writes b.N distinct counters of each design
-// that keeps per-cell state (FBF, handoff, observed reset) to one replica,
+// that keeps per-cell state (vanilla, FBF, handoff, observed reset) to one
+// replica,
 // one update each, flushes, and reports the heap in use after a GC before
 // and after (the anti-entropy dirty sets taken, as a node's rounds take
 // them), with the cell cache at counter_cache_size_in_mb's default (50
@@ -28,7 +29,7 @@ import (
 //
 // No test asserts them.
 func BenchmarkCellStateMemory(b *testing.B) {
-	for _, design := range []string{"fbf", "handoff", "reset"} {
+	for _, design := range []string{"vanilla", "fbf", "handoff", "reset"} {
 		for _, size := range []string{"0", "-1", "1"} {
 			name := "cache=default"
 			if size == "1" {
@@ -80,6 +81,15 @@ func benchCellMemory(b *testing.B, design, size string) {
 	var write func(i int, key []byte) error
 	var table uint64
 	switch design {
+	case "vanilla":
+		if err := r.CreateTable(counterTable); err != nil {
+			b.Fatal(err)
+		}
+		table = counterTable.ID
+		write = func(i int, key []byte) error {
+			_, err := r.Apply(coltype.Update{Table: counterTable.ID, Key: key, Column: "a", Delta: 1})
+			return err
+		}
 	case "fbf":
 		def := fbfTable
 		// A filter of fixed size (no adaptation): its memory is

@@ -18,8 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/commitlog"
@@ -32,9 +30,8 @@ import (
 
 // Defaults, Cassandra's where it has one.
 const (
-	DefaultMemtableFlushBytes  = 64 << 20
-	DefaultCounterCacheEntries = 100_000
-	DefaultLockStripes         = 32 * 1024 // concurrent_counter_writes (32) × 1024
+	DefaultMemtableFlushBytes = 64 << 20
+	DefaultLockStripes        = 32 * 1024 // concurrent_counter_writes (32) × 1024
 )
 
 // Compaction configures size-tiered compaction (Cassandra's STCS options).
@@ -61,8 +58,11 @@ type Config struct {
 	CommitLog commitlog.Options
 	// MemtableFlushBytes is the memtable size that triggers a flush.
 	MemtableFlushBytes int64
-	// CounterCacheEntries bounds the counter cache; negative disables it.
-	CounterCacheEntries int
+	// NoCounterCache, when set, keeps the vanilla counter's shards out of
+	// the cell cache: every vanilla increment reads its shard from the
+	// memtables and SSTables. Otherwise they share CellCache (and its
+	// bound, counter_cache_size_in_mb) with the other designs' cell state.
+	NoCounterCache bool
 	// LockStripes is the number of striped cell locks.
 	LockStripes int
 	// SSTable configures the SSTables written by flush and compaction.
@@ -85,7 +85,8 @@ type Config struct {
 	// Setting), e.g. "handoff_notice_retention": "1m".
 	Settings map[string]string
 	// CellCache is the bounded cache of the counter designs' per-cell
-	// state, shared by every column (coltype/cellcache); nil: one sized by
+	// state (the vanilla counter's own shards included), shared by every
+	// column (coltype/cellcache); nil: one sized by
 	// the setting cellcache.SizeSetting (counter_cache_size_in_mb), whose
 	// absence is Cassandra's default.
 	CellCache *cellcache.Cache
@@ -111,9 +112,6 @@ func (c *Config) fill(r *Replica) error {
 	}
 	if c.MemtableFlushBytes <= 0 {
 		c.MemtableFlushBytes = DefaultMemtableFlushBytes
-	}
-	if c.CounterCacheEntries == 0 {
-		c.CounterCacheEntries = DefaultCounterCacheEntries
 	}
 	if c.LockStripes <= 0 {
 		c.LockStripes = DefaultLockStripes
@@ -191,7 +189,6 @@ type Replica struct {
 
 	locks    []sync.Mutex
 	lockSeed maphash.Seed
-	cache    *lru.Cache[string, [2]int64] // (table, column, key) → (clock, count) of our shard
 
 	stats struct {
 		leaderApplies, mutations, cacheHits, cacheMisses atomic.Uint64
@@ -251,11 +248,6 @@ func Open(cfg Config) (*Replica, error) {
 	if renewed {
 		r.logger.Warn("unclean shutdown: this node's counter shards may have gone back; new increments count under a new counter id",
 			"dir", cfg.Dir, "counter_id", r.counterIDs.current.String(), "previous", r.counterIDs.past[0].String())
-	}
-	if cfg.CounterCacheEntries > 0 {
-		if r.cache, err = lru.New[string, [2]int64](cfg.CounterCacheEntries); err != nil {
-			return nil, fmt.Errorf("replica: counter cache: %w", err)
-		}
 	}
 	// A schema older than manifests (or none: a new data directory) lets
 	// the tables adopt the SSTables they find.
@@ -610,9 +602,7 @@ func (r *Replica) DropTable(id uint64) error {
 	r.tables.Store(&next)
 	t.stopWorker()
 	t.close()
-	if r.cache != nil {
-		r.cache.Purge()
-	}
+	r.cfg.CellCache.DropNamespace(t.vanillaNS.Load())
 	if err := r.cfg.FS.RemoveAll(t.dir); err != nil {
 		return fmt.Errorf("replica: remove %s: %w", t.dir, err)
 	}
@@ -970,17 +960,21 @@ func (r *Replica) releaseLog() error {
 	return r.log.Release(upTo)
 }
 
-func cacheKey(table uint64, column string, key []byte) string {
+// shardKey is the cell cache key of a vanilla counter cell's shard in its
+// table's namespace (table.vanillaNS).
+func shardKey(column string, key []byte) string {
 	var b strings.Builder
-	b.Grow(8 + len(column) + 1 + len(key))
-	var tb [8]byte
-	binary.BigEndian.PutUint64(tb[:], table)
-	b.Write(tb[:])
+	b.Grow(len(column) + 1 + len(key))
 	b.WriteString(column)
 	b.WriteByte(0)
 	b.Write(key)
 	return b.String()
 }
+
+// vanillaShardBytes is the estimated bytes of a cached vanilla shard
+// besides the cell cache's overhead (cellcache.EntryOverhead): its boxed
+// [2]int64.
+const vanillaShardBytes = 16
 
 func (r *Replica) lock(key row.Key, table uint64, column string) (unlock func()) {
 	var h maphash.Hash
@@ -1015,17 +1009,18 @@ func (l leader) Cell(key row.Key, column string) (row.Cell, bool, error) {
 }
 
 func (l leader) ForgetLocalShard(key row.Key, column string) {
-	if l.r.cache != nil {
-		l.r.cache.Remove(cacheKey(l.t.def.ID, column, key.Partition))
+	if !l.r.cfg.NoCounterCache {
+		l.r.cfg.CellCache.Remove(l.t.vanillaNS.Load(), shardKey(column, key.Partition))
 	}
 }
 
 func (l leader) Lock(key row.Key, column string) func() { return l.r.lock(key, l.t.def.ID, column) }
 
 func (l leader) LocalShard(key row.Key, column string) (int64, int64, error) {
-	if l.r.cache != nil {
-		if cc, ok := l.r.cache.Get(cacheKey(l.t.def.ID, column, key.Partition)); ok {
+	if !l.r.cfg.NoCounterCache {
+		if v, ok := l.r.cfg.CellCache.Get(l.t.vanillaNS.Load(), shardKey(column, key.Partition)); ok {
 			l.r.stats.cacheHits.Add(1)
+			cc := v.([2]int64)
 			return cc[0], cc[1], nil
 		}
 		l.r.stats.cacheMisses.Add(1)
@@ -1051,8 +1046,8 @@ func (l leader) Write(key row.Key, m coltype.Mutation, kind commitlog.PayloadKin
 }
 
 func (l leader) CacheLocalShard(key row.Key, column string, clock, count int64) {
-	if l.r.cache != nil {
-		l.r.cache.Add(cacheKey(l.t.def.ID, column, key.Partition), [2]int64{clock, count})
+	if !l.r.cfg.NoCounterCache {
+		l.r.cfg.CellCache.Put(l.t.vanillaNS.Load(), shardKey(column, key.Partition), [2]int64{clock, count}, vanillaShardBytes)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/coltype/counter"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/internal/testseed"
@@ -137,7 +138,7 @@ func TestModel(t *testing.T) {
 	cfg := testConfig(dir)
 	cfg.MemtableFlushBytes = 8 << 10
 	cfg.Compaction = Compaction{MinThreshold: 2, MinSSTableSize: 1}
-	cfg.CounterCacheEntries = 64 // small, so that misses read storage
+	cfg.CellCache = cellcache.NewEntries(64) // small, so that misses read storage
 	r := mustOpen(t, cfg)
 	defer func() { r.Close() }()
 	tables := []coltype.TableDef{counterTable, {ID: 9, Keyspace: "ks", Name: "other", Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}}}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/memtable"
 	"github.com/idemkv/idemkv/row"
@@ -35,6 +36,11 @@ type table struct {
 	// AlterTable, so that a column never changes its write path (vanilla
 	// lock-read-write or FBF compare-and-swap) under an update.
 	modeMu sync.RWMutex
+	// vanillaNS is the cell cache namespace of the vanilla counter
+	// columns' shards (Leader.LocalShard): a new one at every ALTER, so
+	// that a column that leaves the vanilla path (FBF, whose writes do not
+	// update these shards) and comes back reads its shard from storage.
+	vanillaNS atomic.Uint64
 
 	// mu is the write barrier and the guard of view. Writers hold it shared
 	// across the commit log append and the memtable apply, and readers across
@@ -84,6 +90,7 @@ func openTable(r *Replica, d coltype.TableDef, adopt bool) (*table, error) {
 		return nil, err
 	}
 	t.colset.Store(cs)
+	t.vanillaNS.Store(cellcache.NewNamespace())
 	t.view.active = memtable.New()
 	if err := r.cfg.FS.MkdirAll(t.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: create %s: %w", t.dir, err)
@@ -298,12 +305,10 @@ func (t *table) alter(d coltype.TableDef) error {
 		return err
 	}
 	t.colset.Store(cs)
-	if t.r.cache != nil {
-		// A column whose type instance changed (one that leaves the FBF
-		// path goes back to the vanilla path) must not trust a counter
-		// cache that did not see its updates.
-		t.r.cache.Purge()
-	}
+	// A column whose type changed (vanilla → FBF → vanilla) must not
+	// trust a vanilla shard cached before the FBF wrote its updates: the
+	// vanilla shards of the new definition start in a new namespace.
+	t.r.cfg.CellCache.DropNamespace(t.vanillaNS.Swap(cellcache.NewNamespace()))
 	return nil
 }
 

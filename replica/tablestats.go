@@ -73,12 +73,10 @@ func (r *Replica) TableDir(tableID uint64) (string, error) {
 	return t.dir, nil
 }
 
-// CacheSize is the number of entries the counter cache holds now.
+// CacheSize is the number of entries the counter cache (the cell cache:
+// vanilla shards and the other designs' cell state) holds now.
 func (r *Replica) CacheSize() int {
-	if r.cache == nil {
-		return 0
-	}
-	return r.cache.Len()
+	return r.cfg.CellCache.Len()
 }
 
 // designStats reads, by reflection, the numeric fields of the struct a

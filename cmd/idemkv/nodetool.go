@@ -191,6 +191,25 @@ func ntStatus(ctx context.Context, c *admin.Client, fs *flag.FlagSet, args []str
 	return nil
 }
 
+// cacheLine is nodetool info's line of a cache, as Cassandra's ("entries
+// 0, size 0 bytes, capacity 50 MiB, 0 hits, 0 requests, NaN recent hit
+// rate, ..."), with the evictions and the entries pinned now instead of
+// the save period (idemkv saves no caches). The hit rate is since the
+// start.
+func cacheLine(c admin.Cache) string {
+	req := c.Hits + c.Misses
+	rate := "NaN"
+	if req > 0 {
+		rate = fmt.Sprintf("%.3f", float64(c.Hits)/float64(req))
+	}
+	capacity := "unbounded"
+	if c.CapacityBytes > 0 {
+		capacity = humanBytes(c.CapacityBytes)
+	}
+	return fmt.Sprintf("entries %d, size %s, capacity %s, %d hits, %d requests, %s recent hit rate, %d evictions, %d pinned",
+		c.Entries, humanBytes(c.SizeBytes), capacity, c.Hits, req, rate, c.Evictions, c.Pinned)
+}
+
 func ntInfo(ctx context.Context, c *admin.Client, fs *flag.FlagSet, args []string, w io.Writer) error {
 	if _, err := nargs(fs, args, 0, 0); err != nil {
 		return err
@@ -198,10 +217,6 @@ func ntInfo(ctx context.Context, c *admin.Client, fs *flag.FlagSet, args []strin
 	in, err := c.Info(ctx)
 	if err != nil {
 		return err
-	}
-	rate := "NaN"
-	if tot := in.CounterCache.Hits + in.CounterCache.Misses; tot > 0 {
-		rate = fmt.Sprintf("%.3f", float64(in.CounterCache.Hits)/float64(tot))
 	}
 	lines := [][2]string{
 		{"ID", uuid(in.HostID)},
@@ -214,7 +229,7 @@ func ntInfo(ctx context.Context, c *admin.Client, fs *flag.FlagSet, args []strin
 		{"Data Center", in.DC},
 		{"Rack", in.Rack},
 		{"Exceptions", strconv.FormatUint(in.CorruptBlocks, 10) + " (corrupt SSTable blocks read)"},
-		{"Counter Cache", fmt.Sprintf("entries %d, hits %d, misses %d, recent hit rate %s", in.CounterCache.Entries, in.CounterCache.Hits, in.CounterCache.Misses, rate)},
+		{"Counter Cache", cacheLine(in.CounterCache)},
 		{"Commit log", humanBytes(in.CommitLogBytes)},
 		{"Hints pending", strconv.Itoa(in.HintsPending)},
 		{"CQL connections", strconv.FormatInt(in.CQLConnections, 10)},

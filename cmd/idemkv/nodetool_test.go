@@ -163,6 +163,26 @@ func TestNodetool(t *testing.T) {
 	if code, out, _ = nt("127.0.0.3", "info"); code != 0 || !strings.Contains(out, "ID                     : ") || !strings.Contains(out, "Native Transport active: true\n") {
 		t.Errorf("info: %d\n%s", code, out)
 	}
+	// The counter cache line of every node: the two FBF updates' leaders
+	// looked their shards up in it.
+	cacheRE := regexp.MustCompile(`(?m)^Counter Cache          : entries (\d+), size \d+(\.\d+)? (bytes|KiB|MiB), capacity (\d+\.\d+ (KiB|MiB|GiB)|unbounded), (\d+) hits, (\d+) requests, (NaN|\d\.\d{3}) recent hit rate, \d+ evictions, \d+ pinned$`)
+	entries, requests := 0, 0
+	for _, h := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"} {
+		_, out, _ = nt(h, "info")
+		if h == "127.0.0.1" {
+			t.Logf("nodetool info:\n%s", out)
+		}
+		m := cacheRE.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("info on %s: no counter cache line as Cassandra's:\n%s", h, out)
+		}
+		e, _ := strconv.Atoi(m[1])
+		r, _ := strconv.Atoi(m[7])
+		entries, requests = entries+e, requests+r
+	}
+	if entries < 2 || requests < 2 {
+		t.Errorf("counter cache over the ring: %d entries, %d requests after two FBF updates of two keys; want at least 2 of each", entries, requests)
+	}
 
 	// Errors: an unknown table, bad arguments, an unreachable node.
 	if code, _, errOut = nt("127.0.0.1", "flush", "ks", "nope"); code != 1 || !strings.Contains(errOut, "not found: table ks.nope") {

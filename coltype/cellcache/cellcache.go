@@ -1,8 +1,8 @@
 // Package cellcache is the bounded cache of per-cell state that the counter
-// designs keep in memory (the FBF leader's own shard of a cell, a handoff
-// cell's tier-0 state, an observed-reset cell's blob): Cassandra's counter
-// cache (counter_cache_size_in_mb, default min(2.5 % of the heap, 50 MB)),
-// shared by every column of a replica.
+// designs keep in memory (the vanilla and FBF leader's own shard of a cell,
+// a handoff cell's encoded tier-0 state, an observed-reset cell's blob):
+// Cassandra's counter cache (counter_cache_size_in_mb, default min(2.5 % of
+// the heap, 50 MB)), shared by every column of a replica.
 //
 // An entry is pinned while a design uses it (Acquire … Release) and is
 // never evicted while pinned, so that two goroutines working on one cell
@@ -19,7 +19,9 @@
 //
 // Columns keep their entries apart by namespace (NewNamespace): a column
 // instance that starts with empty state takes a fresh one, and an instance
-// that takes over another's state (ALTER TABLE) keeps its namespace.
+// that takes over another's state (ALTER TABLE) keeps its namespace. A user
+// that guards a state by a lock of its own (the replica's vanilla shards,
+// under the cell lock) may use Get and Put, which do not pin.
 package cellcache
 
 import (
@@ -245,6 +247,71 @@ func (c *Cache) Peek(ns uint64, k string) (h Handle, ok bool) {
 
 // Value is the entry's value.
 func (h Handle) Value() any { return h.e.val }
+
+// Get returns the value of a key's entry without pinning it, marking it
+// most recently used, for a state its user guards by a lock of its own
+// (the vanilla counter's shard, under the cell lock); ok is false on a
+// miss. It counts a hit or a miss.
+func (c *Cache) Get(ns uint64, k string) (v any, ok bool) {
+	kk := key{ns, k}
+	s := c.shard(kk)
+	s.mu.Lock()
+	e, ok := s.m[kk]
+	if ok {
+		v = e.val
+		if e.pins == 0 {
+			e.unlink()
+			e.linkFront(&s.lru)
+		}
+	}
+	s.mu.Unlock()
+	if ok {
+		c.hits.Add(1)
+	} else {
+		c.misses.Add(1)
+	}
+	return v, ok
+}
+
+// Put sets a key's value, unpinned, with the estimated bytes of its state
+// (see SetSize), creating the entry or replacing the value of the one in
+// the cache, and evicts as the bound asks.
+func (c *Cache) Put(ns uint64, k string, v any, size int64) {
+	kk := key{ns, k}
+	s := c.shard(kk)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[kk]
+	if !ok {
+		e = &entry{key: kk}
+		s.m[kk] = e
+	} else if e.pins == 0 {
+		e.unlink()
+	}
+	e.val = v
+	cost := c.cost(e, size)
+	s.cost += cost - e.cost
+	e.cost = cost
+	if e.pins == 0 {
+		e.linkFront(&s.lru)
+	}
+	s.evict(c)
+}
+
+// DropNamespace removes every entry of a namespace (its user is gone, or
+// its states are stale). Handles that pin one keep their value.
+func (c *Cache) DropNamespace(ns uint64) {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		for k, e := range s.m {
+			if k.ns == ns {
+				s.detach(e)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
 
 // SetSize records the estimated bytes of the entry's state (besides
 // EntryOverhead and its key), for a cache bounded by bytes.

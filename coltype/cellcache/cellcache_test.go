@@ -196,3 +196,51 @@ func TestParseSize(t *testing.T) {
 		t.Error("ParseSize(x): no error")
 	}
 }
+
+// TestGetPut: unpinned values set by Put are found by Get (hits and misses
+// counted), replace each other, are evicted least recently used first
+// (Get marks an entry used), count their size against a byte bound, and
+// go with DropNamespace, which leaves other namespaces and pinned values.
+func TestGetPut(t *testing.T) {
+	c := NewEntries(2)
+	a, b := NewNamespace(), NewNamespace()
+	if _, ok := c.Get(a, "x"); ok {
+		t.Fatal("Get of an empty cache found a value")
+	}
+	c.Put(a, "x", 1, 0)
+	c.Put(a, "x", 2, 0)
+	c.Put(b, "x", 3, 0)
+	if v, ok := c.Get(a, "x"); !ok || v != 2 {
+		t.Fatalf("Get(a, x) = %v, %v; want 2", v, ok)
+	}
+	c.Put(a, "y", 4, 0) // evicts (b, x), the least recently used
+	if _, ok := c.Get(b, "x"); ok {
+		t.Fatal("the least recently used entry was not evicted")
+	}
+	if st := c.Stats(); st.Entries != 2 || st.Hits != 1 || st.Misses != 2 || st.Evictions != 1 {
+		t.Fatalf("stats %+v: want 2 entries, 1 hit, 2 misses, 1 eviction", st)
+	}
+	h, _ := acquire(c, a, "z") // pinned: evicts (a, x)
+	c.Put(b, "w", 5, 0)
+	c.DropNamespace(a)
+	if _, ok := c.Get(a, "y"); ok {
+		t.Fatal("DropNamespace left an entry of its namespace")
+	}
+	if v, ok := c.Get(b, "w"); !ok || v != 5 {
+		t.Fatalf("DropNamespace removed another namespace's entry: %v, %v", v, ok)
+	}
+	if h.Value().(*val).k != "z" {
+		t.Fatal("a pinned value changed")
+	}
+	h.Release()
+	if c.Len() != 1 {
+		t.Fatalf("%d entries after DropNamespace and the release; want 1", c.Len())
+	}
+
+	by := New(1 << 20)
+	by.Put(a, "k", 1, 1000)
+	by.Put(a, "k", 1, 10)
+	if st := by.Stats(); st.Cost != EntryOverhead+1+10 {
+		t.Fatalf("cost %d after a Put that replaced a value; want %d", st.Cost, EntryOverhead+1+10)
+	}
+}

@@ -438,7 +438,7 @@ func (c *fbfCounter) cell(l coltype.Leader, key row.Key) (*fbfCell, func(), erro
 
 // storedShard reads this node's (clock, count) of a cell from storage
 // (memtables and SSTables; (0, 0) if none), as a cold start does. It does
-// not read the replica's vanilla counter cache, which FBF writes do not
+// not read the replica's cached vanilla shards, which FBF writes do not
 // update.
 func (c *fbfCounter) storedShard(l coltype.Leader, key row.Key) (clock, count int64, err error) {
 	stored, found, err := l.Cell(key, c.column)

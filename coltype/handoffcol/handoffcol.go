@@ -295,13 +295,35 @@ type Column struct {
 
 // cell is this replica's state of one cell, loaded from storage on first
 // use (and after an eviction) and then changed only under mu.
+//
+// Between uses the cell cache keeps only its encoding (enc, version, what
+// storage holds): state and notices are decoded from enc when the cell is
+// locked and dropped when it is unlocked. A decoded state is many small
+// objects (maps, slices); kept for every cached cell, allocated among the
+// garbage of the exchanges around them, they held partly used heap spans
+// in use well above the live heap (docs/limits.md, counter state memory).
 type cell struct {
 	mu      sync.Mutex
 	loaded  bool
-	state   *handoff.Counter
-	notices map[handoff.ID]*handoff.HeldNotice // retirement notices held
+	state   *handoff.Counter                   // decoded while locked, else nil
+	notices map[handoff.ID]*handoff.HeldNotice // retirement notices held; decoded while locked
 	enc     []byte                             // the encoded message (state and notices)
 	version uint64
+}
+
+// decode sets the cell's state and notices from its encoding. c.mu is
+// held.
+func (c *cell) decode() error {
+	m, _, err := handoff.DecodeMessage(c.enc)
+	if err != nil {
+		return fmt.Errorf("handoff cell in memory: %w", err)
+	}
+	c.state = m.State
+	c.notices = make(map[handoff.ID]*handoff.HeldNotice, len(m.Notices))
+	for _, n := range m.Notices {
+		c.notices[n.Notice.ID] = n
+	}
+	return nil
 }
 
 // message returns the cell's state and notices as a handoff.Message.
@@ -355,28 +377,41 @@ func (col *Column) TakeDirty() []coltype.CellRef {
 	return out
 }
 
-// cellBytes estimates the bytes of a cell's state in memory besides the
-// cache's overhead: the decoded state's maps and slices and the notices
-// (about 0.9 KiB for a cell of one slot, live heap measured by the replica's
-// BenchmarkCellStateMemory), growing with the encoding.
-func cellBytes(c *cell) int64 { return 640 + int64(4*len(c.enc)) }
+// cellBytes estimates the bytes of a cached cell besides the cache's
+// overhead: its encoding (the decoded state lives only while the cell is
+// locked), calibrated on the live heap measured by the replica's
+// BenchmarkCellStateMemory.
+func cellBytes(c *cell) int64 { return CellBytesBase + int64(cap(c.enc)) }
+
+// CellBytesBase is the estimated bytes of a cached cell besides the cache's
+// overhead and its encoding.
+const CellBytesBase = 72
 
 // lock returns the cell's in-memory state, locked and pinned in the cell
-// cache, loading it from storage on first use (or after an eviction).
-// The caller calls unlock, which records the cell's size, unlocks c.mu and
+// cache, loading it from storage on first use (or after an eviction), or
+// decoding it from the cell's encoding. The caller calls unlock, which
+// drops the decoded state, records the cell's size, unlocks c.mu and
 // unpins the cell.
 func (col *Column) lock(l coltype.Leader, key []byte) (c *cell, unlock func(), err error) {
 	h, _ := col.cells.Acquire(col.ns, string(key), func() any { return &cell{} })
 	c = h.Value().(*cell)
 	c.mu.Lock()
 	unlock = func() {
+		c.state, c.notices = nil, nil
 		if c.loaded {
 			h.SetSize(cellBytes(c))
+		} else {
+			c.enc = nil
 		}
 		c.mu.Unlock()
 		h.Release()
 	}
 	if c.loaded {
+		if err := c.decode(); err != nil {
+			c.loaded = false
+			unlock()
+			return nil, nil, err
+		}
 		return c, unlock, nil
 	}
 	if err := col.load(l, key, c); err != nil {
@@ -413,9 +448,11 @@ func (col *Column) load(l coltype.Leader, key []byte, c *cell) (err error) {
 			c.state.Merge(st)
 		}
 	}
-	if c.enc, err = c.message(c.state, c.notices).MarshalBinary(); err != nil {
+	enc, err := c.message(c.state, c.notices).MarshalBinary()
+	if err != nil {
 		return err
 	}
+	c.enc = bytes.Clone(enc) // no spare capacity kept in the cache
 	c.loaded = true
 	return nil
 }
@@ -455,7 +492,7 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 		return nil, err
 	}
 	defer unlock()
-	next := c.state.Clone()
+	next := c.state // decoded for this lock: dropped at unlock, so no clone
 	next.Merge(in)
 	notices, settled := col.takeNotices(c, msg.Notices)
 	expired, err := col.commit(l, key, c, next, notices)
@@ -569,7 +606,7 @@ func (col *Column) commit(l coltype.Leader, key []byte, c *cell, next *handoff.C
 	if err := l.Write(row.Key{Token: ring.Token(key), Partition: key}, m, commitlog.PayloadShard); err != nil {
 		return nil, err
 	}
-	c.state, c.notices, c.enc, c.version = next, notices, enc, version
+	c.state, c.notices, c.enc, c.version = next, notices, bytes.Clone(enc), version
 	col.writes.Add(1)
 	col.collected.Add(collected)
 	col.trackNotices(key, len(notices) > 0)
@@ -641,10 +678,12 @@ func (col *Column) Stats() Stats {
 		c := v.(*cell)
 		c.mu.Lock()
 		if c.loaded {
-			s.Cells++
-			s.Slots += c.state.Slots()
-			s.Tokens += c.state.Tokens()
-			s.Notices += len(c.notices)
+			if m, _, err := handoff.DecodeMessage(c.enc); err == nil {
+				s.Cells++
+				s.Slots += m.State.Slots()
+				s.Tokens += m.State.Tokens()
+				s.Notices += len(m.Notices)
+			}
 		}
 		c.mu.Unlock()
 	}
