@@ -106,10 +106,15 @@
 // than 1.5×SyncPeriod. In SyncBatch and SyncGroup modes one syncer goroutine
 // per log takes the whole buffer, writes it, fsyncs it and wakes every append
 // it covered at once (one channel per sync generation). Batch syncs as soon
-// as anything is pending; group waits up to GroupWindow after the first
-// pending append, ending the window early when 1 MiB is pending or when as
-// many records are pending as the previous group commit held (at least 2) —
-// that is, once the writers that waited last time are all back. A segment is
+// as anything is pending. Group lets a group gather for a window after its
+// first pending append: the moving average of the log's fsync durations, at
+// most GroupWindow, so that waiting adds at most about one fsync to a write.
+// It ends the window early when 1 MiB is pending or when as many records are
+// pending as the previous group commit held (at least 2) — that is, once the
+// writers that waited last time are all back — and skips it when the log was
+// idle (the group's first append came a window or more after the last sync
+// ended), so that a lone writer waits for its own fsync only. Either way,
+// concurrent appends share one fsync. A segment is
 // fsynced before the next one is written, and the directory is fsynced after
 // a segment is created or deleted. A write or fsync error is sticky: it is
 // returned to every waiter and to every later append, and Durable stops.
