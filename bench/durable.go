@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,9 @@ type DurableRow struct {
 	Fsyncs    int64
 	FsyncTime time.Duration
 	Nodes     int
+	// Hints is the hints the leaders stored during the row: replications
+	// that failed or timed out.
+	Hints uint64
 }
 
 // Throughput is acknowledged updates per second.
@@ -287,7 +291,7 @@ func runDurableMode(ctx context.Context, cfg DurableConfig, dir, mode string, sa
 	}
 	var rows []DurableRow
 	for ri, n := range cfg.Clients {
-		row, err := runDurableRow(ctx, cfg, s, counters, mode, n, salt*100+uint64(ri))
+		row, err := runDurableRow(ctx, cfg, s, c, counters, mode, n, salt*100+uint64(ri))
 		if err != nil {
 			return rows, err
 		}
@@ -296,7 +300,7 @@ func runDurableMode(ctx context.Context, cfg DurableConfig, dir, mode string, sa
 	return rows, nil
 }
 
-func runDurableRow(ctx context.Context, cfg DurableConfig, s *gocql.Session, counters []*syncCounter, mode string, clients int, salt uint64) (DurableRow, error) {
+func runDurableRow(ctx context.Context, cfg DurableConfig, s *gocql.Session, c *Cluster, counters []*syncCounter, mode string, clients int, salt uint64) (DurableRow, error) {
 	row := DurableRow{Mode: mode, Clients: clients, Nodes: len(counters), Latency: hdrhistogram.New(1, 60_000_000, 3)}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -336,14 +340,20 @@ func runDurableRow(ctx context.Context, cfg DurableConfig, s *gocql.Session, cou
 	case <-time.After(cfg.Warmup):
 	case <-runCtx.Done():
 	}
-	syncs := func() (n, ns int64) {
+	syncs := func() (n, ns int64, hints uint64) {
 		for _, c := range counters {
 			n += c.n.Load()
 			ns += c.ns.Load()
 		}
-		return n, ns
+		for i := 1; i <= c.Size(); i++ {
+			if nd := c.Node(i); nd != nil {
+				stored, _ := nd.Hints().Counts()
+				hints += stored
+			}
+		}
+		return n, ns, hints
 	}
-	n0, ns0 := syncs()
+	n0, ns0, h0 := syncs()
 	measuring.Store(true)
 	start := time.Now()
 	if cfg.Ops > 0 {
@@ -356,14 +366,14 @@ func runDurableRow(ctx context.Context, cfg DurableConfig, s *gocql.Session, cou
 	}
 	measuring.Store(false)
 	row.Elapsed = time.Since(start)
-	n1, ns1 := syncs()
+	n1, ns1, h1 := syncs()
 	cancel()
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return row, err
 	}
 	row.Ops, row.Errors = ops.Load(), errs.Load()
-	row.Fsyncs, row.FsyncTime = n1-n0, time.Duration(ns1-ns0)
+	row.Fsyncs, row.FsyncTime, row.Hints = n1-n0, time.Duration(ns1-ns0), h1-h0
 	if row.Ops == 0 {
 		return row, fmt.Errorf("%d clients: no update was acknowledged (%d failed)", clients, row.Errors)
 	}
@@ -375,12 +385,12 @@ func WriteDurableTable(w io.Writer, r *DurableResult) error {
 	fmt.Fprintf(w, "# raw fsync (write 100 B + fsync, %d samples, one at a time) in %s: p50 %.3f ms, p99 %.3f ms, mean %.3f ms\n",
 		r.Fsync.Samples, r.Fsync.Dir, msf(r.Fsync.P50), msf(r.Fsync.P99), msf(r.Fsync.Mean))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "commitlog_sync\tclients\tupdates\tupdates/s\tp50 ms\tp99 ms\tp50/fsync p50\tfsyncs/s/node\tfsync ms\terrors\t")
+	fmt.Fprintln(tw, "commitlog_sync\tclients\tupdates\tupdates/s\tp50 ms\tp99 ms\tp50/fsync p50\tfsyncs/s/node\tfsync ms\terrors\thints\t")
 	for _, row := range r.Rows {
 		p50 := time.Duration(row.Latency.ValueAtQuantile(50)) * time.Microsecond
 		p99 := time.Duration(row.Latency.ValueAtQuantile(99)) * time.Microsecond
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.1f×\t%.0f\t%.3f\t%d\t\n", row.Mode, row.Clients, row.Ops, row.Throughput(),
-			msf(p50), msf(p99), ratio(p50, r.Fsync.P50), row.FsyncsPerNode(), msf(row.MeanFsync()), row.Errors)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.1f×\t%.0f\t%.3f\t%d\t%d\t\n", row.Mode, row.Clients, row.Ops, row.Throughput(),
+			msf(p50), msf(p99), ratio(p50, r.Fsync.P50), row.FsyncsPerNode(), msf(row.MeanFsync()), row.Errors, row.Hints)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -388,21 +398,22 @@ func WriteDurableTable(w io.Writer, r *DurableResult) error {
 	_, err := fmt.Fprint(w, `
 # QUORUM counter updates (UPDATE ... SET c = c + 1) from gocql clients, closed loop, uniform keys, on an embedded ring
 # (RF 3); p50/fsync p50: the update's p50 as a multiple of the raw fsync p50 above; fsyncs/s/node and fsync ms: the
-# commit log's fsyncs during the row (per node, and their mean duration under the load)
+# commit log's fsyncs during the row (per node, and their mean duration under the load); errors: failed updates;
+# hints: replications to a replica that failed or timed out during the row (stored as hints)
 `)
 	return err
 }
 
 // WriteDurableCSV prints the result as CSV, one line per row.
 func WriteDurableCSV(w io.Writer, r *DurableResult) error {
-	if _, err := fmt.Fprintln(w, "commitlog_sync,clients,updates,updates_per_s,p50_ms,p99_ms,p50_over_fsync_p50,fsyncs_per_s_per_node,fsync_mean_ms,errors,raw_fsync_p50_ms,raw_fsync_p99_ms"); err != nil {
+	if _, err := fmt.Fprintln(w, "commitlog_sync,clients,updates,updates_per_s,p50_ms,p99_ms,p50_over_fsync_p50,fsyncs_per_s_per_node,fsync_mean_ms,errors,hints,raw_fsync_p50_ms,raw_fsync_p99_ms"); err != nil {
 		return err
 	}
 	for _, row := range r.Rows {
 		p50 := time.Duration(row.Latency.ValueAtQuantile(50)) * time.Microsecond
 		p99 := time.Duration(row.Latency.ValueAtQuantile(99)) * time.Microsecond
-		if _, err := fmt.Fprintf(w, "%s,%d,%d,%.0f,%.3f,%.3f,%.2f,%.0f,%.3f,%d,%.3f,%.3f\n", row.Mode, row.Clients, row.Ops, row.Throughput(),
-			msf(p50), msf(p99), ratio(p50, r.Fsync.P50), row.FsyncsPerNode(), msf(row.MeanFsync()), row.Errors,
+		if _, err := fmt.Fprintf(w, "%s,%d,%d,%.0f,%.3f,%.3f,%.2f,%.0f,%.3f,%d,%d,%.3f,%.3f\n", row.Mode, row.Clients, row.Ops, row.Throughput(),
+			msf(p50), msf(p99), ratio(p50, r.Fsync.P50), row.FsyncsPerNode(), msf(row.MeanFsync()), row.Errors, row.Hints,
 			msf(r.Fsync.P50), msf(r.Fsync.P99)); err != nil {
 			return err
 		}
@@ -443,6 +454,7 @@ the defaults.
 	fsyncs := fs.Int("fsyncs", 2000, "write+fsync samples of the raw fsync measurement")
 	timeout := fs.Duration("timeout", 2*time.Second, "client timeout per update, and the nodes' counter write timeout")
 	seed := fs.Uint64("seed", 1, "seed of the keys and the embedded ring")
+	procs := fs.Int("gomaxprocs", 0, "run with this GOMAXPROCS (0: Go's default, the CPU count); the three nodes and the clients share the process")
 	csv := fs.Bool("csv", false, "print CSV instead of a table")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	if err := fs.Parse(args); err != nil {
@@ -471,6 +483,12 @@ the defaults.
 	if !*quiet {
 		cfg.Progress = stderr
 	}
+	if *procs < 0 {
+		return errors.New("--gomaxprocs must not be negative")
+	}
+	if *procs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*procs))
+	}
 	quietGocql()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -481,6 +499,6 @@ the defaults.
 	if *csv {
 		return WriteDurableCSV(stdout, res)
 	}
-	fmt.Fprintf(stdout, "# idemkv bench durable %s\n", strings.Join(args, " "))
+	fmt.Fprintf(stdout, "# idemkv bench durable %s\n# GOMAXPROCS %d, %d CPUs\n", strings.Join(args, " "), runtime.GOMAXPROCS(0), runtime.NumCPU())
 	return WriteDurableTable(stdout, res)
 }
