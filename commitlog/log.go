@@ -26,12 +26,12 @@ const (
 	// syncer fsyncs as soon as anything is pending, so concurrent writers
 	// share fsyncs without any added wait.
 	SyncBatch
-	// SyncGroup acknowledges an append after the fsync covering it; the
-	// syncer lets appends gather for about one fsync's time (the moving
-	// average of the log's fsyncs, at most GroupWindow) after the first
-	// pending append, less when enough has gathered, and not at all when
-	// the log was idle, so that one fsync covers many appends while a lone
-	// writer waits for its fsync only.
+	// SyncGroup acknowledges an append after the fsync covering it; when
+	// appends come faster than fsyncs, the syncer lets them gather for up
+	// to four average fsyncs (at most GroupWindow) after the first pending
+	// append, less when enough has gathered, so that one fsync covers many
+	// appends; otherwise it syncs at once, so that a lone writer waits for
+	// its own fsync only.
 	SyncGroup
 )
 
@@ -538,10 +538,14 @@ func (l *Log) enqueue(r *Record, wantGen bool) (pos, end Position, gen *syncGen,
 	l.pendingRecs++
 	l.pendingBytes += int(frameLen)
 	if l.opts.Sync != SyncPeriodic {
-		if l.pendingRecs == 1 {
-			if l.opts.Sync == SyncGroup {
-				l.firstPending = time.Now()
+		if l.opts.Sync == SyncGroup {
+			now := time.Now()
+			l.window.appended(now)
+			if l.pendingRecs == 1 {
+				l.firstPending = now
 			}
+		}
+		if l.pendingRecs == 1 {
 			select {
 			case l.kick <- struct{}{}:
 			default:
@@ -757,7 +761,7 @@ func (l *Log) syncNow() error {
 		l.durable = end
 	}
 	l.lastSync = time.Now()
-	l.window.synced(took, l.lastSync)
+	l.window.synced(took)
 	l.synced.Broadcast()
 	l.mu.Unlock()
 

@@ -3,59 +3,77 @@ package commitlog
 import "time"
 
 // groupWindow decides how long group commit lets appends gather before an
-// fsync. The window is the moving average of the log's fsync durations,
-// capped at Options.GroupWindow: waiting about as long as one fsync lets
-// the writers that arrive meanwhile share the next one, while adding at
-// most one fsync's time to any write. A group whose first append arrives
-// a whole window or more after the last sync ended finds the log idle and
-// is synced at once, so a lone writer never waits a window. The syncer
-// ends a window early, too, once as many appends are pending as the last
-// group held (Log.groupTarget).
+// fsync. It keeps two moving averages: of the log's fsync durations and
+// of the time between appends. While fewer than one more append is
+// expected during an fsync (the average gap between appends is longer than
+// the average fsync), the log is as good as idle: waiting would add to a
+// write's latency and gather nobody, so a group is synced at once — a lone
+// writer waits for its own fsync only. Otherwise a group gathers for up to
+// the window after its first append: windowFsyncs times the average fsync,
+// at most Options.GroupWindow (the syncer ends it early, too, once as many
+// appends are pending as the last group held: Log.groupTarget).
 //
 // It holds no lock and reads no clock: the Log guards it with mu and
 // passes the times in, so that tests can drive it.
 type groupWindow struct {
-	cap      time.Duration // Options.GroupWindow
-	avg      time.Duration // moving average of the fsyncs' durations; 0 before the first
-	lastSync time.Time     // when the last sync ended; zero before the first
+	cap        time.Duration // Options.GroupWindow
+	fsync      time.Duration // moving average of the fsyncs' durations; 0 before the first
+	gap        time.Duration // moving average of the time between appends, each at most cap
+	lastAppend time.Time     // zero before the first append
 }
 
-// fsyncWeight is the weight of the newest fsync in the moving average, as
-// 1/fsyncWeight.
-const fsyncWeight = 8
+// avgWeight is the weight of the newest sample in the moving averages, as
+// 1/avgWeight.
+const avgWeight = 8
 
-// window is how long a group may gather: the average fsync, at most cap
-// (cap itself before any fsync was timed).
+// windowFsyncs is the window in average fsyncs.
+const windowFsyncs = 4
+
+func ewma(avg, sample time.Duration) time.Duration {
+	if avg <= 0 {
+		return sample
+	}
+	return avg + (sample-avg)/avgWeight
+}
+
+// window is how long a busy log's group may gather: windowFsyncs average
+// fsyncs, at most cap (cap itself before any fsync was timed).
 func (w *groupWindow) window() time.Duration {
-	if w.avg <= 0 || w.avg > w.cap {
+	if w.fsync <= 0 || windowFsyncs*w.fsync > w.cap {
 		return w.cap
 	}
-	return w.avg
+	return windowFsyncs * w.fsync
+}
+
+// idle reports whether fewer than one more append is expected during an
+// fsync, or nothing is known yet.
+func (w *groupWindow) idle() bool {
+	return w.fsync <= 0 || w.gap <= 0 || w.gap > w.fsync
 }
 
 // wait returns how much longer, at now, the syncer should wait before
 // syncing a group whose first append arrived at first: zero when the log
-// was idle (no sync yet, or first came a window or more after the last
-// sync ended) or when the window that opened at first has passed.
+// is idle or the window that opened at first has passed.
 func (w *groupWindow) wait(first, now time.Time) time.Duration {
-	win := w.window()
-	if w.lastSync.IsZero() || first.Sub(w.lastSync) >= win {
+	if w.idle() {
 		return 0
 	}
-	return max(0, first.Add(win).Sub(now))
+	return max(0, first.Add(w.window()).Sub(now))
 }
 
-// synced records a sync that ended at end; fsync is the duration of its
-// fsync, or zero when there was nothing to fsync.
-func (w *groupWindow) synced(fsync time.Duration, end time.Time) {
-	if fsync > 0 {
-		if w.avg <= 0 {
-			w.avg = fsync
-		} else {
-			w.avg += (fsync - w.avg) / fsyncWeight
-		}
+// appended records an append at now.
+func (w *groupWindow) appended(now time.Time) {
+	if !w.lastAppend.IsZero() {
+		w.gap = ewma(w.gap, min(max(now.Sub(w.lastAppend), 0), w.cap))
 	}
-	if end.After(w.lastSync) {
-		w.lastSync = end
+	if now.After(w.lastAppend) {
+		w.lastAppend = now
+	}
+}
+
+// synced records the duration of an fsync.
+func (w *groupWindow) synced(fsync time.Duration) {
+	if fsync > 0 {
+		w.fsync = ewma(w.fsync, fsync)
 	}
 }

@@ -7,67 +7,104 @@ import (
 )
 
 func TestGroupWindowFollowsFsyncAverage(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	w := groupWindow{cap: time.Millisecond}
-	if got := w.window(); got != time.Millisecond {
+	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
+	w := groupWindow{cap: 2 * time.Millisecond}
+	if got := w.window(); got != w.cap {
 		t.Fatalf("window before any fsync = %v, want the cap", got)
 	}
-	w.synced(200*time.Microsecond, t0)
-	if got := w.window(); got != 200*time.Microsecond {
-		t.Fatalf("window after one 200µs fsync = %v", got)
+	w.synced(us(100))
+	if got, want := w.window(), windowFsyncs*us(100); got != want {
+		t.Fatalf("window after one 100µs fsync = %v, want %v", got, want)
 	}
-	w.synced(1000*time.Microsecond, t0.Add(time.Millisecond))
-	if got, want := w.window(), 300*time.Microsecond; got != want { // 200 + (1000-200)/8
-		t.Fatalf("window after 200µs then 1ms = %v, want %v", got, want)
+	w.synced(us(900))
+	if got, want := w.window(), windowFsyncs*us(200); got != want { // 100 + (900-100)/8
+		t.Fatalf("window after 100µs then 900µs = %v, want %v", got, want)
 	}
-	// A sync with nothing to fsync moves the last sync, not the average.
-	w.synced(0, t0.Add(2*time.Millisecond))
-	if got := w.window(); got != 300*time.Microsecond {
-		t.Fatalf("window after an empty sync = %v, want 300µs", got)
-	}
-	if !w.lastSync.Equal(t0.Add(2 * time.Millisecond)) {
-		t.Fatalf("last sync %v not moved by an empty sync", w.lastSync)
+	// A sync with nothing to fsync leaves the average alone.
+	w.synced(0)
+	if got, want := w.window(), windowFsyncs*us(200); got != want {
+		t.Fatalf("window after an empty sync = %v, want %v", got, want)
 	}
 	// Slow fsyncs: the window never exceeds the cap.
-	for i := range 100 {
-		w.synced(50*time.Millisecond, t0.Add(time.Duration(3+i)*time.Millisecond))
+	for range 100 {
+		w.synced(50 * time.Millisecond)
 	}
-	if got := w.window(); got != time.Millisecond {
-		t.Fatalf("window after slow fsyncs = %v, want the 1ms cap", got)
-	}
-	// A sync reported out of order does not move the last sync back.
-	last := w.lastSync
-	w.synced(time.Microsecond, t0)
-	if !w.lastSync.Equal(last) {
-		t.Fatalf("last sync moved back to %v", w.lastSync)
+	if got := w.window(); got != w.cap {
+		t.Fatalf("window after slow fsyncs = %v, want the cap", got)
 	}
 }
 
-func TestGroupWindowWait(t *testing.T) {
+func TestGroupWindowIdle(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
 	w := groupWindow{cap: 2 * time.Millisecond}
 	if got := w.wait(t0, t0); got != 0 {
-		t.Fatalf("first group ever waits %v, want 0 (the log was idle)", got)
+		t.Fatalf("nothing known yet: wait %v, want 0", got)
 	}
-	w.synced(us(200), t0) // window 200µs, last sync ended at t0
+	w.synced(us(200))
+	// A lone writer: an append every 1.5 ms, one 200µs fsync each.
+	at := t0
+	for range 20 {
+		at = at.Add(us(1500))
+		w.appended(at)
+		if got := w.wait(at, at); got != 0 {
+			t.Fatalf("appends 1.5ms apart with 200µs fsyncs: wait %v, want 0 (idle)", got)
+		}
+	}
+	// Busy: appends 50µs apart; once the average gap is below the fsync
+	// time, a group gathers for the window.
+	busy := false
+	for range 40 {
+		at = at.Add(us(50))
+		w.appended(at)
+		if w.wait(at, at) > 0 {
+			busy = true
+			break
+		}
+	}
+	if !busy {
+		t.Fatalf("appends 50µs apart with 200µs fsyncs never made a group wait (gap average %v)", w.gap)
+	}
+	win := w.window()
 	cases := []struct {
 		name       string
-		first, now time.Duration // after t0
+		first, now time.Duration // after at
 		want       time.Duration
 	}{
-		{"idle: first append a window after the last sync", us(200), us(200), 0},
-		{"idle: long after", time.Second, time.Second + us(10), 0},
-		{"busy: just after the sync, window opens", us(50), us(50), us(200)},
-		{"busy: part of the window gone", us(50), us(150), us(100)},
-		{"busy: window over", us(50), us(250), 0},
-		{"busy: arrived during the fsync", -us(100), 0, us(100)},
-		{"busy: arrived early in the fsync, window over", -us(300), 0, 0},
+		{"window opens", 0, 0, win},
+		{"part of the window gone", 0, us(100), win - us(100)},
+		{"window over", 0, win + us(1), 0},
+		{"first append before a sync ended", -us(100), 0, win - us(100)},
 	}
 	for _, c := range cases {
-		if got := w.wait(t0.Add(c.first), t0.Add(c.now)); got != c.want {
+		if got := w.wait(at.Add(c.first), at.Add(c.now)); got != c.want {
 			t.Errorf("%s: wait = %v, want %v", c.name, got, c.want)
 		}
+	}
+	// A pause longer than the cap counts as the cap: the average gap
+	// climbs back above the fsync time after a few appends, not never.
+	at = at.Add(time.Hour)
+	w.appended(at)
+	if w.gap > w.cap {
+		t.Fatalf("gap average %v above the cap after a pause", w.gap)
+	}
+	idle := false
+	for range 40 {
+		at = at.Add(time.Second)
+		w.appended(at)
+		if w.wait(at, at) == 0 {
+			idle = true
+			break
+		}
+	}
+	if !idle {
+		t.Fatalf("appends a second apart never made the log idle (gap average %v)", w.gap)
+	}
+	// An append stamped before the last one does not move it back.
+	last := w.lastAppend
+	w.appended(t0)
+	if !w.lastAppend.Equal(last) {
+		t.Fatalf("last append moved back to %v", w.lastAppend)
 	}
 }
 
