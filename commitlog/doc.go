@@ -107,10 +107,11 @@
 // per log takes the whole buffer, writes it, fsyncs it and wakes every append
 // it covered at once (one channel per sync generation). Batch syncs as soon
 // as anything is pending. Group lets a group gather after its
-// first pending append unless the log is as good as idle: while the moving
-// average of the time between appends is longer than that of the fsyncs
-// (fewer than one more append is expected during an fsync), a group is
-// synced at once, so that a lone writer waits for its own fsync only.
+// first pending append unless the log is as good as idle: when the last
+// group held one append and the moving average of the time between appends
+// is longer than that of the fsyncs (fewer than one more append is expected
+// during an fsync), a group is synced at once, so that a lone writer waits
+// for its own fsync only.
 // Otherwise the window is four average fsyncs, at most GroupWindow, and
 // ends early when 1 MiB is pending or when as many records are pending as
 // the previous group commit held (at least 2) — that is, once the writers

@@ -649,6 +649,9 @@ func (l *Log) writePending() error {
 	}
 	if l.opts.Sync == SyncGroup {
 		l.groupTarget = max(l.pendingRecs, 2)
+		if l.pendingRecs > 0 {
+			l.window.grouped(l.pendingRecs)
+		}
 	}
 	l.pendingRecs, l.pendingBytes = 0, 0
 	err := l.err

@@ -3,15 +3,18 @@ package commitlog
 import "time"
 
 // groupWindow decides how long group commit lets appends gather before an
-// fsync. It keeps two moving averages: of the log's fsync durations and
-// of the time between appends. While fewer than one more append is
-// expected during an fsync (the average gap between appends is longer than
-// the average fsync), the log is as good as idle: waiting would add to a
+// fsync. It keeps two moving averages, of the log's fsync durations and of
+// the time between appends, and the size of the last group. When the last
+// group held a single append and fewer than one more append is expected
+// during an fsync (the average gap between appends is longer than the
+// average fsync), the log is as good as idle: waiting would add to a
 // write's latency and gather nobody, so a group is synced at once — a lone
 // writer waits for its own fsync only. Otherwise a group gathers for up to
 // the window after its first append: windowFsyncs times the average fsync,
 // at most Options.GroupWindow (the syncer ends it early, too, once as many
-// appends are pending as the last group held: Log.groupTarget).
+// appends are pending as the last group held: Log.groupTarget). Both
+// conditions are needed for idleness: many writers on a slow machine space
+// their appends out, but they still fill groups of several.
 //
 // It holds no lock and reads no clock: the Log guards it with mu and
 // passes the times in, so that tests can drive it.
@@ -20,6 +23,7 @@ type groupWindow struct {
 	fsync      time.Duration // moving average of the fsyncs' durations; 0 before the first
 	gap        time.Duration // moving average of the time between appends, each at most cap
 	lastAppend time.Time     // zero before the first append
+	last       int           // appends in the last group synced
 }
 
 // avgWeight is the weight of the newest sample in the moving averages, as
@@ -45,10 +49,10 @@ func (w *groupWindow) window() time.Duration {
 	return windowFsyncs * w.fsync
 }
 
-// idle reports whether fewer than one more append is expected during an
-// fsync, or nothing is known yet.
+// idle reports whether the last group held one append and fewer than one
+// more append is expected during an fsync, or nothing is known yet.
 func (w *groupWindow) idle() bool {
-	return w.fsync <= 0 || w.gap <= 0 || w.gap > w.fsync
+	return w.fsync <= 0 || w.last <= 1 && (w.gap <= 0 || w.gap > w.fsync)
 }
 
 // wait returns how much longer, at now, the syncer should wait before
@@ -70,6 +74,9 @@ func (w *groupWindow) appended(now time.Time) {
 		w.lastAppend = now
 	}
 }
+
+// grouped records that a sync took n pending appends (n > 0).
+func (w *groupWindow) grouped(n int) { w.last = n }
 
 // synced records the duration of an fsync.
 func (w *groupWindow) synced(fsync time.Duration) {

@@ -100,6 +100,17 @@ func TestGroupWindowIdle(t *testing.T) {
 	if !idle {
 		t.Fatalf("appends a second apart never made the log idle (gap average %v)", w.gap)
 	}
+	// Appends spaced out, but the last group held several (many writers on
+	// a slow machine): a group still gathers. One append in the last group
+	// makes the log idle again.
+	w.grouped(3)
+	if got := w.wait(at, at); got != w.window() {
+		t.Fatalf("last group of 3, gap average %v above the fsync %v: wait %v, want the window %v", w.gap, w.fsync, got, w.window())
+	}
+	w.grouped(1)
+	if got := w.wait(at, at); got != 0 {
+		t.Fatalf("last group of 1, gap average %v above the fsync %v: wait %v, want 0", w.gap, w.fsync, got)
+	}
 	// An append stamped before the last one does not move it back.
 	last := w.lastAppend
 	w.appended(t0)
