@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkv/idemkv/coltype/handoffcol"
 	"github.com/idemkv/idemkv/node"
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // ClusterConfig configures an embedded ring for the load generator: node i
@@ -35,6 +36,9 @@ type ClusterConfig struct {
 	Leader              string       // vanilla counter leader rule: random (default) or first
 	Logger              *slog.Logger // default: discard
 	Log                 *FaultLog    // where faults are logged; default a new log
+	// FS, when set, gives node i (1-based) its filesystem (node.Options.FS),
+	// e.g. one that counts the commit log's fsyncs; nil: the OS's.
+	FS func(i int) vfs.FS
 }
 
 // Cluster is an embedded ring whose nodes can be stopped, restarted and
@@ -98,7 +102,11 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			CounterWriteTimeoutMS: int(cfg.CounterWriteTimeout / time.Millisecond),
 			GossipIntervalMS:      200, PhiConvictThreshold: 12, HintDeliveryMS: 500,
 		})
-		c.opts = append(c.opts, node.Options{Logger: cfg.Logger, Seed: cfg.Seed*1000 + uint64(i), WrapExecutor: c.injector.Wrap(i)})
+		opts := node.Options{Logger: cfg.Logger, Seed: cfg.Seed*1000 + uint64(i), WrapExecutor: c.injector.Wrap(i)}
+		if cfg.FS != nil {
+			opts.FS = cfg.FS(i)
+		}
+		c.opts = append(c.opts, opts)
 		n, err := node.Start(c.confs[i-1], c.opts[i-1])
 		if err != nil {
 			c.Stop()

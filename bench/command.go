@@ -19,7 +19,8 @@ import (
 
 // Command runs the load-generator benchmarks of the idemkv command line:
 // name "" is 'idemkv bench' (the main comparison: over-count, then
-// latency), "overcount" and "latency" the single benchmarks. args are the
+// latency), "overcount" and "latency" the single benchmarks, "durable" the
+// durable-writes comparison of the commit log sync modes. args are the
 // flags; the output goes to stdout (table, JSON or CSV), the progress bar
 // and the files written to stderr.
 func Command(name string, args []string, stdout, stderr io.Writer) error {
@@ -28,6 +29,8 @@ func Command(name string, args []string, stdout, stderr io.Writer) error {
 		return runMainCommand(args, stdout, stderr)
 	case "overcount", "latency":
 		return runLoadCommand(name, args, stdout, stderr)
+	case "durable":
+		return runDurableCommand(args, stdout, stderr)
 	}
 	return fmt.Errorf("bench: unknown benchmark %q", name)
 }

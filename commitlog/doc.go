@@ -106,10 +106,17 @@
 // than 1.5×SyncPeriod. In SyncBatch and SyncGroup modes one syncer goroutine
 // per log takes the whole buffer, writes it, fsyncs it and wakes every append
 // it covered at once (one channel per sync generation). Batch syncs as soon
-// as anything is pending; group waits up to GroupWindow after the first
-// pending append, ending the window early when 1 MiB is pending or when as
-// many records are pending as the previous group commit held (at least 2) —
-// that is, once the writers that waited last time are all back. A segment is
+// as anything is pending. Group lets a group gather after its
+// first pending append unless the log is as good as idle: when the last
+// group held one append and the moving average of the time between appends
+// is longer than that of the fsyncs (fewer than one more append is expected
+// during an fsync), a group is synced at once, so that a lone writer waits
+// for its own fsync only.
+// Otherwise the window is four average fsyncs, at most GroupWindow, and
+// ends early when 1 MiB is pending or when as many records are pending as
+// the previous group commit held (at least 2) — that is, once the writers
+// that waited last time are all back. Either way, concurrent appends share
+// one fsync. A segment is
 // fsynced before the next one is written, and the directory is fsynced after
 // a segment is created or deleted. A write or fsync error is sticky: it is
 // returned to every waiter and to every later append, and Durable stops.

@@ -26,9 +26,12 @@ const (
 	// syncer fsyncs as soon as anything is pending, so concurrent writers
 	// share fsyncs without any added wait.
 	SyncBatch
-	// SyncGroup acknowledges an append after the fsync covering it; the
-	// syncer waits up to GroupWindow after the first pending append (less
-	// when enough has gathered) so that one fsync covers many appends.
+	// SyncGroup acknowledges an append after the fsync covering it; when
+	// appends come faster than fsyncs, the syncer lets them gather for up
+	// to four average fsyncs (at most GroupWindow) after the first pending
+	// append, less when enough has gathered, so that one fsync covers many
+	// appends; otherwise it syncs at once, so that a lone writer waits for
+	// its own fsync only.
 	SyncGroup
 )
 
@@ -80,7 +83,7 @@ type Options struct {
 	SegmentSize int64
 	Sync        SyncMode      // default SyncPeriodic
 	SyncPeriod  time.Duration // periodic: fsync interval (default 10s)
-	GroupWindow time.Duration // group: longest wait before an fsync (default 2ms)
+	GroupWindow time.Duration // group: the longest a group gathers before its fsync (default 2ms)
 	// SkipCorrupt makes Open skip (and log) corrupt records and segments
 	// instead of failing. It is the operator's explicit choice.
 	SkipCorrupt bool
@@ -220,9 +223,11 @@ type Log struct {
 	gen          *syncGen
 	pendingRecs  int
 	pendingBytes int
-	groupTarget  int      // group: pending records that end the window early
-	written      Position // everything before is written to the OS
-	durable      Position // everything before is fsynced
+	groupTarget  int         // group: pending records that end the window early
+	firstPending time.Time   // group: when the first pending record was appended
+	window       groupWindow // group: how long a group gathers
+	written      Position    // everything before is written to the OS
+	durable      Position    // everything before is fsynced
 	lastSync     time.Time
 	err          error // sticky write/fsync error
 	closed       bool
@@ -312,6 +317,7 @@ func Open(opts Options, replay func(Position, Record) error) (*Log, error) {
 		maxRecord:   opts.SegmentSize / 2,
 		lag:         opts.SyncPeriod * 3 / 2,
 		groupTarget: 2,
+		window:      groupWindow{cap: opts.GroupWindow},
 		kick:        make(chan struct{}, 1),
 		full:        make(chan struct{}, 1),
 		quit:        make(chan struct{}),
@@ -532,6 +538,13 @@ func (l *Log) enqueue(r *Record, wantGen bool) (pos, end Position, gen *syncGen,
 	l.pendingRecs++
 	l.pendingBytes += int(frameLen)
 	if l.opts.Sync != SyncPeriodic {
+		if l.opts.Sync == SyncGroup {
+			now := time.Now()
+			l.window.appended(now)
+			if l.pendingRecs == 1 {
+				l.firstPending = now
+			}
+		}
 		if l.pendingRecs == 1 {
 			select {
 			case l.kick <- struct{}{}:
@@ -636,6 +649,9 @@ func (l *Log) writePending() error {
 	}
 	if l.opts.Sync == SyncGroup {
 		l.groupTarget = max(l.pendingRecs, 2)
+		if l.pendingRecs > 0 {
+			l.window.grouped(l.pendingRecs)
+		}
 	}
 	l.pendingRecs, l.pendingBytes = 0, 0
 	err := l.err
@@ -720,10 +736,15 @@ func (l *Log) syncNow() error {
 	need := l.durable.Less(end)
 	l.mu.Unlock()
 	l.ioMu.Unlock()
+	var took time.Duration
 	if err == nil && need {
+		start := time.Now()
 		if serr := seg.f.Sync(); serr != nil {
 			err = fmt.Errorf("commitlog: sync %s: %w", seg.path, serr)
 		}
+		// At least 1ns, so that a clock too coarse to see the fsync
+		// still counts it as timed.
+		took = max(time.Since(start), time.Nanosecond)
 	}
 	for _, f := range toClose {
 		if cerr := f.Close(); cerr != nil {
@@ -743,6 +764,7 @@ func (l *Log) syncNow() error {
 		l.durable = end
 	}
 	l.lastSync = time.Now()
+	l.window.synced(took)
 	l.synced.Broadcast()
 	l.mu.Unlock()
 
@@ -771,15 +793,16 @@ func (l *Log) syncLoop() {
 			l.mu.Lock()
 			ready := l.pendingRecs >= l.groupTarget || l.pendingBytes >= groupBytes
 			empty := l.pendingRecs == 0
+			wait := l.window.wait(l.firstPending, time.Now())
 			l.mu.Unlock()
 			if empty {
 				continue
 			}
-			if !ready {
+			if !ready && wait > 0 {
 				if timer == nil {
-					timer = time.NewTimer(l.opts.GroupWindow)
+					timer = time.NewTimer(wait)
 				} else {
-					timer.Reset(l.opts.GroupWindow)
+					timer.Reset(wait)
 				}
 				select {
 				case <-timer.C:
