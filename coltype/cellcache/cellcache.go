@@ -22,6 +22,15 @@
 // that takes over another's state (ALTER TABLE) keeps its namespace. A user
 // that guards a state by a lock of its own (the replica's vanilla shards,
 // under the cell lock) may use Get and Put, which do not pin.
+//
+// The recency order is golang-lru's (github.com/hashicorp/golang-lru/v2,
+// simplelru.LRU): each shard keeps a map of all its entries, pinned or not,
+// and an LRU of its unpinned ones only, most recently used first. Pinning
+// an entry takes it out of the LRU; releasing its last pin adds it back as
+// the most recent. The LRU's own size bound is not used (it is made too
+// large ever to evict): the bound is the entries' estimated bytes, not
+// their number, and pinned entries, which count towards it, must stay. The
+// shard evicts the LRU's oldest entries while its cost exceeds its bound.
 package cellcache
 
 import (
@@ -31,6 +40,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // SizeSetting is the replica setting (coltype.Env.Setting) of the cache's
@@ -42,8 +53,8 @@ const SizeSetting = "counter_cache_size_in_mb"
 const DefaultMaxBytes = 50 << 20
 
 // EntryOverhead is the estimated bytes of an entry besides its key and its
-// state: the entry, its map slot and list links, and the design's cell
-// struct (mutex, pointers). The designs add their state's own estimate.
+// state: the entry, its map slots and LRU list element, and the design's
+// cell struct (mutex, pointers). The designs add their state's own estimate.
 const EntryOverhead = 160
 
 // DefaultBytes is Cassandra's default counter cache size: min(2.5 % of
@@ -118,14 +129,14 @@ type Cache struct {
 	hits, misses, evictions atomic.Uint64
 }
 
-// shard is a part of the cache with its own lock, LRU list and share of
-// the bound.
+// shard is a part of the cache with its own lock, LRU and share of the
+// bound.
 type shard struct {
 	mu    sync.Mutex
-	m     map[key]*entry
-	bound int64 // 0: none
+	m     map[key]*entry              // every entry, pinned or not, but not detached ones
+	lru   *simplelru.LRU[key, *entry] // the entries of m that no handle pins
+	bound int64                       // 0: none
 	cost  int64
-	lru   entry // sentinel of the list of unpinned entries, most recent first
 	_     [32]byte
 }
 
@@ -135,12 +146,11 @@ type key struct {
 }
 
 type entry struct {
-	key        key
-	val        any
-	cost       int64
-	pins       int
-	detached   bool // removed from the map while pinned
-	prev, next *entry
+	key      key
+	val      any
+	cost     int64
+	pins     int
+	detached bool // removed from the map while pinned
 }
 
 // New returns a cache bounded by an estimate of maxBytes bytes; 0 (or
@@ -162,7 +172,12 @@ func newCache(bound int64, byEntries bool) *Cache {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.m = map[key]*entry{}
-		s.lru.next, s.lru.prev = &s.lru, &s.lru
+		// Too large ever to evict by itself: evict evicts by cost.
+		lru, err := simplelru.NewLRU[key, *entry](math.MaxInt, nil)
+		if err != nil {
+			panic(err) // only for a size <= 0
+		}
+		s.lru = lru
 		if bound > 0 {
 			s.bound = max(bound/int64(n), 1)
 		}
@@ -210,7 +225,7 @@ func (c *Cache) Acquire(ns uint64, k string, newValue func() any) (h Handle, cre
 	e, ok := s.m[kk]
 	if ok {
 		if e.pins == 0 {
-			e.unlink()
+			s.lru.Remove(kk)
 		}
 		e.pins++
 		s.mu.Unlock()
@@ -239,7 +254,7 @@ func (c *Cache) Peek(ns uint64, k string) (h Handle, ok bool) {
 		return Handle{}, false
 	}
 	if e.pins == 0 {
-		e.unlink()
+		s.lru.Remove(kk)
 	}
 	e.pins++
 	return Handle{c, s, e}, true
@@ -260,8 +275,7 @@ func (c *Cache) Get(ns uint64, k string) (v any, ok bool) {
 	if ok {
 		v = e.val
 		if e.pins == 0 {
-			e.unlink()
-			e.linkFront(&s.lru)
+			s.lru.Get(kk) // most recently used
 		}
 	}
 	s.mu.Unlock()
@@ -285,15 +299,13 @@ func (c *Cache) Put(ns uint64, k string, v any, size int64) {
 	if !ok {
 		e = &entry{key: kk}
 		s.m[kk] = e
-	} else if e.pins == 0 {
-		e.unlink()
 	}
 	e.val = v
 	cost := c.cost(e, size)
 	s.cost += cost - e.cost
 	e.cost = cost
 	if e.pins == 0 {
-		e.linkFront(&s.lru)
+		s.lru.Add(kk, e) // added, or moved to the front
 	}
 	s.evict(c)
 }
@@ -336,7 +348,7 @@ func (h Handle) Release() {
 	if e.pins--; e.pins > 0 || e.detached {
 		return
 	}
-	e.linkFront(&s.lru)
+	s.lru.Add(e.key, e)
 	s.evict(h.c)
 }
 
@@ -369,7 +381,7 @@ func (s *shard) detach(e *entry) {
 	s.cost -= e.cost
 	e.detached = true
 	if e.pins == 0 {
-		e.unlink()
+		s.lru.Remove(e.key)
 	}
 }
 
@@ -386,27 +398,16 @@ func (s *shard) evict(c *Cache) {
 	if s.bound <= 0 {
 		return
 	}
-	for s.cost > s.bound && s.lru.prev != &s.lru {
-		e := s.lru.prev
-		e.unlink()
+	for s.cost > s.bound {
+		_, e, ok := s.lru.RemoveOldest()
+		if !ok {
+			return // the rest is pinned
+		}
 		delete(s.m, e.key)
 		s.cost -= e.cost
 		e.detached = true
 		c.evictions.Add(1)
 	}
-}
-
-func (e *entry) unlink() {
-	if e.prev != nil {
-		e.prev.next, e.next.prev = e.next, e.prev
-		e.prev, e.next = nil, nil
-	}
-}
-
-func (e *entry) linkFront(head *entry) {
-	e.prev, e.next = head, head.next
-	head.next.prev = e
-	head.next = e
 }
 
 // Stats are a cache's counts.
