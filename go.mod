@@ -7,6 +7,7 @@ require (
 	github.com/bits-and-blooms/bitset v1.29.0
 	github.com/gocql/gocql v1.7.0
 	github.com/google/btree v1.1.3
+	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/mattn/go-runewidth v0.0.16
 	github.com/peterh/liner v1.2.2
 	github.com/prometheus/client_golang v1.25.0

@@ -22,6 +22,18 @@
 // that takes over another's state (ALTER TABLE) keeps its namespace. A user
 // that guards a state by a lock of its own (the replica's vanilla shards,
 // under the cell lock) may use Get and Put, which do not pin.
+//
+// The recency order is golang-lru's (github.com/hashicorp/golang-lru/v2,
+// simplelru.LRU): each shard keeps its unpinned entries (value and cost)
+// in an LRU, most recently used first, and its pinned ones in a map of its
+// own. Pinning an entry moves it from the LRU to the map; releasing its
+// last pin moves it back as the most recent. (An entry is in one of them
+// only, so that a cached entry costs one map slot and one list element,
+// not a map slot of the shard's besides.) The LRU's own size bound is not
+// used (it is made too large ever to evict): the bound is the entries'
+// estimated bytes, not their number, and pinned entries, which count
+// towards it, must stay. The shard evicts the LRU's oldest entries while
+// its cost exceeds its bound.
 package cellcache
 
 import (
@@ -31,6 +43,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // SizeSetting is the replica setting (coltype.Env.Setting) of the cache's
@@ -42,8 +56,8 @@ const SizeSetting = "counter_cache_size_in_mb"
 const DefaultMaxBytes = 50 << 20
 
 // EntryOverhead is the estimated bytes of an entry besides its key and its
-// state: the entry, its map slot and list links, and the design's cell
-// struct (mutex, pointers). The designs add their state's own estimate.
+// state: its map slot and LRU list element (pinned: the entry and its map
+// slot), and the design's cell struct (mutex, pointers). The designs add their state's own estimate.
 const EntryOverhead = 160
 
 // DefaultBytes is Cassandra's default counter cache size: min(2.5 % of
@@ -118,15 +132,15 @@ type Cache struct {
 	hits, misses, evictions atomic.Uint64
 }
 
-// shard is a part of the cache with its own lock, LRU list and share of
-// the bound.
+// shard is a part of the cache with its own lock, LRU and share of the
+// bound. An entry of the shard is in pinned or in lru, never in both.
 type shard struct {
-	mu    sync.Mutex
-	m     map[key]*entry
-	bound int64 // 0: none
-	cost  int64
-	lru   entry // sentinel of the list of unpinned entries, most recent first
-	_     [32]byte
+	mu     sync.Mutex
+	pinned map[key]*entry            // the entries that handles pin (not detached ones)
+	lru    *simplelru.LRU[key, slot] // the other entries, most recently used first
+	bound  int64                     // 0: none
+	cost   int64
+	_      [32]byte
 }
 
 type key struct {
@@ -134,13 +148,20 @@ type key struct {
 	k  string
 }
 
+// slot is an unpinned entry, as the LRU holds it.
+type slot struct {
+	val  any
+	cost int64
+}
+
+// entry is a pinned entry: its handles share it until the last Release
+// moves its value back to the LRU.
 type entry struct {
-	key        key
-	val        any
-	cost       int64
-	pins       int
-	detached   bool // removed from the map while pinned
-	prev, next *entry
+	key      key
+	val      any
+	cost     int64
+	pins     int
+	detached bool // removed from the cache while pinned (or released)
 }
 
 // New returns a cache bounded by an estimate of maxBytes bytes; 0 (or
@@ -161,8 +182,13 @@ func newCache(bound int64, byEntries bool) *Cache {
 	c := &Cache{seed: maphash.MakeSeed(), shards: make([]shard, n), byEntries: byEntries, bound: bound}
 	for i := range c.shards {
 		s := &c.shards[i]
-		s.m = map[key]*entry{}
-		s.lru.next, s.lru.prev = &s.lru, &s.lru
+		s.pinned = map[key]*entry{}
+		// Too large ever to evict by itself: evict evicts by cost.
+		lru, err := simplelru.NewLRU[key, slot](math.MaxInt, nil)
+		if err != nil {
+			panic(err) // only for a size <= 0
+		}
+		s.lru = lru
 		if bound > 0 {
 			s.bound = max(bound/int64(n), 1)
 		}
@@ -199,6 +225,23 @@ type Handle struct {
 	e *entry
 }
 
+// pin pins the entry of a key if the shard has it: one more pin of a
+// pinned entry, or an unpinned one taken out of the LRU. s.mu is held.
+func (s *shard) pin(k key) (*entry, bool) {
+	if e, ok := s.pinned[k]; ok {
+		e.pins++
+		return e, true
+	}
+	sl, ok := s.lru.Peek(k)
+	if !ok {
+		return nil, false
+	}
+	s.lru.Remove(k)
+	e := &entry{key: k, val: sl.val, cost: sl.cost, pins: 1}
+	s.pinned[k] = e
+	return e, true
+}
+
 // Acquire returns the entry of key k in namespace ns, pinned, creating it
 // with newValue on a miss (newValue must not block: a design loads the
 // state from storage under its own cell lock, or once, after Acquire);
@@ -207,19 +250,14 @@ func (c *Cache) Acquire(ns uint64, k string, newValue func() any) (h Handle, cre
 	kk := key{ns, k}
 	s := c.shard(kk)
 	s.mu.Lock()
-	e, ok := s.m[kk]
-	if ok {
-		if e.pins == 0 {
-			e.unlink()
-		}
-		e.pins++
+	if e, ok := s.pin(kk); ok {
 		s.mu.Unlock()
 		c.hits.Add(1)
 		return Handle{c, s, e}, false
 	}
-	e = &entry{key: kk, val: newValue(), pins: 1}
-	e.cost = c.cost(e, 0)
-	s.m[kk] = e
+	e := &entry{key: kk, val: newValue(), pins: 1}
+	e.cost = c.cost(kk, 0)
+	s.pinned[kk] = e
 	s.cost += e.cost
 	s.evict(c)
 	s.mu.Unlock()
@@ -234,14 +272,10 @@ func (c *Cache) Peek(ns uint64, k string) (h Handle, ok bool) {
 	s := c.shard(kk)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.m[kk]
+	e, ok := s.pin(kk)
 	if !ok {
 		return Handle{}, false
 	}
-	if e.pins == 0 {
-		e.unlink()
-	}
-	e.pins++
 	return Handle{c, s, e}, true
 }
 
@@ -256,13 +290,10 @@ func (c *Cache) Get(ns uint64, k string) (v any, ok bool) {
 	kk := key{ns, k}
 	s := c.shard(kk)
 	s.mu.Lock()
-	e, ok := s.m[kk]
-	if ok {
-		v = e.val
-		if e.pins == 0 {
-			e.unlink()
-			e.linkFront(&s.lru)
-		}
+	if sl, hit := s.lru.Get(kk); hit { // most recently used
+		v, ok = sl.val, true
+	} else if e, hit := s.pinned[kk]; hit {
+		v, ok = e.val, true
 	}
 	s.mu.Unlock()
 	if ok {
@@ -281,19 +312,16 @@ func (c *Cache) Put(ns uint64, k string, v any, size int64) {
 	s := c.shard(kk)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.m[kk]
-	if !ok {
-		e = &entry{key: kk}
-		s.m[kk] = e
-	} else if e.pins == 0 {
-		e.unlink()
-	}
-	e.val = v
-	cost := c.cost(e, size)
-	s.cost += cost - e.cost
-	e.cost = cost
-	if e.pins == 0 {
-		e.linkFront(&s.lru)
+	cost := c.cost(kk, size)
+	if e, ok := s.pinned[kk]; ok {
+		s.cost += cost - e.cost
+		e.val, e.cost = v, cost
+	} else {
+		if old, ok := s.lru.Peek(kk); ok {
+			s.cost -= old.cost
+		}
+		s.cost += cost
+		s.lru.Add(kk, slot{v, cost}) // added, or replaced and moved to the front
 	}
 	s.evict(c)
 }
@@ -304,9 +332,14 @@ func (c *Cache) DropNamespace(ns uint64) {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		for k, e := range s.m {
+		for k, e := range s.pinned {
 			if k.ns == ns {
 				s.detach(e)
+			}
+		}
+		for _, k := range s.lru.Keys() {
+			if k.ns == ns {
+				s.remove(k)
 			}
 		}
 		s.mu.Unlock()
@@ -321,7 +354,7 @@ func (h Handle) SetSize(n int64) {
 	}
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
-	c := h.c.cost(h.e, n)
+	c := h.c.cost(h.e.key, n)
 	if !h.e.detached {
 		h.s.cost += c - h.e.cost
 	}
@@ -336,7 +369,9 @@ func (h Handle) Release() {
 	if e.pins--; e.pins > 0 || e.detached {
 		return
 	}
-	e.linkFront(&s.lru)
+	delete(s.pinned, e.key)
+	e.detached = true // its value is the LRU's now
+	s.lru.Add(e.key, slot{e.val, e.cost})
 	s.evict(h.c)
 }
 
@@ -356,28 +391,36 @@ func (c *Cache) Remove(ns uint64, k string) {
 	s := c.shard(kk)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.m[kk]; ok {
+	if e, ok := s.pinned[kk]; ok {
 		s.detach(e)
+	} else {
+		s.remove(kk)
 	}
 }
 
+// detach drops a pinned entry from the cache. s.mu is held.
 func (s *shard) detach(e *entry) {
-	if e.detached || s.m[e.key] != e {
+	if e.detached || s.pinned[e.key] != e {
 		return
 	}
-	delete(s.m, e.key)
+	delete(s.pinned, e.key)
 	s.cost -= e.cost
 	e.detached = true
-	if e.pins == 0 {
-		e.unlink()
+}
+
+// remove drops an unpinned entry, if the LRU has one. s.mu is held.
+func (s *shard) remove(k key) {
+	if sl, ok := s.lru.Peek(k); ok {
+		s.lru.Remove(k)
+		s.cost -= sl.cost
 	}
 }
 
-func (c *Cache) cost(e *entry, size int64) int64 {
+func (c *Cache) cost(k key, size int64) int64 {
 	if c.byEntries {
 		return 1
 	}
-	return EntryOverhead + int64(len(e.key.k)) + max(size, 0)
+	return EntryOverhead + int64(len(k.k)) + max(size, 0)
 }
 
 // evict drops unpinned entries, least recently used first, while the
@@ -386,27 +429,14 @@ func (s *shard) evict(c *Cache) {
 	if s.bound <= 0 {
 		return
 	}
-	for s.cost > s.bound && s.lru.prev != &s.lru {
-		e := s.lru.prev
-		e.unlink()
-		delete(s.m, e.key)
-		s.cost -= e.cost
-		e.detached = true
+	for s.cost > s.bound {
+		_, sl, ok := s.lru.RemoveOldest()
+		if !ok {
+			return // the rest is pinned
+		}
+		s.cost -= sl.cost
 		c.evictions.Add(1)
 	}
-}
-
-func (e *entry) unlink() {
-	if e.prev != nil {
-		e.prev.next, e.next.prev = e.next, e.prev
-		e.prev, e.next = nil, nil
-	}
-}
-
-func (e *entry) linkFront(head *entry) {
-	e.prev, e.next = head, head.next
-	head.next.prev = e
-	head.next = e
 }
 
 // Stats are a cache's counts.
@@ -424,13 +454,9 @@ func (c *Cache) Stats() Stats {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		st.Entries += len(s.m)
+		st.Entries += len(s.pinned) + s.lru.Len()
+		st.Pinned += len(s.pinned)
 		st.Cost += s.cost
-		for _, e := range s.m {
-			if e.pins > 0 {
-				st.Pinned++
-			}
-		}
 		s.mu.Unlock()
 	}
 	return st
@@ -442,7 +468,7 @@ func (c *Cache) Len() int {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		n += len(s.m)
+		n += len(s.pinned) + s.lru.Len()
 		s.mu.Unlock()
 	}
 	return n
@@ -456,9 +482,15 @@ func (c *Cache) Values(ns uint64) []any {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		for k, e := range s.m {
+		for k, e := range s.pinned {
 			if k.ns == ns {
 				out = append(out, e.val)
+			}
+		}
+		for _, k := range s.lru.Keys() {
+			if k.ns == ns {
+				sl, _ := s.lru.Peek(k)
+				out = append(out, sl.val)
 			}
 		}
 		s.mu.Unlock()
