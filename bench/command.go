@@ -37,7 +37,7 @@ func Command(name string, args []string, stdout, stderr io.Writer) error {
 
 // loadFlags are the flags of the load-generator benchmarks.
 type loadFlags struct {
-	hosts                      *string
+	hosts, ringDir             *string
 	port                       *int
 	nodes, rf                  *int
 	cl, modes                  *string
@@ -81,6 +81,7 @@ type loadDefaults struct {
 func addLoadFlags(fs *flag.FlagSet, d loadDefaults) *loadFlags {
 	return &loadFlags{
 		hosts:               fs.String("hosts", "", "CQL addresses of a running ring, comma-separated (host or host:port); empty: start an embedded ring"),
+		ringDir:             fs.String("ring-dir", "", "the directory of a ring started by 'idemkv ring up' (its --dir): the load goes to its nodes (--hosts defaults to their CQL addresses) and --kill-every kills a seeded node process with SIGKILL and starts it again after --down"),
 		port:                fs.Int("port", 9042, "CQL port of --hosts given without one"),
 		nodes:               fs.Int("nodes", 3, "nodes of the embedded ring (node i on 127.0.0.i)"),
 		rf:                  fs.Int("rf", 3, "replication factor of keyspace bench when the run creates it"),
@@ -101,7 +102,7 @@ func addLoadFlags(fs *flag.FlagSet, d loadDefaults) *loadFlags {
 		lostAck:             fs.Float64("lost-ack", d.lostAck, "probability that an attempt's answer is lost after it applied"),
 		delay:               fs.Float64("delay", d.delay, "probability that an attempt's answer comes after the client timeout (running ring: the client abandons it)"),
 		delayBy:             fs.Duration("delay-by", 0, "how long a delayed answer waits (default: --timeout + 100ms)"),
-		killEvery:           fs.Duration("kill-every", 0, "embedded ring: stop a seeded random node this often (0: never)"),
+		killEvery:           fs.Duration("kill-every", 0, "stop a seeded random node this often, uncleanly (0: never): the embedded ring's node.Crash, or with --ring-dir SIGKILL of the node's process"),
 		down:                fs.Duration("down", 2*time.Second, "how long a killed node stays down"),
 		pauseEvery:          fs.Duration("pause-every", 0, "embedded ring: stall a seeded random node's CQL executor this often (0: never)"),
 		pauseFor:            fs.Duration("pause-for", 0, "how long a pause lasts (default: 1.5 × --timeout)"),
@@ -169,8 +170,12 @@ func (f *loadFlags) config(name string, stderr io.Writer) (Config, error) {
 	if r := *f.proxyReset; r < 0 || r > 1 {
 		return cfg, fmt.Errorf("--proxy-reset %g: want 0 to 1", r)
 	}
-	if *f.hosts != "" && (cfg.Faults.KillEvery > 0 || cfg.Faults.PauseEvery > 0) {
-		return cfg, errors.New("--kill-every and --pause-every need the embedded ring: on --hosts only client-side faults apply (--lost-ack, --delay)")
+	running := *f.hosts != "" || *f.ringDir != ""
+	if running && cfg.Faults.PauseEvery > 0 {
+		return cfg, errors.New("--pause-every needs the embedded ring: on --hosts only client-side faults apply (--lost-ack, --delay)")
+	}
+	if *f.ringDir == "" && *f.hosts != "" && cfg.Faults.KillEvery > 0 {
+		return cfg, errors.New("--kill-every on --hosts needs --ring-dir (a ring started by 'idemkv ring up', whose node processes it kills); without either it kills the embedded ring's nodes")
 	}
 	switch *f.format {
 	case "table", "json", "csv":
@@ -183,7 +188,23 @@ func (f *loadFlags) config(name string, stderr io.Writer) (Config, error) {
 // target starts the embedded ring, or names the running one; stop stops
 // what it started.
 func (f *loadFlags) target(ctx context.Context, stderr io.Writer) (t Target, stop func(), err error) {
-	if *f.hosts != "" {
+	if *f.ringDir != "" {
+		p, err := OpenProcessRing(*f.ringDir, *f.seed)
+		if err != nil {
+			return t, nil, err
+		}
+		hosts := ParseHosts(*f.hosts, *f.port)
+		if len(hosts) == 0 {
+			if hosts, err = p.Hosts(); err != nil {
+				return t, nil, err
+			}
+		}
+		t, stop = Target{Hosts: hosts, Killer: p}, func() {}
+		fmt.Fprintf(stderr, "ring of %d node processes in %s, commit log sync %s, hosts %s\n", p.Size(), *f.ringDir, p.CommitLogSync(), strings.Join(hosts, ","))
+		if err := p.WaitUp(ctx); err != nil {
+			return t, nil, err
+		}
+	} else if *f.hosts != "" {
 		t, stop = Target{Hosts: ParseHosts(*f.hosts, *f.port)}, func() {}
 	} else {
 		c, err := StartCluster(ctx, ClusterConfig{Nodes: *f.nodes, Dir: *f.dir, Seed: *f.seed, CounterWriteTimeout: *f.counterWriteTimeout, Sync: *f.sync})

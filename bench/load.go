@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -143,6 +144,18 @@ type Target struct {
 	Cluster *Cluster
 	Hosts   []string // host:port; ignored when Cluster is set
 	Proxies *Proxies
+	// Killer, with Hosts, kills and restarts the running ring's nodes
+	// (Faults.KillEvery), e.g. a ProcessRing; an embedded Cluster is its
+	// own.
+	Killer Killer
+}
+
+// killer is what kills the target's nodes, if anything can.
+func (t Target) killer() Killer {
+	if t.Cluster != nil {
+		return t.Cluster
+	}
+	return t.Killer
 }
 
 func (t Target) hosts() []string {
@@ -209,8 +222,8 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	}
 	r := &runner{cfg: cfg, target: target, nonce: mix(cfg.Seed ^ uint64(time.Now().UnixNano()))}
 	r.prefix = fmt.Sprintf("r%010x-", r.nonce>>24)
-	if target.Cluster != nil {
-		r.log = target.Cluster.Log()
+	if k := target.killer(); k != nil {
+		r.log = k.Log()
 	} else {
 		r.log = NewFaultLog()
 	}
@@ -314,8 +327,9 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	if faultErr != nil {
 		return nil, faultErr
 	}
-	if c := target.Cluster; c != nil {
-		if err := c.WaitUp(ctx); err != nil {
+	if k := target.killer(); k != nil {
+		// The final read is at ALL: every node killed is back and seen up.
+		if err := k.WaitUp(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -713,13 +727,19 @@ func readKeys(ctx context.Context, s *gocql.Session, mode, prefix string, keys [
 	return out, firstErr
 }
 
-// scheduleFaults kills and pauses nodes of an embedded ring on the seeded
+// scheduleFaults kills and pauses nodes of the target on the seeded
 // schedule until the run stops; the channel yields the first error once
 // every stopped node is back.
 func (r *runner) scheduleFaults(ctx context.Context) <-chan error {
 	done := make(chan error, 1)
-	c, f := r.target.Cluster, r.cfg.Faults
-	if c == nil || (f.KillEvery <= 0 && f.PauseEvery <= 0) {
+	k, c, f := r.target.killer(), r.target.Cluster, r.cfg.Faults
+	if f.KillEvery <= 0 {
+		k = nil
+	}
+	if f.PauseEvery <= 0 {
+		c = nil
+	}
+	if k == nil && c == nil {
 		done <- nil
 		return done
 	}
@@ -733,38 +753,21 @@ func (r *runner) scheduleFaults(ctx context.Context) <-chan error {
 		}
 		errMu.Unlock()
 	}
-	wait := func(d time.Duration) bool { // false when the run is over
-		end := time.Now().Add(d)
-		for time.Now().Before(end) {
-			if r.stop.Load() || ctx.Err() != nil {
-				return false
-			}
-			time.Sleep(min(50*time.Millisecond, time.Until(end)))
-		}
-		return !r.stop.Load() && ctx.Err() == nil
-	}
-	if f.KillEvery > 0 {
+	stopped := func() bool { return r.stop.Load() }
+	if k != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for wait(f.KillEvery) {
-				i := c.randomNode()
-				if err := c.Kill(i); err != nil {
-					setErr(err)
-				}
-				wait(f.Down)
-				if err := c.Restart(i); err != nil {
-					setErr(err)
-					return
-				}
+			if err := killLoop(ctx, k, pickNode(k, r.cfg.Seed), f.KillEvery, f.Down, stopped); err != nil {
+				setErr(err)
 			}
 		}()
 	}
-	if f.PauseEvery > 0 {
+	if c != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for wait(f.PauseEvery) {
+			for wait(ctx, f.PauseEvery, stopped) {
 				c.Pause(c.randomNode(), f.PauseFor)
 			}
 		}()
@@ -774,6 +777,28 @@ func (r *runner) scheduleFaults(ctx context.Context) <-chan error {
 		done <- firstErr
 	}()
 	return done
+}
+
+// pickNode draws the nodes to kill: the embedded ring's and a
+// ProcessRing's seeded draws, the same for the same seed.
+func pickNode(k Killer, seed uint64) func() int {
+	if p, ok := k.(interface{ randomNode() int }); ok {
+		return p.randomNode
+	}
+	rng := rand.New(rand.NewPCG(seed, saltNode))
+	return func() int { return 1 + rng.IntN(k.Size()) }
+}
+
+// wait sleeps d, or less when the run stops; false when the run is over.
+func wait(ctx context.Context, d time.Duration, stopped func() bool) bool {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if stopped() || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(min(50*time.Millisecond, time.Until(end)))
+	}
+	return !stopped() && ctx.Err() == nil
 }
 
 // progress shows a bar on cfg.Progress until the returned function is called.

@@ -36,7 +36,7 @@ type Report struct {
 
 // ReportConfig is the run's setting, as reported.
 type ReportConfig struct {
-	Ring        string   `json:"ring"` // "embedded" or "hosts"
+	Ring        string   `json:"ring"` // "embedded", "hosts", or "processes" (hosts of a ring whose processes the run kills)
 	Hosts       []string `json:"hosts"`
 	Proxies     []string `json:"proxies,omitempty"` // fault proxies in front of Hosts
 	Nodes       int      `json:"nodes,omitempty"`   // embedded ring size
@@ -88,6 +88,10 @@ func reportConfig(cfg Config, t Target, hosts []string) ReportConfig {
 			rc.DelayByMS = ms(cfg.Faults.DelayBy)
 		}
 		rc.KillEveryS, rc.PauseEveryS = cfg.Faults.KillEvery.Seconds(), cfg.Faults.PauseEvery.Seconds()
+	}
+	if t.Cluster == nil && t.Killer != nil {
+		rc.Ring, rc.Nodes = "processes", t.Killer.Size()
+		rc.KillEveryS = cfg.Faults.KillEvery.Seconds()
 	}
 	if p := t.Proxies; p != nil {
 		rc.Hosts, rc.Proxies, rc.FaultSide, rc.ResetP = t.servers(), p.Hosts(), "proxy", cfg.Faults.Reset
@@ -236,7 +240,11 @@ func (r *Report) DescribeFaults() string {
 		parts = append(parts, fmt.Sprintf("connection reset p=%g (%d)", c.ResetP, r.Faults[FaultProxyReset]))
 	}
 	if c.KillEveryS > 0 {
-		parts = append(parts, fmt.Sprintf("a node killed every %gs (%d)", c.KillEveryS, r.Faults[FaultKill]))
+		what := "a node killed"
+		if c.Ring == "processes" {
+			what = "a node process killed (SIGKILL)"
+		}
+		parts = append(parts, fmt.Sprintf("%s every %gs (%d)", what, c.KillEveryS, r.Faults[FaultKill]))
 	}
 	if c.PauseEveryS > 0 {
 		parts = append(parts, fmt.Sprintf("a node paused every %gs (%d)", c.PauseEveryS, r.Faults[FaultPause]))

@@ -711,3 +711,16 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// Config reads node i's configuration (its node.yaml, with the effective
+// values: the CQL address, the commit log sync mode).
+func (r Ring) Config(i int) (node.Config, error) {
+	if err := r.has(i); err != nil {
+		return node.Config{}, err
+	}
+	c, err := node.LoadConfig(r.configPath(i))
+	if err != nil {
+		return c, fmt.Errorf("localring: %w", err)
+	}
+	return c, nil
+}

@@ -85,7 +85,8 @@ func benchUsage(w io.Writer) {
                                          commitlog_sync mode with 1, 4 and 16 clients (about a minute)
 
 run 'idemkv bench <benchmark> -h' for its flags; --hosts h1,h2 sends the load to a running ring
-(e.g. 'idemkv ring up', CQL on 9042) instead of an embedded one
+(e.g. 'idemkv ring up', CQL on 9042) instead of an embedded one; --ring-dir DIR sends it to the
+ring 'idemkv ring up --dir DIR' started, whose node processes --kill-every kills with SIGKILL
 `)
 }
 
