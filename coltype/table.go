@@ -33,6 +33,10 @@ type TableDef struct {
 	// Revision counts the ALTERs of the table; the newest definition wins
 	// when nodes exchange schemas.
 	Revision uint64 `json:"revision,omitempty"`
+	// KeyspaceGeneration is the generation of the keyspace incarnation
+	// the table was created in (see package schema): a keyspace dropped
+	// and created again under its name does not hold the old one's tables.
+	KeyspaceGeneration uint64 `json:"keyspace_generation,omitempty"`
 }
 
 // Validate checks a definition against the registered column types and

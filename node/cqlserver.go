@@ -89,24 +89,29 @@ func (e *events) schemaEvents(now schema.Doc) {
 		e.publish(frame.Event{Type: "SCHEMA_CHANGE", Change: change,
 			Schema: frame.SchemaChangeResult{Change: change, Target: target, Keyspace: ks, Name: name}})
 	}
-	for n := range now.Keyspaces {
-		if _, ok := last.Keyspaces[n]; !ok {
+	// Drops before creations, tables inside keyspaces: a keyspace dropped
+	// and created again since the last call (a new generation of its name,
+	// whose tables are new ones) is announced as its old tables dropped,
+	// the keyspace dropped, created, and its new tables created, so that a
+	// driver applying the events in order ends with the new definitions.
+	for id, t := range last.Tables {
+		if _, ok := now.Tables[id]; !ok {
+			send("DROPPED", "TABLE", t.Keyspace, t.Name)
+		}
+	}
+	for n, l := range last.Keyspaces {
+		if k, ok := now.Keyspaces[n]; !ok || k.Generation != l.Generation {
+			send("DROPPED", "KEYSPACE", n, "")
+		}
+	}
+	for n, k := range now.Keyspaces {
+		if l, ok := last.Keyspaces[n]; !ok || k.Generation != l.Generation {
 			send("CREATED", "KEYSPACE", n, "")
 		}
 	}
 	for id, t := range now.Tables {
 		if _, ok := last.Tables[id]; !ok {
 			send("CREATED", "TABLE", t.Keyspace, t.Name)
-		}
-	}
-	for id, t := range last.Tables {
-		if _, ok := now.Tables[id]; !ok {
-			send("DROPPED", "TABLE", t.Keyspace, t.Name)
-		}
-	}
-	for n := range last.Keyspaces {
-		if _, ok := now.Keyspaces[n]; !ok {
-			send("DROPPED", "KEYSPACE", n, "")
 		}
 	}
 }

@@ -46,10 +46,12 @@
 //	             "columns": [{"name": "c", "type": "counter"}],
 //	             "partition_key": [{"name": "k", "type": "text"}],
 //	             "options": {"idempotence": "{\"class\":\"fbf\"}"},
-//	             "revision": 0}, ...],
+//	             "revision": 0, "keyspace_generation": 1}, ...],
 //	 "dropped": [7, 9]}
 //
-// with the tables sorted by id (coltype.TableDef's JSON) and the ids of
+// ("keyspace_generation", the incarnation of a keyspace name the table
+// belongs to, is omitted when 0: see package schema), with the tables
+// sorted by id (coltype.TableDef's JSON) and the ids of
 // dropped tables ascending. Version 1 had no "dropped" and no SSTable
 // manifests; it is read and rewritten as version 2.
 //

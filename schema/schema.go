@@ -2,6 +2,35 @@
 // their replication and tables with their columns, persisted in the data
 // directory and applied to the local replica. The document is a state-based
 // CRDT (creations and drops are unions), so nodes agree by exchanging it.
+//
+// A keyspace name can be dropped and created again: each incarnation of a
+// name has a generation (0 for the first), a drop records the highest
+// generation dropped per name, and a keyspace is visible iff its generation
+// is above the name's dropped generation (or the name was never dropped).
+// CREATE KEYSPACE of a dropped name takes the dropped generation + 1. A
+// table belongs to the incarnation it was created in (coltype.TableDef's
+// KeyspaceGeneration): it is visible only while that incarnation is, so a
+// table of a dropped incarnation, even one created concurrently elsewhere
+// and merged later, never shows in a new one, and its data (kept by table
+// id, and a new table always has a new id) is dropped by the replica.
+//
+// The document's JSON (cluster_schema.json in the data directory, and the
+// document nodes pull from each other) is:
+//
+//	{"keyspaces": {"ks": {"name": "ks", ..., "generation": 1}},
+//	 "tables": {"5": {"id": 5, "keyspace": "ks", ..., "keyspace_generation": 1}},
+//	 "dropped_keyspaces": {"ks": true},
+//	 "dropped_keyspace_generations": {"ks": 0},
+//	 "dropped_tables": {"5": true}}
+//
+// "generation" and "keyspace_generation" are omitted when 0.
+// "dropped_keyspaces" holds true for every name ever dropped (generation 0
+// at least), as versions before reuse wrote it, so that a document without
+// reuse is encoded as before and an older node reading a newer one still
+// sees every dropped name as dropped (it shows a re-created keyspace as
+// dropped, and never shows dropped data); "dropped_keyspace_generations"
+// holds the highest generation dropped for names where it is above 0. An
+// older document without it loads as "generation 0 dropped".
 package schema
 
 import (
@@ -19,27 +48,90 @@ import (
 	"github.com/idemkv/idemkv/vfs"
 )
 
-// Keyspace is a keyspace definition: its name and replication.
+// Keyspace is a keyspace definition: its name and replication, and the
+// generation of this incarnation of the name.
 type Keyspace struct {
 	Name          string            `json:"name"`
 	Class         string            `json:"class"`
 	Options       map[string]string `json:"options"`
 	DurableWrites bool              `json:"durable_writes"`
+	// Generation counts the incarnations of the name: 0 for the first,
+	// the highest dropped generation + 1 for one created after a drop.
+	Generation uint64 `json:"generation,omitempty"`
 }
 
 // Doc is the whole schema of the cluster as one node knows it. It is a
-// state-based CRDT, so that nodes agree by exchanging it: keyspaces and
-// tables are created once (a table by its cluster-wide id) and dropped for
-// good; merging two documents takes the union of creations and of drops.
+// state-based CRDT, so that nodes agree by exchanging it: a table is
+// created once (by its cluster-wide id) and dropped for good; a keyspace
+// name has generations, each created once and dropped for good. Merging
+// two documents keeps the highest generation of each keyspace name, every
+// table, and the union of drops (the highest dropped generation per name).
 type Doc struct {
-	Keyspaces        map[string]Keyspace         `json:"keyspaces"`
-	Tables           map[uint64]coltype.TableDef `json:"tables"`
-	DroppedKeyspaces map[string]bool             `json:"dropped_keyspaces,omitempty"`
-	DroppedTables    map[uint64]bool             `json:"dropped_tables,omitempty"`
+	Keyspaces map[string]Keyspace
+	Tables    map[uint64]coltype.TableDef
+	// DroppedKeyspaces holds, for every name ever dropped, the highest
+	// generation dropped: every generation up to it is dropped.
+	DroppedKeyspaces map[string]uint64
+	DroppedTables    map[uint64]bool
 }
 
 func emptyDoc() Doc {
-	return Doc{Keyspaces: map[string]Keyspace{}, Tables: map[uint64]coltype.TableDef{}, DroppedKeyspaces: map[string]bool{}, DroppedTables: map[uint64]bool{}}
+	return Doc{Keyspaces: map[string]Keyspace{}, Tables: map[uint64]coltype.TableDef{}, DroppedKeyspaces: map[string]uint64{}, DroppedTables: map[uint64]bool{}}
+}
+
+// docJSON is the document's encoding (see the package comment).
+type docJSON struct {
+	Keyspaces          map[string]Keyspace         `json:"keyspaces"`
+	Tables             map[uint64]coltype.TableDef `json:"tables"`
+	DroppedKeyspaces   map[string]bool             `json:"dropped_keyspaces,omitempty"`
+	DroppedGenerations map[string]uint64           `json:"dropped_keyspace_generations,omitempty"`
+	DroppedTables      map[uint64]bool             `json:"dropped_tables,omitempty"`
+}
+
+// MarshalJSON encodes the document as the package comment shows.
+func (d Doc) MarshalJSON() ([]byte, error) {
+	j := docJSON{Keyspaces: d.Keyspaces, Tables: d.Tables, DroppedTables: d.DroppedTables}
+	for n, g := range d.DroppedKeyspaces {
+		if j.DroppedKeyspaces == nil {
+			j.DroppedKeyspaces = map[string]bool{}
+		}
+		j.DroppedKeyspaces[n] = true
+		if g > 0 {
+			if j.DroppedGenerations == nil {
+				j.DroppedGenerations = map[string]uint64{}
+			}
+			j.DroppedGenerations[n] = g
+		}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes the document, older ones included: a name in
+// "dropped_keyspaces" alone has generation 0 dropped.
+func (d *Doc) UnmarshalJSON(b []byte) error {
+	var j docJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*d = Doc{Keyspaces: j.Keyspaces, Tables: j.Tables, DroppedTables: j.DroppedTables, DroppedKeyspaces: map[string]uint64{}}
+	for n, dropped := range j.DroppedKeyspaces {
+		if dropped {
+			d.DroppedKeyspaces[n] = 0
+		}
+	}
+	for n, g := range j.DroppedGenerations {
+		if cur, ok := d.DroppedKeyspaces[n]; !ok || g > cur {
+			d.DroppedKeyspaces[n] = g
+		}
+	}
+	return nil
+}
+
+// keyspaceVisible reports whether generation gen of keyspace name is in
+// force as far as the drops go: above the highest dropped one.
+func (d Doc) keyspaceVisible(name string, gen uint64) bool {
+	g, dropped := d.DroppedKeyspaces[name]
+	return !dropped || gen > g
 }
 
 // Version is the schema's digest, formatted as a UUID as Cassandra's
@@ -68,23 +160,38 @@ func (d Doc) canonical() any {
 		ts = append(ts, tbl{id, t})
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].ID < ts[j].ID })
+	type gen struct {
+		Name string
+		Gen  uint64
+	}
 	var dk []string
-	for k := range d.DroppedKeyspaces {
+	var dg []gen
+	for k, g := range d.DroppedKeyspaces {
 		dk = append(dk, k)
+		if g > 0 {
+			dg = append(dg, gen{k, g})
+		}
 	}
 	sort.Strings(dk)
+	sort.Slice(dg, func(i, j int) bool { return dg[i].Name < dg[j].Name })
 	var dt []uint64
 	for t := range d.DroppedTables {
 		dt = append(dt, t)
 	}
 	sort.Slice(dt, func(i, j int) bool { return dt[i] < dt[j] })
+	// Without reused names the digest is what it was before generations,
+	// so that nodes of both versions agree on the schema version.
+	if len(dg) > 0 {
+		return []any{ks, ts, dk, dt, dg}
+	}
 	return []any{ks, ts, dk, dt}
 }
 
-// merge returns the union of two documents: every keyspace and table ever
-// created (one definition per name or id, chosen deterministically) and
-// every drop. It never deletes, so that it is commutative, associative and
-// idempotent; visible applies the drops.
+// merge returns the union of two documents: the highest generation of every
+// keyspace name and every table ever created (one definition per name and
+// generation, or per id, chosen deterministically) and every drop (the
+// highest dropped generation per name). It never deletes, so that it is
+// commutative, associative and idempotent; visible applies the drops.
 func (d Doc) merge(o Doc) Doc {
 	out := emptyDoc()
 	for _, src := range []Doc{d, o} {
@@ -98,8 +205,10 @@ func (d Doc) merge(o Doc) Doc {
 				out.Tables[id] = t
 			}
 		}
-		for n := range src.DroppedKeyspaces {
-			out.DroppedKeyspaces[n] = true
+		for n, g := range src.DroppedKeyspaces {
+			if cur, ok := out.DroppedKeyspaces[n]; !ok || g > cur {
+				out.DroppedKeyspaces[n] = g
+			}
 		}
 		for id := range src.DroppedTables {
 			out.DroppedTables[id] = true
@@ -108,24 +217,33 @@ func (d Doc) merge(o Doc) Doc {
 	return out
 }
 
-// visible is the schema the document describes: the keyspaces not dropped,
-// and the tables neither dropped nor in a dropped keyspace.
+// visible is the schema the document describes: the keyspaces whose
+// generation is not dropped, and the tables not dropped whose keyspace
+// incarnation is the visible one. A table of a dropped incarnation, or of
+// one older than the visible keyspace's (whose drop this document may
+// lack only if it was built by hand: a generation is created only where
+// the one before is dropped), is listed as dropped, so that the replica
+// drops its data. A table of an incarnation newer than the keyspace this
+// document knows (not possible in documents nodes exchange, which carry
+// the keyspace of every table) is neither shown nor dropped.
 func (d Doc) visible() Doc {
 	out := emptyDoc()
 	for n, k := range d.Keyspaces {
-		if !d.DroppedKeyspaces[n] {
+		if d.keyspaceVisible(n, k.Generation) {
 			out.Keyspaces[n] = k
 		}
 	}
 	for id, t := range d.Tables {
-		if !d.DroppedTables[id] && !d.DroppedKeyspaces[t.Keyspace] {
-			out.Tables[id] = t
-		} else {
+		k, kok := out.Keyspaces[t.Keyspace]
+		switch {
+		case d.DroppedTables[id] || !d.keyspaceVisible(t.Keyspace, t.KeyspaceGeneration) || (kok && t.KeyspaceGeneration < k.Generation):
 			out.DroppedTables[id] = true
+		case kok && t.KeyspaceGeneration == k.Generation:
+			out.Tables[id] = t
 		}
 	}
-	for n := range d.DroppedKeyspaces {
-		out.DroppedKeyspaces[n] = true
+	for n, g := range d.DroppedKeyspaces {
+		out.DroppedKeyspaces[n] = g
 	}
 	for id := range d.DroppedTables {
 		out.DroppedTables[id] = true
@@ -133,9 +251,14 @@ func (d Doc) visible() Doc {
 	return out
 }
 
-// lessKeyspace breaks the tie of a keyspace created concurrently with two
-// definitions, deterministically, so that every node keeps the same one.
+// lessKeyspace picks one of two definitions of a keyspace name: the higher
+// generation (the later incarnation), and between equal generations (a
+// keyspace created concurrently with two definitions) deterministically,
+// so that every node keeps the same one.
 func lessKeyspace(a, b Keyspace) bool {
+	if a.Generation != b.Generation {
+		return a.Generation > b.Generation
+	}
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) < string(y)
@@ -346,9 +469,11 @@ func (s *Schema) CreateKeyspace(k Keyspace, ifNotExists bool) error {
 		}
 		return fmt.Errorf("Keyspace %s already exists", k.Name)
 	}
-	if s.doc.DroppedKeyspaces[k.Name] {
-		s.mu.Unlock()
-		return fmt.Errorf("keyspace %s was dropped; idemkv does not reuse a dropped keyspace's name", k.Name)
+	// A dropped name is created again as its next generation; tables of
+	// the dropped ones are not in it (see visible).
+	k.Generation = 0
+	if g, dropped := s.raw.DroppedKeyspaces[k.Name]; dropped {
+		k.Generation = g + 1
 	}
 	d := emptyDoc()
 	d.Keyspaces[k.Name] = k
@@ -404,6 +529,8 @@ func (s *Schema) CreateTable(t coltype.TableDef, ifNotExists bool) error {
 			return fmt.Errorf("Table %s.%s already exists", t.Keyspace, t.Name)
 		}
 	}
+	// The table belongs to the keyspace's incarnation in force.
+	t.KeyspaceGeneration = s.doc.Keyspaces[t.Keyspace].Generation
 	d := emptyDoc()
 	d.Tables[t.ID] = t
 	s.mu.Unlock()
@@ -424,6 +551,7 @@ func (s *Schema) AlterTable(t coltype.TableDef) error {
 		return fmt.Errorf("Table %s.%s does not exist", t.Keyspace, t.Name)
 	}
 	t.Revision = cur.Revision + 1
+	t.KeyspaceGeneration = cur.KeyspaceGeneration
 	d := emptyDoc()
 	d.Tables[t.ID] = t
 	_, err := s.Merge(d)
@@ -452,10 +580,22 @@ func (s *Schema) DropTable(keyspace, name string, ifExists bool) error {
 	return err
 }
 
-// DropKeyspace drops a keyspace and its tables.
+// DropKeyspace drops a keyspace's incarnation in force and its tables: the
+// tables known here are listed as dropped, and one created concurrently in
+// the same incarnation elsewhere is dropped by its KeyspaceGeneration when
+// the documents merge (see visible).
 func (s *Schema) DropKeyspace(name string, ifExists bool) error {
 	s.mu.Lock()
-	_, ok := s.doc.Keyspaces[name]
+	k, ok := s.doc.Keyspaces[name]
+	d := emptyDoc()
+	if ok {
+		d.DroppedKeyspaces[name] = k.Generation
+		for id, t := range s.doc.Tables {
+			if t.Keyspace == name {
+				d.DroppedTables[id] = true
+			}
+		}
+	}
 	s.mu.Unlock()
 	if !ok {
 		if ifExists {
@@ -463,8 +603,6 @@ func (s *Schema) DropKeyspace(name string, ifExists bool) error {
 		}
 		return fmt.Errorf("Keyspace %s does not exist", name)
 	}
-	d := emptyDoc()
-	d.DroppedKeyspaces[name] = true
 	_, err := s.Merge(d)
 	return err
 }

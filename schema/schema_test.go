@@ -22,15 +22,17 @@ func randDoc(seed uint64, n int) Doc {
 		ks := fmt.Sprintf("ks%d", next()%4)
 		switch next() % 4 {
 		case 0:
-			d.Keyspaces[ks] = Keyspace{Name: ks, Class: "SimpleStrategy", Options: map[string]string{"replication_factor": fmt.Sprint(1 + next()%3)}}
+			d.Keyspaces[ks] = Keyspace{Name: ks, Class: "SimpleStrategy", Options: map[string]string{"replication_factor": fmt.Sprint(1 + next()%3)}, Generation: next() % 3}
 		case 1:
 			id := 1 + next()%8
-			d.Tables[id] = coltype.TableDef{ID: id, Keyspace: ks, Name: fmt.Sprintf("t%d", id), Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}}
+			d.Tables[id] = coltype.TableDef{ID: id, Keyspace: ks, Name: fmt.Sprintf("t%d", id), Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}}, KeyspaceGeneration: next() % 3}
 		case 2:
 			d.DroppedTables[1+next()%8] = true
 		case 3:
 			if next()%4 == 0 {
-				d.DroppedKeyspaces[ks] = true
+				if g := next() % 3; g >= d.DroppedKeyspaces[ks] {
+					d.DroppedKeyspaces[ks] = g
+				}
 			}
 		}
 	}
@@ -53,8 +55,14 @@ func TestMergeIsASemilattice(t *testing.T) {
 			t.Fatalf("merge not idempotent")
 		}
 		m := a.merge(b).visible()
+		for n, k := range m.Keyspaces {
+			if g, ok := m.DroppedKeyspaces[n]; ok && k.Generation <= g {
+				t.Fatalf("dropped keyspace %s generation %d survives a merge", n, k.Generation)
+			}
+		}
 		for id, tb := range m.Tables {
-			if m.DroppedTables[id] || m.DroppedKeyspaces[tb.Keyspace] {
+			k, ok := m.Keyspaces[tb.Keyspace]
+			if m.DroppedTables[id] || !ok || k.Generation != tb.KeyspaceGeneration {
 				t.Fatalf("dropped table %d survives a merge", id)
 			}
 		}
