@@ -134,6 +134,33 @@ func grow(dst []byte, n int) []byte {
 	return dst[:len(dst)+n]
 }
 
+// DecompressedLen is the decompressed length a body in c's format claims
+// (lz4's prefix, snappy's leading uvarint), read without decompressing it.
+// Every error is a *DecompressError.
+func DecompressedLen(c Compression, body []byte) (int, error) {
+	switch c {
+	case Snappy:
+		n, err := snappy.DecodedLen(body)
+		if err != nil {
+			// Cassandra's message (Compressor.SnappyCompressor).
+			return 0, &DecompressError{Alg: c, Msg: "Provided frame does not appear to be Snappy compressed"}
+		}
+		return n, nil
+	case LZ4:
+		if len(body) < 4 {
+			return 0, &DecompressError{Alg: c, Msg: fmt.Sprintf(
+				"Error decompressing lz4 frame body: %d bytes, shorter than its 4-byte length", len(body))}
+		}
+		n := binary.BigEndian.Uint32(body)
+		if n > maxInt32 {
+			return 0, &DecompressError{Alg: c, Msg: fmt.Sprintf(
+				"Error decompressing lz4 frame body: negative decompressed length %d", int32(n))}
+		}
+		return int(n), nil
+	}
+	return 0, &DecompressError{Alg: c, Msg: fmt.Sprintf("Unknown compression %v", c)}
+}
+
 // Decompress decompresses a frame body in c's format into a new slice. A
 // decompressed length over maxLen is refused from the length the body
 // claims, before anything of that size is allocated. Every error is a
@@ -142,32 +169,21 @@ func Decompress(c Compression, body []byte, maxLen int) ([]byte, error) {
 	fail := func(tooLarge bool, format string, args ...any) error {
 		return &DecompressError{Alg: c, TooLarge: tooLarge, Msg: fmt.Sprintf(format, args...)}
 	}
+	n, err := DecompressedLen(c, body)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxLen {
+		return nil, fail(true, "Decompressed frame body of %d bytes exceeds maximum allowed length %d", n, maxLen)
+	}
 	switch c {
 	case Snappy:
-		n, err := snappy.DecodedLen(body)
-		if err != nil {
-			// Cassandra's message (Compressor.SnappyCompressor).
-			return nil, fail(false, "Provided frame does not appear to be Snappy compressed")
-		}
-		if n > maxLen {
-			return nil, fail(true, "Decompressed frame body of %d bytes exceeds maximum allowed length %d", n, maxLen)
-		}
 		out, err := snappy.Decode(make([]byte, n), body)
-		if err != nil {
+		if err != nil || len(out) != n {
 			return nil, fail(false, "Provided frame does not appear to be Snappy compressed")
 		}
 		return out, nil
 	case LZ4:
-		if len(body) < 4 {
-			return nil, fail(false, "Error decompressing lz4 frame body: %d bytes, shorter than its 4-byte length", len(body))
-		}
-		n := int64(binary.BigEndian.Uint32(body))
-		if n > maxInt32 {
-			return nil, fail(false, "Error decompressing lz4 frame body: negative decompressed length %d", int32(n))
-		}
-		if n > int64(maxLen) {
-			return nil, fail(true, "Decompressed frame body of %d bytes exceeds maximum allowed length %d", n, maxLen)
-		}
 		if n == 0 {
 			return []byte{}, nil
 		}
@@ -176,7 +192,7 @@ func Decompress(c Compression, body []byte, maxLen int) ([]byte, error) {
 		if err != nil {
 			return nil, fail(false, "Error decompressing lz4 frame body: %v", err)
 		}
-		if int64(got) != n {
+		if got != n {
 			return nil, fail(false, "Error decompressing lz4 frame body: %d bytes, the body says %d", got, n)
 		}
 		return out, nil
