@@ -79,8 +79,8 @@ type ServerConfig struct {
 // that drivers' password authenticators accept.
 const Authenticator = "org.apache.cassandra.auth.PasswordAuthenticator"
 
-// The SUPPORTED answer to OPTIONS; COMPRESSION in Cassandra's order,
-// snappy then lz4.
+// The SUPPORTED answer to OPTIONS; COMPRESSION in Cassandra's order
+// (OptionsMessage: snappy when its library loads, then lz4).
 var supported = map[string][]string{
 	"CQL_VERSION":       {"3.4.4"},
 	"PROTOCOL_VERSIONS": {"3/v3", "4/v4"},

@@ -21,10 +21,6 @@ const (
 	Snappy
 )
 
-// CompressionNames are the algorithms' names in SUPPORTED, in Cassandra's
-// order (OptionsMessage: snappy when its library loads, then lz4).
-var CompressionNames = []string{"snappy", "lz4"}
-
 // ParseCompression maps a STARTUP COMPRESSION value to its algorithm; the
 // name is matched without regard to case, as Cassandra lower-cases it. An
 // empty name is no compression.
