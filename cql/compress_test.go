@@ -192,3 +192,26 @@ func TestCompressionEvents(t *testing.T) {
 		t.Fatalf("event: stream %d flags %#x %v", h.Stream, h.Flags, f.Message.Opcode())
 	}
 }
+
+// A compressed request counts its decompressed length as in flight, from
+// before it is decompressed until its answer is written.
+func TestCompressionInFlightBytes(t *testing.T) {
+	for _, comp := range compressions {
+		t.Run(comp.String(), func(t *testing.T) {
+			s, ex := startServer(t, ServerConfig{})
+			c := startupWith(t, s, comp)
+			q := "wait 1" + strings.Repeat(" ", 500_000)
+			c.send(2, query(q), nil)
+			<-ex.started
+			st := s.Stats()
+			if st.RequestsInFlight != 1 || st.RequestBytesInFlight < 500_000 {
+				t.Errorf("in flight: %d requests, %d bytes; want 1 request of over 500,000 bytes",
+					st.RequestsInFlight, st.RequestBytesInFlight)
+			}
+			ex.release(1)
+			if _, f := c.recv(); f.Message.Opcode() != frame.OpResult {
+				t.Fatalf("wait: %v", f.Message.Opcode())
+			}
+		})
+	}
+}
