@@ -10,17 +10,17 @@ import (
 
 var compressions = []frame.Compression{frame.LZ4, frame.Snappy}
 
-// startupWith opens a raw connection and negotiates comp; the answer to
-// STARTUP must come uncompressed, as Cassandra 4 sends it.
+// startupWith opens a raw connection and negotiates comp; the STARTUP goes
+// uncompressed and its READY answer comes compressed, as Cassandra sends it.
 func startupWith(t *testing.T, s *Server, comp frame.Compression) *client {
 	t.Helper()
 	c := dial(t, s)
 	c.send(1, &frame.Startup{Options: map[string]string{"CQL_VERSION": "3.0.0", "COMPRESSION": comp.String()}}, nil)
+	c.comp = comp
 	h, f := c.recv()
-	if f.Message.Opcode() != frame.OpReady || h.Flags&frame.FlagCompression != 0 {
+	if f.Message.Opcode() != frame.OpReady || (h.Flags&frame.FlagCompression != 0) != (comp != frame.NoCompression) {
 		t.Fatalf("%v: STARTUP answered %v with flags %#x", comp, f.Message.Opcode(), h.Flags)
 	}
-	c.comp = comp
 	return c
 }
 
@@ -74,10 +74,10 @@ func TestCompressionUnknown(t *testing.T) {
 	// The connection still takes a STARTUP, and names are matched without
 	// regard to case, as Cassandra lower-cases them.
 	c.send(2, &frame.Startup{Options: map[string]string{"CQL_VERSION": "3.0.0", "COMPRESSION": "LZ4"}}, nil)
+	c.comp = frame.LZ4
 	if _, f := c.recv(); f.Message.Opcode() != frame.OpReady {
 		t.Fatalf("STARTUP: %v", f.Message.Opcode())
 	}
-	c.comp = frame.LZ4
 	if m := c.call(3, query("echo")); m.Opcode() != frame.OpResult {
 		t.Fatalf("echo: %+v", m)
 	}
@@ -87,11 +87,11 @@ func TestCompressionAuth(t *testing.T) {
 	s, _ := startServer(t, ServerConfig{Auth: map[string]string{"u": "p"}})
 	c := dial(t, s)
 	c.send(1, &frame.Startup{Options: map[string]string{"CQL_VERSION": "3.0.0", "COMPRESSION": "snappy"}}, nil)
+	c.comp = frame.Snappy
 	h, f := c.recv()
-	if f.Message.Opcode() != frame.OpAuthenticate || h.Flags&frame.FlagCompression != 0 {
+	if f.Message.Opcode() != frame.OpAuthenticate || h.Flags&frame.FlagCompression == 0 {
 		t.Fatalf("STARTUP answered %v, flags %#x", f.Message.Opcode(), h.Flags)
 	}
-	c.comp = frame.Snappy
 	c.send(2, &frame.AuthResponse{Token: []byte("\x00u\x00p")}, nil)
 	h, f = c.recv()
 	if f.Message.Opcode() != frame.OpAuthSuccess || h.Flags&frame.FlagCompression == 0 {

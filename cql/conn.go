@@ -69,10 +69,10 @@ type conn struct {
 	events  map[string]bool
 	unsub   func()
 
-	// comp is the compression STARTUP chose, set by the read loop once the
-	// answer to STARTUP is encoded and before any other goroutine sends
-	// (statements and events start after the handshake); read by send and
-	// fatal, which compress every frame after that answer.
+	// comp is the compression STARTUP chose, set by the read loop before it
+	// answers STARTUP and before any other goroutine sends (statements and
+	// events start after the handshake); read by send and fatal, which
+	// compress every frame from that answer on.
 	comp frame.Compression
 
 	sessMu sync.Mutex
@@ -545,18 +545,19 @@ func (c *conn) startup(h frame.Header, m *frame.Startup, cost int64) {
 		c.reply(h, protocolErrorf("Unknown compression algorithm: %s", strings.ToLower(m.Options["COMPRESSION"])), cost)
 		return
 	}
-	// The answer to STARTUP (READY or AUTHENTICATE) goes out uncompressed,
-	// as Cassandra 4 writes it before it adds the compressor to the
-	// connection's pipeline; every frame after it is compressed.
+	// From the answer to STARTUP (READY or AUTHENTICATE) on, every frame is
+	// compressed: Cassandra's StartupMessage sets the connection's
+	// compressor before its answer is encoded, and its encoder spares only
+	// STARTUP frames (the v4 spec, §5: "including the response to the
+	// STARTUP request"). An ERROR answer to STARTUP is not compressed.
+	c.comp = comp
 	if c.s.cfg.Auth != nil {
 		c.state = stateAuth
 		c.reply(h, &frame.Authenticate{Authenticator: Authenticator}, cost)
-		c.comp = comp
 		return
 	}
 	c.ready()
 	c.reply(h, &frame.Ready{}, cost)
-	c.comp = comp
 }
 
 // authResponse checks a SASL PLAIN token, "authzid\x00user\x00password"

@@ -105,8 +105,8 @@ var supported = map[string][]string{
 // are not affected.
 //
 // Frame compression (lz4, snappy; formats in package frame) is offered in
-// SUPPORTED and chosen by STARTUP's COMPRESSION option. As in Cassandra 4,
-// the answer to STARTUP goes out uncompressed and every frame after it is
+// SUPPORTED and chosen by STARTUP's COMPRESSION option. As in Cassandra,
+// every frame from the answer to STARTUP (READY or AUTHENTICATE) on is
 // compressed; requests with the compression flag are decompressed, and
 // requests without it are served as they are. A compressed body that does
 // not decompress, or whose decompressed length is over the frame limit, is
