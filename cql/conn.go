@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,12 @@ type conn struct {
 	state   int
 	events  map[string]bool
 	unsub   func()
+
+	// comp is the compression STARTUP chose, set by the read loop before it
+	// answers STARTUP and before any other goroutine sends (statements and
+	// events start after the handshake); read by send and fatal, which
+	// compress every frame from that answer on.
+	comp frame.Compression
 
 	sessMu sync.Mutex
 	sess   Session
@@ -189,7 +196,23 @@ func (c *conn) send(f *frame.Frame, cost int64) {
 			return
 		}
 	}
-	c.enqueue(b, false, cost)
+	c.enqueue(c.compress(b), false, cost)
+}
+
+// compress compresses an encoded frame's body with the connection's
+// compression, if STARTUP chose one. A body that does not compress (only
+// one over 2 GiB) is sent as it is, without the flag, which the protocol
+// allows.
+func (c *conn) compress(b []byte) []byte {
+	if c.comp == frame.NoCompression {
+		return b
+	}
+	z, err := frame.CompressFrame(c.comp, b)
+	if err != nil {
+		c.log.Error("compress response", "compression", c.comp, "err", err)
+		return b
+	}
+	return z
 }
 
 // fatal answers a frame the connection cannot go on from with a protocol
@@ -207,7 +230,7 @@ func (c *conn) fatal(h frame.Header, msg string) {
 		c.close(err)
 		return
 	}
-	c.enqueue(b, true, 0)
+	c.enqueue(c.compress(b), true, 0)
 	// Wait for the writer to write the answer and half-close, then read and
 	// drop what the client still sends until it closes, so that the answer
 	// is not lost to a reset.
@@ -383,6 +406,18 @@ func (c *conn) readLoop() {
 			c.readError(h, err)
 			return
 		}
+		if h.Flags&frame.FlagCompression != 0 && c.comp != frame.NoCompression {
+			var err error
+			if body, cost, err = c.decompress(h, body, cost); err != nil {
+				c.close(err)
+				return
+			}
+			if body == nil { // answered with a protocol error
+				continue
+			}
+			h.Flags &^= frame.FlagCompression
+			h.Length = int32(len(body))
+		}
 		f, err := frame.DecodeFrame(h, body)
 		if err != nil {
 			c.s.release(c, cost)
@@ -391,6 +426,40 @@ func (c *conn) readLoop() {
 		}
 		c.dispatch(h, f, cost)
 	}
+}
+
+// decompress decompresses a frame body that has the compression flag. The
+// request's in-flight cost, reserved for the compressed body, is first
+// raised to the decompressed length the body claims, so the in-flight
+// limits count what the request holds once decompressed; a claim over the
+// frame limit (MaxFrame, as for an uncompressed body) is refused before
+// anything of its size is allocated. A body that does not decompress, or
+// claims too much, is answered with a protocol error on its stream and
+// decompress returns a nil body: the frame was read whole, so the
+// connection is still in step and stays open, as Cassandra keeps it after
+// a non-fatal protocol error. An error means the connection closed while
+// waiting for room.
+func (c *conn) decompress(h frame.Header, body []byte, cost int64) ([]byte, int64, error) {
+	n, err := frame.DecompressedLen(c.comp, body)
+	if err == nil && n > c.rd.MaxBody() {
+		c.s.stats.tooLarge.Add(1)
+		_, err = frame.Decompress(c.comp, body, c.rd.MaxBody())
+	}
+	if err == nil && n > len(body) {
+		c.s.release(c, cost)
+		cost = int64(h.Size()) + int64(n)
+		if err := c.s.reserve(c, cost, c.state == stateReady); err != nil {
+			return nil, 0, err
+		}
+	}
+	if err == nil {
+		var out []byte
+		if out, err = frame.Decompress(c.comp, body, c.rd.MaxBody()); err == nil {
+			return out, cost, nil
+		}
+	}
+	c.reply(h, protocolErrorf("%s", err.Error()), cost)
+	return nil, cost, nil
 }
 
 // readError ends the connection after a failed frame read: with a protocol
@@ -470,10 +539,18 @@ func (c *conn) startup(h frame.Header, m *frame.Startup, cost int64) {
 		c.reply(h, protocolErrorf("Missing value CQL_VERSION in STARTUP message"), cost)
 		return
 	}
-	if comp, ok := m.Options["COMPRESSION"]; ok && comp != "" {
-		c.reply(h, protocolErrorf("Unknown compression algorithm: %s", comp), cost)
+	comp, ok := frame.ParseCompression(m.Options["COMPRESSION"])
+	if !ok {
+		// Cassandra lower-cases the name before it matches it.
+		c.reply(h, protocolErrorf("Unknown compression algorithm: %s", strings.ToLower(m.Options["COMPRESSION"])), cost)
 		return
 	}
+	// From the answer to STARTUP (READY or AUTHENTICATE) on, every frame is
+	// compressed: Cassandra's StartupMessage sets the connection's
+	// compressor before its answer is encoded, and its encoder spares only
+	// STARTUP frames (the v4 spec, §5: "including the response to the
+	// STARTUP request"). An ERROR answer to STARTUP is not compressed.
+	c.comp = comp
 	if c.s.cfg.Auth != nil {
 		c.state = stateAuth
 		c.reply(h, &frame.Authenticate{Authenticator: Authenticator}, cost)

@@ -27,6 +27,8 @@ type ServerConfig struct {
 	// handshake is done (native_transport_max_frame_size); 0 means
 	// DefaultMaxFrame (16 MiB). A larger frame is answered with a protocol
 	// error and the connection closed, its body neither read nor allocated.
+	// A compressed body is held to it once decompressed, from the length it
+	// claims: over it, a protocol error on its stream, nothing allocated.
 	MaxFrame int
 	// MaxHandshakeFrame is the largest frame body accepted before the
 	// handshake is done (STARTUP, AUTH_RESPONSE), at most MaxFrame
@@ -77,11 +79,12 @@ type ServerConfig struct {
 // that drivers' password authenticators accept.
 const Authenticator = "org.apache.cassandra.auth.PasswordAuthenticator"
 
-// The SUPPORTED answer to OPTIONS: no compression, so drivers never compress.
+// The SUPPORTED answer to OPTIONS; COMPRESSION in Cassandra's order
+// (OptionsMessage: snappy when its library loads, then lz4).
 var supported = map[string][]string{
 	"CQL_VERSION":       {"3.4.4"},
 	"PROTOCOL_VERSIONS": {"3/v3", "4/v4"},
-	"COMPRESSION":       {},
+	"COMPRESSION":       {"snappy", "lz4"},
 }
 
 // Server is a CQL native protocol server: it accepts connections and serves
@@ -100,6 +103,15 @@ var supported = map[string][]string{
 // undecodable, unknown opcode) is answered with a protocol error on its
 // stream and the connection is closed after that answer; other connections
 // are not affected.
+//
+// Frame compression (lz4, snappy; formats in package frame) is offered in
+// SUPPORTED and chosen by STARTUP's COMPRESSION option. As in Cassandra,
+// every frame from the answer to STARTUP (READY or AUTHENTICATE) on is
+// compressed; requests with the compression flag are decompressed, and
+// requests without it are served as they are. A compressed body that does
+// not decompress, or whose decompressed length is over the frame limit, is
+// answered with a protocol error on its stream and the connection goes on,
+// its frames still in step.
 //
 // The server is bounded under hostile clients (docs/limits.md): connections
 // over MaxConnections or MaxConnectionsPerIP are refused with an OVERLOADED

@@ -183,6 +183,9 @@ type client struct {
 	t  *testing.T
 	nc net.Conn
 	r  *frame.Reader
+	// comp, when set, compresses every frame sent (compress_test.go);
+	// frames received with the compression flag are decompressed.
+	comp frame.Compression
 }
 
 // safety is a deadline on every read, so that a broken server fails the
@@ -212,6 +215,9 @@ func (c *client) send(stream int16, m frame.Message, payload map[string][]byte) 
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	if b, err = frame.CompressFrame(c.comp, b); err != nil {
+		c.t.Fatal(err)
+	}
 	c.write(b)
 }
 
@@ -224,7 +230,14 @@ func (c *client) recv() (frame.Header, *frame.Frame) {
 	if err != nil {
 		c.t.Fatalf("recv: %v", err)
 	}
-	f, err := frame.DecodeFrame(h, body)
+	dh := h // the header returned keeps the compression flag
+	if h.Flags&frame.FlagCompression != 0 && c.comp != frame.NoCompression {
+		if body, err = frame.Decompress(c.comp, body, frame.DefaultMaxBody); err != nil {
+			c.t.Fatalf("decompress %v: %v", h.Op, err)
+		}
+		dh.Flags &^= frame.FlagCompression
+	}
+	f, err := frame.DecodeFrame(dh, body)
 	if err != nil {
 		c.t.Fatalf("decode %v: %v", h.Op, err)
 	}
@@ -279,12 +292,12 @@ func TestHandshakeAndQueries(t *testing.T) {
 	wantError(t, c.call(1, query("echo")), frame.ErrProtocol, "expecting STARTUP or OPTIONS")
 	m := c.call(1, &frame.Options{})
 	sup := m.(*frame.Supported).Options
-	if sup["CQL_VERSION"][0] != "3.4.4" || len(sup["COMPRESSION"]) != 0 || strings.Join(sup["PROTOCOL_VERSIONS"], ",") != "3/v3,4/v4" {
+	if sup["CQL_VERSION"][0] != "3.4.4" || strings.Join(sup["COMPRESSION"], ",") != "snappy,lz4" || strings.Join(sup["PROTOCOL_VERSIONS"], ",") != "3/v3,4/v4" {
 		t.Errorf("SUPPORTED %v", sup)
 	}
 	wantError(t, c.call(2, &frame.Startup{Options: map[string]string{}}), frame.ErrProtocol, "CQL_VERSION")
-	wantError(t, c.call(2, &frame.Startup{Options: map[string]string{"CQL_VERSION": "3.0.0", "COMPRESSION": "lz4"}}),
-		frame.ErrProtocol, "compression")
+	wantError(t, c.call(2, &frame.Startup{Options: map[string]string{"CQL_VERSION": "3.0.0", "COMPRESSION": "ZSTD"}}),
+		frame.ErrProtocol, "Unknown compression algorithm: zstd")
 	if m := c.call(2, &frame.Startup{Options: map[string]string{"CQL_VERSION": "3.0.0"}}); m.Opcode() != frame.OpReady {
 		t.Fatalf("STARTUP: %+v", m)
 	}

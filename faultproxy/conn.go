@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkv/idemkv/client"
@@ -20,6 +21,12 @@ type conn struct {
 
 	wmu sync.Mutex    // serialises writes to the client
 	cw  *bufio.Writer // to the client, under wmu
+
+	// comp is the frame compression the client's STARTUP asked for (a
+	// frame.Compression), set by fromClient and read by fromServer: frames
+	// with the compression flag are decompressed to be inspected, and a
+	// rewritten one is compressed again.
+	comp atomic.Uint32
 
 	mu      sync.Mutex
 	pending map[int16]*request
@@ -107,6 +114,13 @@ func (c *conn) fromClient() {
 			c.fail("client", fmt.Errorf("faultproxy: client sent a response frame (%s)", h.Op))
 			return
 		}
+		if h.Op == frame.OpStartup && h.Flags&frame.FlagCompression == 0 {
+			if f, err := frame.DecodeFrame(h, body); err == nil {
+				if comp, ok := frame.ParseCompression(f.Message.(*frame.Startup).Options["COMPRESSION"]); ok {
+					c.comp.Store(uint32(comp))
+				}
+			}
+		}
 		req, err := c.inspect(h, body)
 		if err != nil {
 			c.fail("client", err)
@@ -165,6 +179,10 @@ func (c *conn) inspect(h frame.Header, body []byte) (*request, error) {
 	case frame.OpQuery, frame.OpExecute, frame.OpBatch, frame.OpPrepare:
 	default:
 		return nil, nil
+	}
+	h, body, err := c.plain(h, body)
+	if err != nil {
+		return nil, err
 	}
 	f, err := frame.DecodeFrame(h, body)
 	if err != nil {
@@ -273,13 +291,49 @@ func (c *conn) fromServer() {
 	}
 }
 
+// plain returns a frame's header and body uncompressed: as they are
+// without the compression flag, else decompressed with the connection's
+// compression (none: as they are, which DecodeFrame refuses).
+func (c *conn) plain(h frame.Header, body []byte) (frame.Header, []byte, error) {
+	comp := frame.Compression(c.comp.Load())
+	if h.Flags&frame.FlagCompression == 0 || comp == frame.NoCompression {
+		return h, body, nil
+	}
+	b, err := frame.Decompress(comp, body, frame.DefaultMaxBody)
+	if err != nil {
+		return h, nil, fmt.Errorf("faultproxy: %s frame: %w", h.Op, err)
+	}
+	h.Flags &^= frame.FlagCompression
+	h.Length = int32(len(b))
+	return h, b, nil
+}
+
+// recompress compresses a rewritten frame b again if the frame it replaces
+// (header h) was compressed.
+func (c *conn) recompress(h frame.Header, b []byte) ([]byte, error) {
+	if h.Flags&frame.FlagCompression == 0 {
+		return b, nil
+	}
+	return frame.CompressFrame(frame.Compression(c.comp.Load()), b)
+}
+
 // response returns the frame to forward for a response or event, nil when
 // it is dropped or delayed; an error means it is malformed.
-func (c *conn) response(h frame.Header, body []byte) ([]byte, error) {
+func (c *conn) response(wh frame.Header, wbody []byte) ([]byte, error) {
 	addrs := c.p.g.addrs.Load()
-	out := frameBytes(h, body)
+	out := frameBytes(wh, wbody)
+	// h and body are the frame uncompressed, decompressed only when it is
+	// inspected.
+	h, body := wh, wbody
 	if h.Op == frame.OpEvent {
+		var err error
+		if h, body, err = c.plain(wh, wbody); err != nil {
+			return nil, err
+		}
 		b, changed, err := addrs.rewriteEvent(h, body)
+		if err == nil && changed {
+			b, err = c.recompress(wh, b)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -308,6 +362,12 @@ func (c *conn) response(h frame.Header, body []byte) ([]byte, error) {
 		// through, as the bench's injector faults applied ops only.
 		return out, nil
 	}
+	if req.prepare != "" || req.table != "" {
+		var err error
+		if h, body, err = c.plain(wh, wbody); err != nil {
+			return nil, err
+		}
+	}
 	if req.prepare != "" {
 		f, err := frame.DecodeFrame(h, body)
 		if err != nil {
@@ -319,6 +379,9 @@ func (c *conn) response(h frame.Header, body []byte) ([]byte, error) {
 	}
 	if req.table != "" {
 		b, changed, err := addrs.rewriteResult(h, body, req.cols)
+		if err == nil && changed {
+			b, err = c.recompress(wh, b)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -56,7 +56,14 @@ func startProxiedRing(t *testing.T, seed uint64) *proxiedRing {
 // the driver learns of.
 func (r *proxiedRing) session(t *testing.T, timeout time.Duration, seen *sync.Map) *gocql.Session {
 	t.Helper()
+	return r.sessionWith(t, timeout, seen, nil)
+}
+
+// sessionWith is session with gocql's frame compressor comp (nil: none).
+func (r *proxiedRing) sessionWith(t *testing.T, timeout time.Duration, seen *sync.Map, comp gocql.Compressor) *gocql.Session {
+	t.Helper()
 	cc := gocql.NewCluster(r.g.Proxies()[0].Addr())
+	cc.Compressor = comp
 	cc.Port = r.c.CQLPort()
 	cc.ProtoVersion = 4
 	cc.Timeout, cc.WriteTimeout, cc.ConnectTimeout = timeout, timeout, 5*time.Second
@@ -304,5 +311,52 @@ func TestLostAcksOverCountVanillaNotFBF(t *testing.T) {
 	}
 	if c := r.g.Counts()[faultproxy.KindLostAck]; c != int64(lost[1]+lost[2]) {
 		t.Errorf("count %d, events %d", c, lost[1]+lost[2])
+	}
+}
+
+// TestDriverThroughProxyCompressed: gocql with snappy frame compression
+// through the proxies still discovers only the proxies (the peer rows and
+// events are decompressed, rewritten and compressed again) and its
+// prepared updates are matched and applied.
+func TestDriverThroughProxyCompressed(t *testing.T) {
+	seed := testseed.Seed(t)
+	r := startProxiedRing(t, seed)
+	var seen sync.Map
+	s := r.sessionWith(t, 5*time.Second, &seen, gocql.SnappyCompressor{})
+	n := 0
+	seen.Range(func(k, _ any) bool {
+		n++
+		found := false
+		for _, p := range r.g.Proxies() {
+			found = found || p.Addr() == k.(string)
+		}
+		if !found {
+			t.Errorf("driver discovered %s, not a proxy", k)
+		}
+		return true
+	})
+	if n != 3 {
+		t.Errorf("driver discovered %d hosts, want the 3 proxies", n)
+	}
+	exec(t, s, `CREATE KEYSPACE z WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}`)
+	exec(t, s, `CREATE TABLE z.c (k text PRIMARY KEY, c counter)`)
+	var matched int64
+	for _, p := range r.g.Proxies() {
+		matched -= p.Stats().Matched
+	}
+	for k := range 30 {
+		if err := s.Query(`UPDATE z.c SET c = c + 2 WHERE k = ?`, fmt.Sprint("key-", k)).Exec(); err != nil {
+			t.Fatalf("update: %v", err)
+		}
+	}
+	for _, p := range r.g.Proxies() {
+		matched += p.Stats().Matched
+	}
+	if matched != 30 {
+		t.Errorf("proxies matched %d updates, want 30", matched)
+	}
+	var v int64
+	if err := s.Query(`SELECT c FROM z.c WHERE k = 'key-3'`).Consistency(gocql.All).Scan(&v); err != nil || v != 2 {
+		t.Errorf("read: %d, %v", v, err)
 	}
 }

@@ -90,3 +90,52 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecompress decompresses arbitrary bytes as an lz4 and as a snappy
+// frame body, seeded with the compressed bodies of real frames: nothing may
+// panic, every error is a *DecompressError, nothing longer than the limit
+// comes out, and what comes out compresses and decompresses back to itself.
+// A body that decompresses is then decoded as every request.
+func FuzzDecompress(f *testing.F) {
+	for _, fr := range gocqlFrames() {
+		b, err := AppendFrame(nil, fr)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, c := range []Compression{LZ4, Snappy} {
+			z, err := Compress(c, nil, b[HeaderSize:])
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(byte(c), z)
+		}
+	}
+	f.Add(byte(LZ4), []byte{0x7f, 0xff, 0xff, 0xff, 0x10, 'a'})
+	f.Add(byte(Snappy), []byte{0xff, 0xff, 0xff, 0xff, 0x07})
+	const limit = 1 << 16
+	f.Fuzz(func(t *testing.T, alg byte, body []byte) {
+		c := []Compression{LZ4, Snappy}[int(alg)%2]
+		out, err := Decompress(c, body, limit)
+		if err != nil {
+			var de *DecompressError
+			if !errors.As(err, &de) {
+				t.Fatalf("%v: error %T %v is not a *DecompressError", c, err, err)
+			}
+			return
+		}
+		if len(out) > limit {
+			t.Fatalf("%v: %d bytes out, over the limit", c, len(out))
+		}
+		z, err := Compress(c, nil, out)
+		if err != nil {
+			t.Fatalf("%v: %d bytes do not compress: %v", c, len(out), err)
+		}
+		back, err := Decompress(c, z, limit)
+		if err != nil || !bytes.Equal(back, out) {
+			t.Fatalf("%v: round trip of %d bytes: %v", c, len(out), err)
+		}
+		for _, op := range []Opcode{OpStartup, OpQuery, OpExecute, OpBatch, OpRegister} {
+			DecodeFrame(Header{Version: Version4, Op: op, Length: int32(len(out))}, out)
+		}
+	})
+}

@@ -34,7 +34,7 @@ const (
 
 // Header flags.
 const (
-	FlagCompression   byte = 0x01 // never negotiated by this server
+	FlagCompression   byte = 0x01 // the body is compressed (compress.go)
 	FlagTracing       byte = 0x02
 	FlagCustomPayload byte = 0x04
 	FlagWarning       byte = 0x08

@@ -215,7 +215,9 @@ const maxInt32 = 1<<31 - 1
 // DecodeFrame decodes a frame's body, read by a Reader with header h, in
 // either direction. Byte slices in the result (values, ids, payload values)
 // alias body. Errors wrap ErrMalformed, except for an opcode that does not
-// exist or does not belong to the direction of the version byte.
+// exist or does not belong to the direction of the version byte. A body
+// with the compression flag is refused: the caller decompresses it first
+// (Decompress) and clears the flag.
 func DecodeFrame(h Header, body []byte) (*Frame, error) {
 	v := h.ProtoVersion()
 	f := &Frame{Version: v, Stream: h.Stream}

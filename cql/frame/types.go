@@ -7,6 +7,31 @@
 // The types in this file are the contract between the server loop (package
 // cql) and the statement executor (package cql/exec): the executor answers
 // with these values, the codec puts them on the wire.
+//
+// # Compressed bodies
+//
+// A connection's STARTUP may name a compression algorithm (option
+// COMPRESSION, "lz4" or "snappy", as SUPPORTED lists them). From then on a
+// frame whose header has the compression flag (0x01) carries its body
+// compressed; the header's length is that of the compressed body, and the
+// body decompresses to the bytes of the uncompressed frame body (tracing
+// id, warnings, custom payload, message). The two formats, as protocol v4
+// and Cassandra's Compressor define them (v5's compressed frame segments
+// are another layout, not served here):
+//
+//	lz4:    [4 bytes: decompressed length, big-endian unsigned 32-bit]
+//	        [LZ4 block format: sequences of token, literals, offset, match
+//	         length; no LZ4 frame magic, no checksums]
+//	snappy: the Snappy block format as it stands: [uvarint: decompressed
+//	        length][literal and copy elements], not the framed (stream)
+//	        format with its chunk headers and CRCs
+//
+// An empty body is compressed as lz4 00 00 00 00 00 (length 0, one empty
+// token) and as snappy 00. Compress and CompressFrame write these formats,
+// Decompress reads them, refusing a decompressed length over its limit from
+// the length the body claims (the lz4 prefix, snappy's uvarint) before it
+// allocates anything, and a body that does not decompress to exactly that
+// length.
 package frame
 
 import "fmt"
