@@ -127,22 +127,7 @@ func newCoRing(t *testing.T) (*coRing, *Coordinator) {
 	}
 	r := &coRing{exRing: &exRing{md: md, up: map[string]bool{a: true, b: true, c: true}, fail: map[string]bool{}, got: map[string][][]byte{}}, self: a}
 	net := transport.NewMemNetwork(1)
-	for _, id := range []string{b, c} {
-		_, err := net.Listen(transport.Addr(id+":7000"), func(_ context.Context, _ transport.Addr, m transport.Message) (transport.Message, error) {
-			_, _, _, payload, err := decodeExchange(m.Body)
-			if err != nil {
-				return transport.Message{}, err
-			}
-			if r.fail[id] {
-				return transport.Message{}, errors.New("replica failure")
-			}
-			r.record(id, payload)
-			return transport.Message{Type: TypeExchange, Body: encodeExchangeReply([]byte(id), nil)}, nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	serveExchanges(t, net, r.exRing, b, c)
 	tr, err := net.Listen(transport.Addr(a+":7000"), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -72,17 +72,11 @@ func (r *exRing) ReadRow(uint64, []byte) (row.Row, bool, error) {
 }
 func (r *exRing) MergeCells(_ uint64, a, _ row.Cell) (row.Cell, error) { return a, nil }
 
-func newExRing(t *testing.T) (*exRing, *Coordinator) {
+// serveExchanges makes replicas ids of r listen on net: each records the
+// payload of an exchange and answers its own id, or fails when r.fail says.
+func serveExchanges(t *testing.T, net *transport.MemNetwork, r *exRing, ids ...string) {
 	t.Helper()
-	md, err := ring.NewMetadata(map[ring.Endpoint][]int64{
-		{ID: "a"}: {-6e18, 0}, {ID: "b"}: {-3e18, 3e18}, {ID: "c"}: {-1e18, 6e18},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &exRing{md: md, up: map[string]bool{"a": true, "b": true, "c": true}, fail: map[string]bool{}, got: map[string][][]byte{}}
-	net := transport.NewMemNetwork(1)
-	for _, id := range []string{"b", "c"} {
+	for _, id := range ids {
 		_, err := net.Listen(transport.Addr(id+":7000"), func(_ context.Context, _ transport.Addr, m transport.Message) (transport.Message, error) {
 			_, _, _, payload, err := decodeExchange(m.Body)
 			if err != nil {
@@ -98,6 +92,19 @@ func newExRing(t *testing.T) (*exRing, *Coordinator) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func newExRing(t *testing.T) (*exRing, *Coordinator) {
+	t.Helper()
+	md, err := ring.NewMetadata(map[ring.Endpoint][]int64{
+		{ID: "a"}: {-6e18, 0}, {ID: "b"}: {-3e18, 3e18}, {ID: "c"}: {-1e18, 6e18},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &exRing{md: md, up: map[string]bool{"a": true, "b": true, "c": true}, fail: map[string]bool{}, got: map[string][][]byte{}}
+	net := transport.NewMemNetwork(1)
+	serveExchanges(t, net, r, "b", "c")
 	tr, err := net.Listen("a:7000", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -160,22 +160,6 @@ func openHandoffCache(t *testing.T, dir string, c *cellcache.Cache) *Replica {
 	return r
 }
 
-// syncHandoff runs one anti-entropy exchange of a cell from a to b.
-func syncHandoff(t *testing.T, a, b *Replica, key string) {
-	t.Helper()
-	view, err := a.SyncView(handoffTable.ID, []byte(key), "h", b.HostID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	reply, err := b.Exchange(handoffTable.ID, []byte(key), "h", view)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Exchange(handoffTable.ID, []byte(key), "h", reply); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func runHandoffCache(t *testing.T, seed uint64, newCache func() *cellcache.Cache) map[string]int64 {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	dirs := []string{t.TempDir(), t.TempDir()}
@@ -210,7 +194,7 @@ func runHandoffCache(t *testing.T, seed uint64, newCache func() *cellcache.Cache
 			exchange(t, reps[cl.rep], cl.key, cl.c)
 		case x == 8:
 			from := rng.IntN(2)
-			syncHandoff(t, reps[from], reps[1-from], cl.key)
+			syncPair(t, reps[from], reps[1-from], cl.key)
 		case rng.IntN(20) == 0:
 			n := rng.IntN(2)
 			if err := reps[n].Flush(handoffTable.ID); err != nil {
@@ -236,7 +220,7 @@ func runHandoffCache(t *testing.T, seed uint64, newCache func() *cellcache.Cache
 	}
 	for range 2 {
 		for k := range keys {
-			syncHandoff(t, reps[0], reps[1], fmt.Sprintf("k%d", k))
+			syncPair(t, reps[0], reps[1], fmt.Sprintf("k%d", k))
 		}
 	}
 	got := map[string]int64{}
