@@ -359,9 +359,15 @@ faults by default; the accuracy columns are reported too.
 	return lf.emit(stdout, stderr, strings.TrimSpace("idemkv bench "+name+" "+strings.Join(args, " ")), rep)
 }
 
-// runBenchMain is `idemkv bench` with no benchmark: the over-count
-// comparison under lost acks, then the latency comparison, on one ring.
-func runMainCommand(args []string, stdout, stderr io.Writer) error {
+// mainRun is the parsed command line of 'idemkv bench'.
+type mainRun struct {
+	lf      *loadFlags
+	oc, lat Config
+	peer    []string // --cassandra-hosts, host:port
+}
+
+// parseMain parses the flags of 'idemkv bench'.
+func parseMain(args []string, stderr io.Writer) (*mainRun, error) {
 	fs := benchFlagSet("bench", stderr, `usage: idemkv bench [flags]
 
 The main comparison of vanilla and FBF counters, about a minute: an embedded
@@ -369,43 +375,88 @@ The main comparison of vanilla and FBF counters, about a minute: an embedded
 phase (--overcount-duration, lost acks and late answers, clients retrying the
 same op id), then the latency phase (--latency-duration, no faults). The
 flags are those of 'idemkv bench overcount'; --lost-ack and --delay apply to
-the first phase only.
+the first phase only. --cassandra-hosts adds a row "cassandra vanilla" to
+both tables: the same op stream on an Apache Cassandra ring ('idemkv peer
+cassandra up'), at the same time as the idemkv modes of each phase, with
+client-side faults on both sides.
 `)
 	lf := addLoadFlags(fs, loadDefaults{lostAck: 0.05, delay: 0.002})
 	ocDur := fs.Duration("overcount-duration", 25*time.Second, "length of the over-count phase")
 	latDur := fs.Duration("latency-duration", 25*time.Second, "length of the latency phase")
+	peer := fs.String("cassandra-hosts", "", "CQL addresses of an Apache Cassandra ring ('idemkv peer cassandra up'), comma-separated: adds a row \"cassandra vanilla\" (keyspace bench there, RF min(--rf, hosts), --cl) to both tables; the faults are then client-side for every row")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	oc, err := lf.config("overcount", stderr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if oc.Ops <= 0 {
 		oc.Duration = *ocDur
 	}
-	quietGocql()
 	lat := oc
 	lat.Name, lat.Faults, lat.Ops, lat.Duration = "latency", Faults{}, 0, *latDur
+	m := &mainRun{lf: lf, oc: oc, lat: lat, peer: ParseHosts(*peer, *lf.port)}
+	if len(m.peer) > 0 {
+		switch {
+		case *lf.proxy:
+			return nil, errors.New("--cassandra-hosts: faults are client-side on both sides; --proxy is not supported with it")
+		case oc.Faults.KillEvery > 0 || oc.Faults.PauseEvery > 0:
+			return nil, errors.New("--cassandra-hosts: --kill-every and --pause-every cannot be applied to the Cassandra ring alike")
+		}
+	}
+	return m, nil
+}
+
+// runMainCommand is `idemkv bench` with no benchmark: the over-count
+// comparison under lost acks, then the latency comparison, on one ring, and
+// with --cassandra-hosts on an Apache Cassandra ring too.
+func runMainCommand(args []string, stdout, stderr io.Writer) error {
+	m, err := parseMain(args, stderr)
+	if err != nil {
+		return err
+	}
+	quietGocql()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	t, stopRing, err := lf.target(ctx, stderr)
+	t, stopRing, err := m.lf.target(ctx, stderr)
 	if err != nil {
 		return err
 	}
 	defer stopRing()
+	if len(m.peer) > 0 {
+		t.ClientFaults = true // the same fault mechanism as on the peer
+	}
 	var reports []*Report
-	for _, cfg := range []Config{oc, lat} {
+	for _, cfg := range []Config{m.oc, m.lat} {
+		// The peer's row runs at the same time as the idemkv modes, as
+		// the modes run at the same time as one another.
+		var peer *Report
+		var peerErr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if len(m.peer) > 0 {
+				peer, peerErr = Run(ctx, Target{Hosts: m.peer}, PeerConfig(cfg, m.peer))
+			}
+		}()
 		rep, err := Run(ctx, t, cfg)
+		<-done
 		if err != nil {
 			return fmt.Errorf("%s: %w", cfg.Name, err)
 		}
+		if peerErr != nil {
+			return fmt.Errorf("%s on %s: %w", cfg.Name, PeerName, peerErr)
+		}
+		if peer != nil {
+			MergePeer(rep, peer, PeerName)
+		}
 		reports = append(reports, rep)
 	}
-	return lf.emit(stdout, stderr, strings.TrimSpace("idemkv bench "+strings.Join(args, " ")), reports...)
+	return m.lf.emit(stdout, stderr, strings.TrimSpace("idemkv bench "+strings.Join(args, " ")), reports...)
 }
 
 // quietGocql silences gocql's log: a benchmark that kills nodes makes it

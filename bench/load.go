@@ -148,6 +148,11 @@ type Target struct {
 	// (Faults.KillEvery), e.g. a ProcessRing; an embedded Cluster is its
 	// own.
 	Killer Killer
+	// ClientFaults, with Cluster, injects the lost acks and delays on the
+	// client as on Hosts (decided per op and attempt alike) instead of in
+	// the embedded ring's executor: the same mechanism as a run against
+	// another CQL server, e.g. Apache Cassandra, side by side.
+	ClientFaults bool
 }
 
 // killer is what kills the target's nodes, if anything can.
@@ -244,7 +249,7 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	var dupsBefore map[string]int64
 	if c := target.Cluster; c != nil {
 		dismissedBefore, dupsBefore = c.Dismissed(), c.Injector().Duplicates()
-		if target.Proxies == nil {
+		if target.Proxies == nil && !target.ClientFaults {
 			c.Injector().Set(cfg.Faults)
 			defer c.Injector().Set(Faults{})
 		}
@@ -584,7 +589,7 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 // op's id, known before the first attempt of a single update and after the
 // first of a batch) with the run's client-side faults, retries and horizon.
 func (r *runner) attempts(ctx context.Context, mr *modeRun, op Op, idp *client.OpID, exec func(ctx context.Context, n int) error) (Outcome, error) {
-	clientFaults := r.target.Cluster == nil && r.target.Proxies == nil
+	clientFaults := (r.target.Cluster == nil || r.target.ClientFaults) && r.target.Proxies == nil
 	f := r.cfg.Faults
 	var start time.Time
 	sawUnknown := false

@@ -63,6 +63,9 @@ type ReportConfig struct {
 	ResetP      float64  `json:"proxy_reset,omitempty"`
 	FBFOptions  string   `json:"fbf_options"`
 	Seed        uint64   `json:"seed"`
+	// Peer describes the rows of another CQL server run with the same op
+	// stream and faults at the same time as this ring's (e.g. "cassandra vanilla").
+	Peer string `json:"peer,omitempty"`
 }
 
 func reportConfig(cfg Config, t Target, hosts []string) ReportConfig {
@@ -83,6 +86,9 @@ func reportConfig(cfg Config, t Target, hosts []string) ReportConfig {
 	}
 	if t.Cluster != nil {
 		rc.Ring, rc.Nodes, rc.FaultSide = "embedded", t.Cluster.Size(), "server"
+		if t.ClientFaults {
+			rc.FaultSide = "client"
+		}
 		rc.RF = min(rc.RF, rc.Nodes)
 		if cfg.Faults.Delay > 0 {
 			rc.DelayByMS = ms(cfg.Faults.DelayBy)
@@ -219,6 +225,12 @@ func (r *Report) Describe() string {
 		b.WriteString(", single updates")
 	}
 	fmt.Fprintf(&b, "; seed %d", c.Seed)
+	if c.Ring == "embedded" && c.FaultSide == "client" {
+		b.WriteString("; faults injected client-side")
+	}
+	if c.Peer != "" {
+		fmt.Fprintf(&b, "\n  %s", c.Peer)
+	}
 	return b.String()
 }
 

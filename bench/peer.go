@@ -1,0 +1,47 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// PeerName prefixes the rows of a peer ring (Apache Cassandra) run side by
+// side with the idemkv modes: "cassandra vanilla".
+const PeerName = "cassandra"
+
+// PeerConfig is cfg for a peer ring of hosts: vanilla counters only (the
+// other modes need an idemkv server), the same op stream, faults, clients
+// and consistency level, and RF at most the peer ring's size.
+func PeerConfig(cfg Config, hosts []string) Config {
+	p := cfg
+	p.Modes = []string{ModeVanilla}
+	p.RF = min(cfg.withDefaults().RF, len(hosts))
+	return p
+}
+
+// MergePeer appends the peer report's rows to rep, each mode named
+// name+" "+mode, with its fault counts, retries and samples, and notes the
+// peer in rep's configuration.
+func MergePeer(rep, peer *Report, name string) {
+	for _, m := range peer.Modes {
+		m.Mode = name + " " + m.Mode
+		rep.Modes = append(rep.Modes, m)
+	}
+	for _, s := range peer.Series {
+		s.Mode = name + " " + s.Mode
+		rep.Series = append(rep.Series, s)
+	}
+	if len(peer.Faults) > 0 && rep.Faults == nil {
+		rep.Faults = map[string]int{}
+	}
+	for k, v := range peer.Faults {
+		rep.Faults[k] += v
+	}
+	rep.faultEvents = append(rep.faultEvents, peer.faultEvents...)
+	rep.Horizon.Retries += peer.Horizon.Retries
+	rep.Horizon.MaxRetryAfterMS = max(rep.Horizon.MaxRetryAfterMS, peer.Horizon.MaxRetryAfterMS)
+	rep.Horizon.AllWithin = rep.Horizon.AllWithin && peer.Horizon.AllWithin
+	c := peer.Config
+	rep.Config.Peer = fmt.Sprintf("%s rows: ring at %s, keyspace bench there, RF %d, %s, same op stream and %s-side faults, at the same time as the rows above",
+		name, strings.Join(c.Hosts, ","), c.RF, c.Consistency, c.FaultSide)
+}

@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestParseMainCassandraHosts(t *testing.T) {
+	m, err := parseMain([]string{"--modes", "vanilla,fbf", "--rf", "3", "--cl", "one", "--cassandra-hosts", "127.0.1.1, 127.0.1.2:9043"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"127.0.1.1:9042", "127.0.1.2:9043"}; strings.Join(m.peer, ",") != strings.Join(want, ",") {
+		t.Fatalf("peer hosts %v, want %v", m.peer, want)
+	}
+	for _, cfg := range []Config{m.oc, m.lat} {
+		p := PeerConfig(cfg, m.peer)
+		if len(p.Modes) != 1 || p.Modes[0] != ModeVanilla || p.RF != 2 || p.Consistency != cfg.Consistency ||
+			p.Seed != cfg.Seed || p.Faults != cfg.Faults || p.Duration != cfg.Duration || p.Clients != cfg.Clients {
+			t.Fatalf("%s: peer config %+v from %+v", cfg.Name, p, cfg)
+		}
+	}
+	if m.oc.Faults.LostAck == 0 || m.lat.Faults != (Faults{}) {
+		t.Fatalf("faults: over-count %+v, latency %+v", m.oc.Faults, m.lat.Faults)
+	}
+	if m, err := parseMain(nil, io.Discard); err != nil || len(m.peer) != 0 {
+		t.Fatalf("no --cassandra-hosts: %v, %v", m, err)
+	}
+	for _, bad := range [][]string{{"--proxy"}, {"--kill-every", "5s"}, {"--pause-every", "5s"}} {
+		if _, err := parseMain(append([]string{"--cassandra-hosts", "127.0.1.1"}, bad...), io.Discard); err == nil {
+			t.Errorf("--cassandra-hosts with %v accepted", bad)
+		}
+	}
+}
+
+func TestMergePeerRows(t *testing.T) {
+	rep := &Report{Name: "overcount", Config: ReportConfig{Ring: "embedded", Nodes: 1, RF: 1, Consistency: "QUORUM", FaultSide: "client"},
+		Modes:   []ModeResult{{Mode: ModeVanilla, Expected: 10}, {Mode: ModeFBF, Expected: 10}},
+		Faults:  map[string]int{FaultClientLostAck: 2},
+		Horizon: HorizonCheck{Retries: 2, MaxRetryAfterMS: 5, AllWithin: true, HorizonMS: 10000}}
+	peer := &Report{Config: ReportConfig{Ring: "hosts", Hosts: []string{"127.0.1.1:9042"}, RF: 1, Consistency: "QUORUM", FaultSide: "client"},
+		Modes:   []ModeResult{{Mode: ModeVanilla, Expected: 9, Overcount: 2}},
+		Faults:  map[string]int{FaultClientLostAck: 3},
+		Series:  []Sample{{Mode: ModeVanilla}},
+		Horizon: HorizonCheck{Retries: 3, MaxRetryAfterMS: 7, AllWithin: true}}
+	MergePeer(rep, peer, PeerName)
+	if len(rep.Modes) != 3 || rep.Modes[2].Mode != "cassandra vanilla" || rep.Modes[2].Overcount != 2 {
+		t.Fatalf("modes %+v", rep.Modes)
+	}
+	if rep.Faults[FaultClientLostAck] != 5 || rep.Horizon.Retries != 5 || rep.Horizon.MaxRetryAfterMS != 7 || rep.Series[0].Mode != "cassandra vanilla" {
+		t.Fatalf("merged faults %v, horizon %+v, series %+v", rep.Faults, rep.Horizon, rep.Series)
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"cassandra vanilla", "faults injected client-side", "cassandra rows: ring at 127.0.1.1:9042"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if _, ok := rep.Mode(ModeFBF); !ok {
+		t.Error("fbf row lost")
+	}
+}
