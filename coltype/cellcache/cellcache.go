@@ -24,16 +24,14 @@
 // under the cell lock) may use Get and Put, which do not pin.
 //
 // The recency order is golang-lru's (github.com/hashicorp/golang-lru/v2,
-// simplelru.LRU): each shard keeps its unpinned entries (value and cost)
-// in an LRU, most recently used first, and its pinned ones in a map of its
-// own. Pinning an entry moves it from the LRU to the map; releasing its
-// last pin moves it back as the most recent. (An entry is in one of them
-// only, so that a cached entry costs one map slot and one list element,
-// not a map slot of the shard's besides.) The LRU's own size bound is not
-// used (it is made too large ever to evict): the bound is the entries'
-// estimated bytes, not their number, and pinned entries, which count
-// towards it, must stay. The shard evicts the LRU's oldest entries while
-// its cost exceeds its bound.
+// simplelru.LRU): each shard keeps all its entries, pinned or not, in an
+// LRU, most recently used first; pinning an entry moves it to the front,
+// and pinning or releasing allocates nothing (they run on every counter
+// write of the designs). The LRU's own size bound is not used (it is made
+// too large ever to evict): the bound is the entries' estimated bytes, not
+// their number, and pinned entries, which count towards it, must stay. The
+// shard evicts the LRU's oldest unpinned entries while its cost exceeds
+// its bound, moving a pinned one it meets to the front.
 package cellcache
 
 import (
@@ -56,12 +54,12 @@ const SizeSetting = "counter_cache_size_in_mb"
 const DefaultMaxBytes = 50 << 20
 
 // EntryOverhead is the estimated bytes of an entry besides its key and its
-// state: its map slot and LRU list element (pinned: the entry and its map
-// slot), and the design's cell struct (mutex, pointers). The designs add
-// their state's own estimate. It was 160 with a hand-written list; golang-lru's
-// list element (112 bytes, with expiry fields this cache does not use) adds
-// about 30, measured by replica's BenchmarkCellStateMemory.
-const EntryOverhead = 190
+// state: its slot in the LRU's map, the LRU's list element (112 bytes,
+// with expiry fields this cache does not use), the entry, and the design's
+// cell struct (mutex, pointers). The designs add their state's own
+// estimate. Measured with replica's BenchmarkCellStateMemory (unbounded
+// cache, the live heap per counter against the estimate).
+const EntryOverhead = 200
 
 // DefaultBytes is Cassandra's default counter cache size: min(2.5 % of
 // the heap, 50 MB). Go has no fixed heap; the heap is the soft memory limit
@@ -136,12 +134,13 @@ type Cache struct {
 }
 
 // shard is a part of the cache with its own lock, LRU and share of the
-// bound. An entry of the shard is in pinned or in lru, never in both.
+// bound. Its LRU holds every entry, pinned or not, most recently used
+// first; eviction skips the pinned ones.
 type shard struct {
 	mu     sync.Mutex
-	pinned map[key]*entry            // the entries that handles pin (not detached ones)
-	lru    *simplelru.LRU[key, slot] // the other entries, most recently used first
-	bound  int64                     // 0: none
+	lru    *simplelru.LRU[key, *entry]
+	pinned int   // entries with pins > 0
+	bound  int64 // 0: none
 	cost   int64
 	_      [32]byte
 }
@@ -151,20 +150,14 @@ type key struct {
 	k  string
 }
 
-// slot is an unpinned entry, as the LRU holds it.
-type slot struct {
-	val  any
-	cost int64
-}
-
-// entry is a pinned entry: its handles share it until the last Release
-// moves its value back to the LRU.
+// entry is a cached value with its estimated cost and its pins. Pinning
+// and releasing an entry change only its pins (and the LRU's order, on a
+// pin): no allocation on the designs' write paths.
 type entry struct {
-	key      key
 	val      any
 	cost     int64
-	pins     int
-	detached bool // removed from the cache while pinned (or released)
+	pins     int32
+	detached bool // no longer in the cache (removed or evicted); its handles keep the value
 }
 
 // New returns a cache bounded by an estimate of maxBytes bytes; 0 (or
@@ -185,9 +178,8 @@ func newCache(bound int64, byEntries bool) *Cache {
 	c := &Cache{seed: maphash.MakeSeed(), shards: make([]shard, n), byEntries: byEntries, bound: bound}
 	for i := range c.shards {
 		s := &c.shards[i]
-		s.pinned = map[key]*entry{}
 		// Too large ever to evict by itself: evict evicts by cost.
-		lru, err := simplelru.NewLRU[key, slot](math.MaxInt, nil)
+		lru, err := simplelru.NewLRU[key, *entry](math.MaxInt, nil)
 		if err != nil {
 			panic(err) // only for a size <= 0
 		}
@@ -225,23 +217,20 @@ func (c *Cache) shard(k key) *shard {
 type Handle struct {
 	c *Cache
 	s *shard
+	k key
 	e *entry
 }
 
-// pin pins the entry of a key if the shard has it: one more pin of a
-// pinned entry, or an unpinned one taken out of the LRU. s.mu is held.
+// pin pins the entry of a key if the shard has it, as the most recently
+// used. s.mu is held.
 func (s *shard) pin(k key) (*entry, bool) {
-	if e, ok := s.pinned[k]; ok {
-		e.pins++
-		return e, true
-	}
-	sl, ok := s.lru.Peek(k)
+	e, ok := s.lru.Get(k)
 	if !ok {
 		return nil, false
 	}
-	s.lru.Remove(k)
-	e := &entry{key: k, val: sl.val, cost: sl.cost, pins: 1}
-	s.pinned[k] = e
+	if e.pins++; e.pins == 1 {
+		s.pinned++
+	}
 	return e, true
 }
 
@@ -256,16 +245,16 @@ func (c *Cache) Acquire(ns uint64, k string, newValue func() any) (h Handle, cre
 	if e, ok := s.pin(kk); ok {
 		s.mu.Unlock()
 		c.hits.Add(1)
-		return Handle{c, s, e}, false
+		return Handle{c, s, kk, e}, false
 	}
-	e := &entry{key: kk, val: newValue(), pins: 1}
-	e.cost = c.cost(kk, 0)
-	s.pinned[kk] = e
+	e := &entry{val: newValue(), cost: c.cost(kk, 0), pins: 1}
+	s.lru.Add(kk, e)
+	s.pinned++
 	s.cost += e.cost
 	s.evict(c)
 	s.mu.Unlock()
 	c.misses.Add(1)
-	return Handle{c, s, e}, true
+	return Handle{c, s, kk, e}, true
 }
 
 // Peek returns the entry of a key if it is in the cache, pinned, without
@@ -279,7 +268,7 @@ func (c *Cache) Peek(ns uint64, k string) (h Handle, ok bool) {
 	if !ok {
 		return Handle{}, false
 	}
-	return Handle{c, s, e}, true
+	return Handle{c, s, kk, e}, true
 }
 
 // Value is the entry's value.
@@ -293,10 +282,9 @@ func (c *Cache) Get(ns uint64, k string) (v any, ok bool) {
 	kk := key{ns, k}
 	s := c.shard(kk)
 	s.mu.Lock()
-	if sl, hit := s.lru.Get(kk); hit { // most recently used
-		v, ok = sl.val, true
-	} else if e, hit := s.pinned[kk]; hit {
-		v, ok = e.val, true
+	e, ok := s.lru.Get(kk)
+	if ok {
+		v = e.val
 	}
 	s.mu.Unlock()
 	if ok {
@@ -316,15 +304,12 @@ func (c *Cache) Put(ns uint64, k string, v any, size int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cost := c.cost(kk, size)
-	if e, ok := s.pinned[kk]; ok {
+	if e, ok := s.lru.Get(kk); ok { // replaced in place, most recently used
 		s.cost += cost - e.cost
 		e.val, e.cost = v, cost
 	} else {
-		if old, ok := s.lru.Peek(kk); ok {
-			s.cost -= old.cost
-		}
+		s.lru.Add(kk, &entry{val: v, cost: cost})
 		s.cost += cost
-		s.lru.Add(kk, slot{v, cost}) // added, or replaced and moved to the front
 	}
 	s.evict(c)
 }
@@ -335,11 +320,6 @@ func (c *Cache) DropNamespace(ns uint64) {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		for k, e := range s.pinned {
-			if k.ns == ns {
-				s.detach(e)
-			}
-		}
 		for _, k := range s.lru.Keys() {
 			if k.ns == ns {
 				s.remove(k)
@@ -357,7 +337,7 @@ func (h Handle) SetSize(n int64) {
 	}
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
-	c := h.c.cost(h.e.key, n)
+	c := h.c.cost(h.k, n)
 	if !h.e.detached {
 		h.s.cost += c - h.e.cost
 	}
@@ -372,9 +352,7 @@ func (h Handle) Release() {
 	if e.pins--; e.pins > 0 || e.detached {
 		return
 	}
-	delete(s.pinned, e.key)
-	e.detached = true // its value is the LRU's now
-	s.lru.Add(e.key, slot{e.val, e.cost})
+	s.pinned--
 	s.evict(h.c)
 }
 
@@ -384,7 +362,9 @@ func (h Handle) Release() {
 func (h Handle) Remove() {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
-	h.s.detach(h.e)
+	if cur, ok := h.s.lru.Peek(h.k); ok && cur == h.e {
+		h.s.remove(h.k)
+	}
 }
 
 // Remove drops a key's entry, pinned or not (its state is stale, e.g. the
@@ -394,28 +374,26 @@ func (c *Cache) Remove(ns uint64, k string) {
 	s := c.shard(kk)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.pinned[kk]; ok {
-		s.detach(e)
-	} else {
-		s.remove(kk)
-	}
+	s.remove(kk)
 }
 
-// detach drops a pinned entry from the cache. s.mu is held.
-func (s *shard) detach(e *entry) {
-	if e.detached || s.pinned[e.key] != e {
+// remove drops a key's entry, if the shard has one; its handles keep
+// the value. s.mu is held.
+func (s *shard) remove(k key) {
+	e, ok := s.lru.Peek(k)
+	if !ok {
 		return
 	}
-	delete(s.pinned, e.key)
-	s.cost -= e.cost
-	e.detached = true
+	s.lru.Remove(k)
+	s.drop(e)
 }
 
-// remove drops an unpinned entry, if the LRU has one. s.mu is held.
-func (s *shard) remove(k key) {
-	if sl, ok := s.lru.Peek(k); ok {
-		s.lru.Remove(k)
-		s.cost -= sl.cost
+// drop accounts for an entry that left the LRU. s.mu is held.
+func (s *shard) drop(e *entry) {
+	s.cost -= e.cost
+	e.detached = true
+	if e.pins > 0 {
+		s.pinned--
 	}
 }
 
@@ -427,17 +405,28 @@ func (c *Cache) cost(k key, size int64) int64 {
 }
 
 // evict drops unpinned entries, least recently used first, while the
-// shard is over its bound. s.mu is held.
+// shard is over its bound. A pinned entry met on the way is moved to the
+// front (it is in use); when every entry is pinned the shard stays over
+// its bound until they are released. s.mu is held.
 func (s *shard) evict(c *Cache) {
 	if s.bound <= 0 {
 		return
 	}
-	for s.cost > s.bound {
-		_, sl, ok := s.lru.RemoveOldest()
+	for skipped := 0; s.cost > s.bound; {
+		k, e, ok := s.lru.GetOldest()
 		if !ok {
-			return // the rest is pinned
+			return
 		}
-		s.cost -= sl.cost
+		if e.pins > 0 {
+			if skipped >= s.pinned {
+				return // the rest is pinned
+			}
+			s.lru.Get(k) // to the front
+			skipped++
+			continue
+		}
+		s.lru.RemoveOldest()
+		s.drop(e)
 		c.evictions.Add(1)
 	}
 }
@@ -457,8 +446,8 @@ func (c *Cache) Stats() Stats {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		st.Entries += len(s.pinned) + s.lru.Len()
-		st.Pinned += len(s.pinned)
+		st.Entries += s.lru.Len()
+		st.Pinned += s.pinned
 		st.Cost += s.cost
 		s.mu.Unlock()
 	}
@@ -471,7 +460,7 @@ func (c *Cache) Len() int {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		n += len(s.pinned) + s.lru.Len()
+		n += s.lru.Len()
 		s.mu.Unlock()
 	}
 	return n
@@ -485,15 +474,10 @@ func (c *Cache) Values(ns uint64) []any {
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()
-		for k, e := range s.pinned {
-			if k.ns == ns {
-				out = append(out, e.val)
-			}
-		}
 		for _, k := range s.lru.Keys() {
 			if k.ns == ns {
-				sl, _ := s.lru.Peek(k)
-				out = append(out, sl.val)
+				e, _ := s.lru.Peek(k)
+				out = append(out, e.val)
 			}
 		}
 		s.mu.Unlock()

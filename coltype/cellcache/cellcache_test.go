@@ -92,7 +92,7 @@ func TestPinnedIsShared(t *testing.T) {
 	}
 }
 
-// TestLRUOrder: the least recently released entry goes first.
+// TestLRUOrder: the least recently used (pinned) entry goes first.
 func TestLRUOrder(t *testing.T) {
 	c := NewEntries(2)
 	ns := NewNamespace()
