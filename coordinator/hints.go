@@ -42,8 +42,13 @@ type Hints struct {
 	// notStored counts the hints Store dropped: their target was down
 	// longer than the window (see SetWindow).
 	notStored atomic.Uint64
-	window    time.Duration
-	downtime  func(target string) time.Duration
+	// expired counts the hints delivery dropped: older than their table's
+	// gc_grace_seconds (see SetExpiry).
+	expired  atomic.Uint64
+	grace    func(table uint64) (time.Duration, bool)
+	now      func() time.Time
+	window   time.Duration
+	downtime func(target string) time.Duration
 	// refused holds the targets whose hints are being dropped, so that
 	// the log says it once per outage.
 	refused map[string]bool
@@ -176,6 +181,32 @@ func (h *Hints) SetWindow(window time.Duration, downtime func(target string) tim
 	h.window, h.downtime = window, downtime
 }
 
+// SetExpiry makes delivery drop a hint whose cell timestamp is older than
+// its table's gc_grace_seconds, as Cassandra's hints expire then (a hint's
+// TTL is the smallest gc_grace_seconds of its tables): by then a tombstone
+// the hinted cell predates may have been purged, and the hint would bring
+// the deleted value back. grace reports a table's gc_grace_seconds (false:
+// unknown table, the hint is delivered and the target decides); now is the
+// clock. Call it before the first delivery.
+func (h *Hints) SetExpiry(grace func(table uint64) (time.Duration, bool), now func() time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.grace, h.now = grace, now
+}
+
+// Expired returns how many hints delivery dropped since opening, older
+// than their table's gc_grace_seconds.
+func (h *Hints) Expired() uint64 { return h.expired.Load() }
+
+// expiredHint reports whether m is older than its table's gc_grace_seconds.
+func (h *Hints) expiredHint(m coltype.Mutation, grace func(uint64) (time.Duration, bool), now func() time.Time) bool {
+	if grace == nil || now == nil {
+		return false
+	}
+	g, ok := grace(m.Table)
+	return ok && m.Cell.Timestamp < now().Add(-g).UnixMicro()
+}
+
 // NotStored returns how many hints Store dropped since opening: their
 // target was down longer than the hint window.
 func (h *Hints) NotStored() uint64 { return h.notStored.Load() }
@@ -296,6 +327,7 @@ func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, t
 	}
 	skip := min(h.held[target], len(q.pending))
 	batch := append([]coltype.Mutation(nil), q.pending[skip:]...)
+	grace, now := h.grace, h.now
 	h.mu.Unlock()
 	// Hints are replicated state, merged in any order: they go
 	// hintWindow at a time. sent counts the leading run that arrived; a
@@ -307,6 +339,12 @@ func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, t
 		var wg sync.WaitGroup
 		for i, m := range window {
 			wg.Add(1)
+			if h.expiredHint(m, grace, now) {
+				// Dropped as delivered: it must never reach the target.
+				h.expired.Add(1)
+				wg.Done()
+				continue
+			}
 			go func() {
 				defer wg.Done()
 				_, errs[i] = tr.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: EncodeMutation(m)})

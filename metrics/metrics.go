@@ -53,6 +53,9 @@ type Snapshot struct {
 	HintsPending map[string]int
 	// HintsStored and HintsDelivered count the hints since the node started.
 	HintsStored, HintsDelivered uint64
+	// HintsExpired counts the hints dropped at delivery, older than their
+	// table's gc_grace_seconds.
+	HintsExpired uint64
 	// Nodes are the ring's nodes as this node's gossip sees them.
 	Nodes []Node
 	// Tables are this node's tables.
@@ -289,6 +292,7 @@ var storeFields = []field[replica.Stats]{
 	{"flushes_total", "Memtable flushes.", true, func(s replica.Stats) float64 { return float64(s.Flushes) }},
 	{"compactions_total", "Compactions.", true, func(s replica.Stats) float64 { return float64(s.Compactions) }},
 	{"replayed_records_total", "Commit-log records replayed at start-up.", true, func(s replica.Stats) float64 { return float64(s.ReplayedRecords) }},
+	{"tombstones_purged_total", "Tombstoned cells compactions dropped, older than their table's gc_grace_seconds.", true, func(s replica.Stats) float64 { return float64(s.TombstonesPurged) }},
 	{"corrupt_blocks_total", "SSTable blocks that failed their checksum or did not decode.", true, func(s replica.Stats) float64 { return float64(s.CorruptBlocks) }},
 }
 
@@ -341,6 +345,7 @@ var (
 	descPending   = desc("hints", "pending", "Hints waiting for delivery, by target host id.", "target")
 	descStored    = desc("hints", "stored_total", "Hints stored since the node started.")
 	descDelivered = desc("hints", "delivered_total", "Hints delivered since the node started.")
+	descExpired   = desc("hints", "expired_total", "Hints dropped at delivery since the node started, older than their table's gc_grace_seconds.")
 	descNodes     = desc("gossip", "nodes", "Nodes of the ring by gossip state (up, down).", "state")
 	descNodeUp    = desc("gossip", "node_up", "1 when gossip sees the node up, else 0.", "host_id", "address", "dc", "rack", "status")
 	descSSTables  = desc("table", "sstables", "SSTables of a table on this node.", "keyspace", "table")
@@ -400,6 +405,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	emit(descStored, true, float64(s.HintsStored))
 	emit(descDelivered, true, float64(s.HintsDelivered))
+	emit(descExpired, true, float64(s.HintsExpired))
 	up, down := 0, 0
 	for _, n := range s.Nodes {
 		v := 0.0

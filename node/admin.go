@@ -402,6 +402,7 @@ func (a adminNode) MetricsSnapshot() metrics.Snapshot {
 		s.HintsPending[t] = c
 	}
 	s.HintsStored, s.HintsDelivered = n.hints.Counts()
+	s.HintsExpired = n.hints.Expired()
 	for _, p := range n.gossip.Nodes() {
 		s.Nodes = append(s.Nodes, metrics.Node{HostID: p.HostID, Addr: string(p.Addr), DC: p.DC, Rack: p.Rack, Status: string(p.Status), Up: p.Up})
 	}

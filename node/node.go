@@ -246,6 +246,9 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		// n.view is made below, before anything stores a hint.
 		n.hints.SetWindow(ms(cfg.MaxHintWindowMS), func(target string) time.Duration { return n.view.downtime(target, opts.Clock()) })
 	}
+	// A hint older than its table's gc_grace_seconds is dropped, not
+	// delivered (the tombstone it predates may be purged).
+	n.hints.SetExpiry(n.replica.GCGrace, opts.Clock)
 	// An update this node led whose replication a hint still waits to
 	// complete may have been retried and counted elsewhere: in doubt, as
 	// after an unclean stop.

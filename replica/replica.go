@@ -165,6 +165,9 @@ type Stats struct {
 	// input) that met an SSTable block failing its checksum or not decoding;
 	// each is logged at Error with the file and the block's offset.
 	CorruptBlocks uint64
+	// TombstonesPurged counts tombstoned cells compactions left out, being
+	// older than their table's gc_grace_seconds (see table.purger).
+	TombstonesPurged uint64
 }
 
 // Replica is one node's storage engine. It is safe for concurrent use.
@@ -193,7 +196,7 @@ type Replica struct {
 	stats struct {
 		leaderApplies, mutations, cacheHits, cacheMisses atomic.Uint64
 		flushes, compactions, replayed, skipped          atomic.Uint64
-		corruptBlocks                                    atomic.Uint64
+		corruptBlocks, tombstonesPurged                  atomic.Uint64
 	}
 
 	closed atomic.Bool
@@ -477,7 +480,7 @@ func (r *Replica) Stats() Stats {
 		CacheHits: s.cacheHits.Load(), CacheMisses: s.cacheMisses.Load(),
 		Flushes: s.flushes.Load(), Compactions: s.compactions.Load(),
 		ReplayedRecords: s.replayed.Load(), SkippedFlushedRecs: s.skipped.Load(),
-		CorruptBlocks: s.corruptBlocks.Load(),
+		CorruptBlocks: s.corruptBlocks.Load(), TombstonesPurged: s.tombstonesPurged.Load(),
 	}
 }
 

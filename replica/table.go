@@ -8,10 +8,12 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/cellcache"
@@ -525,7 +527,9 @@ func (t *table) compact(major bool) error {
 		c := t.r.cfg.Compaction
 		gens = sstable.PickSizeTiered(infos, c.MinThreshold, c.MaxThreshold, c.BucketLow, c.BucketHigh, c.MinSSTableSize)
 	}
-	if len(gens) < 2 {
+	// A major compaction rewrites even a single table, so that nodetool
+	// compact purges its expired tombstones as Cassandra's does.
+	if len(gens) < 2 && !(major && len(gens) == 1) {
 		return nil
 	}
 	inputs := make([]*sstable.Reader, len(gens))
@@ -541,7 +545,9 @@ func (t *table) compact(major bool) error {
 		}
 	}
 	gen := t.nextGen.Add(1) - 1
-	if _, err := sstable.Compact(t.dir, inputs, gen, t.merge, t.r.cfg.SSTable, encodePosition(maxPos)); err != nil {
+	purged := 0
+	purge := t.purger(gens, &purged)
+	if _, err := sstable.Compact(t.dir, inputs, gen, t.merge, t.r.cfg.SSTable, encodePosition(maxPos), purge); err != nil {
 		t.noteCorrupt("compaction", err)
 		return fmt.Errorf("replica: compact %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 	}
@@ -580,8 +586,111 @@ func (t *table) compact(major bool) error {
 		errs = append(errs, in.Close(), sstable.RemoveFS(t.r.cfg.FS, t.dir, in.Meta().Generation))
 	}
 	t.r.stats.compactions.Add(1)
-	t.r.logger.Debug("compacted", "table", t.def.Name, "inputs", gens, "output", gen)
+	t.r.stats.tombstonesPurged.Add(uint64(purged))
+	t.r.logger.Debug("compacted", "table", t.def.Name, "inputs", gens, "output", gen, "tombstones_purged", purged)
 	return errors.Join(errs...)
+}
+
+// DefaultGCGraceSeconds is gc_grace_seconds for a table that does not set
+// it: ten days, Cassandra's default.
+const DefaultGCGraceSeconds = 864000
+
+// gcGrace returns the table's gc_grace_seconds as it is now (ALTER TABLE
+// may change it).
+func (t *table) gcGrace() time.Duration {
+	secs := int64(DefaultGCGraceSeconds)
+	if v, ok := t.colset.Load().def.Options["gc_grace_seconds"]; ok {
+		// CQL validated it (an int ≥ 0); a value that does not parse keeps
+		// the default rather than purging early.
+		if n, err := strconv.ParseInt(v, 10, 32); err == nil && n >= 0 {
+			secs = n
+		}
+	}
+	return time.Duration(secs) * time.Second
+}
+
+// GCGrace returns a table's gc_grace_seconds, or false for a table this
+// replica does not have.
+func (r *Replica) GCGrace(tableID uint64) (time.Duration, bool) {
+	t, err := r.table(tableID)
+	if err != nil {
+		return 0, false
+	}
+	return t.gcGrace(), true
+}
+
+// purger returns the rule a compaction of the SSTables gens applies, as
+// Cassandra's: a tombstoned cell whose timestamp is gc_grace_seconds old is
+// dropped, unless the partition may still have data this node holds outside
+// the compaction (an SSTable not among gens, by its bloom filter and index,
+// or a memtable), which the tombstone would stop shadowing. It counts what
+// it drops in *n. Only tombstones go: a tombstone wins over every live
+// version of its cell (CASSANDRA-7346), so the merged cell of a purgeable
+// partition column is the tombstone alone and nothing it shadowed is left in
+// the compaction's inputs.
+//
+// What purging cannot know is what other replicas hold: a replica that
+// missed the deletion and is repaired, hinted or streamed from after the
+// tombstone is gone brings the deleted value back, as in Cassandra; repairs
+// must run within gc_grace_seconds (docs/operations.md).
+func (t *table) purger(gens []uint64, n *int) sstable.Purger {
+	grace := t.gcGrace()
+	cutoff := t.r.cfg.Now().Add(-grace).UnixMicro()
+	in := make(map[uint64]bool, len(gens))
+	for _, g := range gens {
+		in[g] = true
+	}
+	l := leader{r: t.r, t: t}
+	return func(k row.Key, c row.Cell) bool {
+		if !c.Tombstone || c.Timestamp > cutoff {
+			return false
+		}
+		// Under the cell's lock, so that no vanilla leader update reads
+		// this node's cached shard between the check and the forgetting.
+		unlock := t.r.lock(k, t.def.ID, c.Column)
+		defer unlock()
+		if t.heldOutside(k, in) {
+			return false
+		}
+		// The counter starts again from nothing, here as in storage: a
+		// leader's cached shard of the cell (vanilla's, FBF's) must not
+		// carry counts the tombstone shadowed into the next update. The
+		// designs forget their cached state when a tombstone arrives
+		// (coltype.Observer), so its departure is told the same way.
+		l.ForgetLocalShard(k, c.Column)
+		if col, ok := t.col(c.Column); ok {
+			if ob, ok := col.(coltype.Observer); ok {
+				_ = ob.Observe(l, coltype.Mutation{Table: t.def.ID, Key: k.Partition, Cell: c})
+			}
+		}
+		*n++
+		return true
+	}
+}
+
+// heldOutside reports whether partition k is in a memtable or in an SSTable
+// that is not in the compaction (in), or whether that cannot be told (a read
+// error: the tombstone is kept).
+func (t *table) heldOutside(k row.Key, in map[uint64]bool) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, m := range []*memtable.Memtable{t.view.active, t.view.flushing} {
+		if m == nil {
+			continue
+		}
+		if _, ok := m.Get(k); ok {
+			return true
+		}
+	}
+	for _, s := range t.view.sstables {
+		if in[s.Meta().Generation] {
+			continue
+		}
+		if _, ok, err := s.Get(k); ok || err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // noteCorrupt logs and counts an SSTable read error that reports corrupt

@@ -97,7 +97,7 @@ func BenchmarkCompact4(b *testing.B) {
 	b.SetBytes(size)
 	gen := uint64(100)
 	for b.Loop() {
-		if _, err := Compact(dir, inputs, gen, keepLeft, Options{}, nil); err != nil {
+		if _, err := Compact(dir, inputs, gen, keepLeft, Options{}, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 		if err := Remove(dir, gen); err != nil {

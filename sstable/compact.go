@@ -36,13 +36,22 @@ func (h *cursorHeap) Pop() any {
 	return x
 }
 
+// Purger decides, during a compaction, whether a merged cell of key may be
+// dropped from the output (a tombstone older than gc_grace_seconds that no
+// table outside the compaction can contradict). It sees each merged cell
+// once; nil keeps every cell.
+type Purger func(key row.Key, c row.Cell) bool
+
 // Compact merges inputs into a new table, generation gen of dir. Rows with
 // equal keys in several inputs are merged with row.MergeRows(…, merge), in
-// input order. The output is complete (TOC written, files and dir fsynced)
-// before Compact returns; on error it is removed. The caller then swaps
-// readers and Removes the inputs. Tombstones are kept: purging them needs
-// gc_grace_seconds and a view of every table, which are the engine's.
-func Compact(dir string, inputs []*Reader, gen uint64, merge row.MergeFunc, opts Options, user []byte) (Meta, error) {
+// input order. A merged cell for which purge reports true is left out, and a
+// row left with no cell is left out whole; purge may be nil. Deciding which
+// tombstones may go needs gc_grace_seconds and a view of every table and
+// memtable, which are the engine's. The output is complete (TOC written,
+// files and dir fsynced) before Compact returns, even when every row was
+// purged (an empty table still carries user); on error it is removed. The
+// caller then swaps readers and Removes the inputs.
+func Compact(dir string, inputs []*Reader, gen uint64, merge row.MergeFunc, opts Options, user []byte, purge Purger) (Meta, error) {
 	w, err := NewWriter(dir, gen, opts)
 	if err != nil {
 		return Meta{}, fmt.Errorf("sstable: compact into generation %d: %w", gen, err)
@@ -104,6 +113,12 @@ func Compact(dir string, inputs []*Reader, gen uint64, merge row.MergeFunc, opts
 				return fail(fmt.Errorf("sstable: compact into generation %d: %w", gen, err))
 			}
 		}
+		if purge != nil {
+			acc = purgeRow(acc, purge)
+			if len(acc.Cells) == 0 {
+				continue
+			}
+		}
 		if err := w.Add(acc); err != nil {
 			return fail(err)
 		}
@@ -113,6 +128,18 @@ func Compact(dir string, inputs []*Reader, gen uint64, merge row.MergeFunc, opts
 		return Meta{}, fmt.Errorf("sstable: compact into generation %d: %w", gen, err)
 	}
 	return meta, nil
+}
+
+// purgeRow returns r without the cells purge drops, reusing r's slice.
+func purgeRow(r row.Row, purge Purger) row.Row {
+	kept := r.Cells[:0]
+	for _, c := range r.Cells {
+		if !purge(r.Key, c) {
+			kept = append(kept, c)
+		}
+	}
+	r.Cells = kept
+	return r
 }
 
 // Defaults of PickSizeTiered, those of Cassandra's SizeTieredCompactionStrategy.

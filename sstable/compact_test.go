@@ -92,7 +92,7 @@ func TestCompact(t *testing.T) {
 	}
 	want := modelMerge(t, tables, maxMerge)
 
-	m, err := Compact(dir, inputs, 100, maxMerge, Options{BlockSize: 512, IndexInterval: 8}, []byte("pos"))
+	m, err := Compact(dir, inputs, 100, maxMerge, Options{BlockSize: 512, IndexInterval: 8}, []byte("pos"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestCompact(t *testing.T) {
 	}
 
 	// Compacting the output again with an input is idempotent for maxMerge.
-	m2, err := Compact(dir, []*Reader{out, inputs[2]}, 101, maxMerge, Options{}, nil)
+	m2, err := Compact(dir, []*Reader{out, inputs[2]}, 101, maxMerge, Options{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestCompactFailures(t *testing.T) {
 	}
 	boom := errors.New("boom")
 	failing := func(a, b row.Cell) (row.Cell, error) { return row.Cell{}, boom }
-	if _, err := Compact(dir, inputs, 50, failing, Options{}, nil); !errors.Is(err, boom) {
+	if _, err := Compact(dir, inputs, 50, failing, Options{}, nil, nil); !errors.Is(err, boom) {
 		t.Fatalf("Compact with failing merge: %v", err)
 	}
 	// Corrupt the middle of input 2's data: Compact must fail, not skip it.
@@ -154,11 +154,11 @@ func TestCompactFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if _, err := Compact(dir, inputs, 51, maxMerge, Options{}, nil); !errors.Is(err, ErrCorrupt) {
+	if _, err := Compact(dir, inputs, 51, maxMerge, Options{}, nil, nil); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Compact of a corrupt input: %v", err)
 	}
 	// The generation that already exists cannot be the output.
-	if _, err := Compact(dir, inputs[:1], 1, maxMerge, Options{}, nil); err == nil {
+	if _, err := Compact(dir, inputs[:1], 1, maxMerge, Options{}, nil, nil); err == nil {
 		t.Fatal("Compact over an existing generation succeeded")
 	}
 	if gens := listOf(t, dir); !slices.Equal(gens, []uint64{1, 2}) {
@@ -228,3 +228,76 @@ func TestPickSizeTiered(t *testing.T) {
 }
 
 func openRW(name string) (*os.File, error) { return os.OpenFile(name, os.O_RDWR, 0) }
+
+// TestCompactPurge: the purger sees every merged cell once, the cells it
+// drops are gone from the output and rows left empty are gone whole; the
+// rest is the model merge. Purging everything still writes a readable, empty
+// table that carries the user bytes.
+func TestCompactPurge(t *testing.T) {
+	rng := testRand(t)
+	dir := t.TempDir()
+	tables := counterTables(rng, 3, 400, 250)
+	var inputs []*Reader
+	for i, tab := range tables {
+		writeTable(t, dir, uint64(i+1), tab, Options{BlockSize: 256}, nil)
+		inputs = append(inputs, openTable(t, dir, uint64(i+1)))
+	}
+	merged := modelMerge(t, tables, maxMerge)
+	// Drop tombstones with an even timestamp.
+	drop := func(c row.Cell) bool { return c.Tombstone && c.Timestamp%2 == 0 }
+	var want []row.Row
+	wantSeen, dropped := 0, 0
+	for _, r := range merged {
+		kept := row.Row{Key: r.Key}
+		for _, c := range r.Cells {
+			wantSeen++
+			if drop(c) {
+				dropped++
+				continue
+			}
+			kept.Cells = append(kept.Cells, c)
+		}
+		if len(kept.Cells) > 0 {
+			want = append(want, kept)
+		}
+	}
+	if dropped == 0 {
+		t.Fatalf("seed drew no purgeable tombstone (%d cells); the test needs some", wantSeen)
+	}
+	seen := 0
+	m, err := Compact(dir, inputs, 100, maxMerge, Options{}, []byte("pos"), func(_ row.Key, c row.Cell) bool {
+		seen++
+		return drop(c)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen != wantSeen {
+		t.Fatalf("purger saw %d cells, the merge has %d", seen, wantSeen)
+	}
+	if m.Rows != uint64(len(want)) {
+		t.Fatalf("%d rows written, want %d", m.Rows, len(want))
+	}
+	got, err := collect(openTable(t, dir, 100).All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameRows(got, want); err != nil {
+		t.Fatalf("purged compaction: %v", err)
+	}
+
+	all, err := Compact(dir, inputs, 101, maxMerge, Options{}, []byte("pos"), func(row.Key, row.Cell) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := openTable(t, dir, 101)
+	if all.Rows != 0 || string(empty.Meta().User) != "pos" {
+		t.Fatalf("everything purged: meta %+v", all)
+	}
+	if rows, err := collect(empty.All()); err != nil || len(rows) != 0 {
+		t.Fatalf("empty output reads %d rows, %v", len(rows), err)
+	}
+	if _, ok, err := empty.Get(merged[0].Key); ok || err != nil {
+		t.Fatalf("Get on the empty output: %v %v", ok, err)
+	}
+}
