@@ -25,6 +25,7 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -235,7 +236,19 @@ func (c *Coordinator) placement(table uint64, key []byte, cl ConsistencyLevel) (
 }
 
 // chooseLeader applies the table's leader rule to the live replicas.
-func (c *Coordinator) chooseLeader(table uint64, live []ring.Endpoint) ring.Endpoint {
+//
+// The random rule is Cassandra's uniform draw among the live replicas of
+// the coordinator's data center, with one difference for an update that
+// carries an op id on a table that deduplicates (FBF): the draw is keyed
+// by the op id (rendezvous hashing, opLeader), so every attempt of one op
+// meets the same leader, and its filter, while the live replicas stay the
+// same. Drawn afresh per attempt, a retry sent while the first attempt is
+// still in flight (a client that gave up on it) is led elsewhere before the
+// first leader's replication arrives, and both count it: 303 over-counted
+// updates in 100,000 on a 3-node ring with 2 % of attempts abandoned (issue
+// 19). Keyed, the leaders are still spread uniformly over the replicas.
+func (c *Coordinator) chooseLeader(u coltype.Update, live []ring.Endpoint) ring.Endpoint {
+	table := u.Table
 	rule := c.cfg.LeaderRule
 	if lr, ok := c.cfg.Tables.(leaderRules); ok {
 		r, src := lr.LeaderRule(table)
@@ -256,10 +269,42 @@ func (c *Coordinator) chooseLeader(table uint64, live []ring.Endpoint) ring.Endp
 	if len(local) == 0 {
 		return live[0]
 	}
+	if u.HasOp && c.deduplicates(table) {
+		return opLeader(u.OpID, local)
+	}
 	c.randMu.Lock()
 	i := c.cfg.Rand.IntN(len(local))
 	c.randMu.Unlock()
 	return local[i]
+}
+
+// opLeader draws the leader of an op among candidates by rendezvous
+// hashing: the candidate with the highest score of (op id, host id). Every
+// coordinator computes the same draw (the hash is fixed, not seeded per
+// process); a candidate that leaves the set moves only the ops it led.
+func opLeader(op [16]byte, candidates []ring.Endpoint) ring.Endpoint {
+	best, bestScore := candidates[0], uint64(0)
+	for i, e := range candidates {
+		h := fnv.New64a()
+		h.Write(op[:])
+		h.Write([]byte(e.ID))
+		score := mix64(h.Sum64())
+		if i == 0 || score > bestScore {
+			best, bestScore = e, score
+		}
+	}
+	return best
+}
+
+// mix64 is splitmix64's finalizer: FNV's low bits are weak for inputs that
+// differ only in their last bytes (the host ids).
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // CounterWrite applies a client's counter update at a consistency level: it
@@ -289,7 +334,7 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl Con
 	// and tries them again until the write timeout.
 	candidates := live
 	for {
-		leader := c.chooseLeader(u.Table, candidates)
+		leader := c.chooseLeader(u, candidates)
 		err := c.writeVia(ctx, leader, w, req)
 		if !errors.Is(err, errLeaderInDoubt) {
 			return c.countTimeout(err)
