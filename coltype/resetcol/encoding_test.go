@@ -2,6 +2,7 @@ package resetcol
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"maps"
 	"math/rand/v2"
@@ -293,5 +294,33 @@ func TestCheckDelta(t *testing.T) {
 	}
 	if err := (Type{}).CheckDelta(2); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCounterCellBytesUnchanged: a reset_counter cell's bytes are those
+// the format had before the map form (FormatCell, then the same layout),
+// so that existing data directories open; and they decode.
+func TestCounterCellBytesUnchanged(t *testing.T) {
+	b := &Blob{State: reset.NewCounter(id(1)), Out: map[reset.ID]*reset.Outbox{id(2): {}}, In: map[reset.ID]*reset.Inbox{id(2): {}}, Version: 3, Gen: 1}
+	op, err := b.State.Inc("", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := op.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Out[id(2)].Push(EncodeChannelOp(p, nil))
+	enc, err := EncodeCell(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const golden = "0103013a0101010000000000000000000000000000000101000000000000000000000000000000020100010100000000000000000000000000000002000201020000000000000000000000000000001c0121000117000111010000000000000000000000000000000002020101020000000000000000000000000000000301220000"
+	if got := hex.EncodeToString(enc); got != golden {
+		t.Fatalf("a counter cell encodes as\n%s\nwas\n%s", got, golden)
+	}
+	got, err := DecodeCell(enc)
+	if err != nil || got.State.Value("") != 2 || got.State.Kind() != reset.KindCounter {
+		t.Fatalf("decoded %v, %v", got, err)
 	}
 }
