@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/idemkv/idemkv/coltype/resetcol"
 	"github.com/idemkv/idemkv/counters/reset"
+	cqlexec "github.com/idemkv/idemkv/cql/exec"
 )
 
 // TestGocqlResetCounterMap drives the map form of the observed-reset
@@ -109,6 +111,18 @@ func TestGocqlResetCounterMap(t *testing.T) {
 		t.Fatalf("DELETE m with a context: %v", err)
 	}
 	want("DELETE m of what was read", "x", map[string]int64{"b": 1, "c": 1})
+
+	// A retry with the same op id (idemkv-op) is dismissed key by key: the
+	// leader re-sends its map cell to the other replicas.
+	op := make([]byte, 16)
+	binary.BigEndian.PutUint64(op, 77)
+	binary.BigEndian.PutUint64(op[8:], 1)
+	for range 2 {
+		if err := s.Query(`UPDATE ks.r SET m = m + {'r1': 1, 'r2': 2} WHERE k = 'x'`).CustomPayload(map[string][]byte{cqlexec.OpPayloadKey: op}).Exec(); err != nil {
+			t.Fatalf("update with an op id: %v", err)
+		}
+	}
+	want("a retried update", "x", map[string]int64{"b": 1, "c": 1, "r1": 1, "r2": 2})
 
 	// DELETE m resets every key; DELETE of the row resets m and c.
 	exec(t, s, `DELETE m FROM ks.r WHERE k = 'x'`)

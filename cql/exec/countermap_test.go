@@ -170,6 +170,11 @@ func TestMapOfCountersUpdateDeleteSelect(t *testing.T) {
 		t.Errorf("c = %d after DELETE of the row, want 0", v)
 	}
 
+	// A counter batch mixes map updates and element deletions.
+	h.query(`UPDATE ks.r SET m = m + {'a': 4, 'b': 1} WHERE k = 'x'`)
+	h.query(`BEGIN COUNTER BATCH UPDATE ks.r SET m = m + {'b': 2} WHERE k = 'x'; DELETE m['a'] FROM ks.r WHERE k = 'x'; APPLY BATCH`)
+	wantMap(t, "after a batch", h.mapOf("x"), map[string]int64{"b": 3})
+
 	// SELECT * and JSON.
 	h.query(`UPDATE ks.r SET m = m + {'q': 2, 'p': 1} WHERE k = 'j'`)
 	r = h.rows(`SELECT JSON k, m FROM ks.r WHERE k = 'j'`)
