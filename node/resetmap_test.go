@@ -44,7 +44,7 @@ func (c *testCluster) createResetMapTable() {
 func (c *testCluster) resetMaps(key string) string {
 	var out []string
 	for i := range c.nodes {
-		cell, found, err := c.node(i + 1).Replica().Read(44, []byte(key), "m")
+		cell, found, err := c.node(i+1).Replica().Read(44, []byte(key), "m")
 		if err != nil {
 			c.t.Fatalf("node %d local read: %v", i+1, err)
 		}
