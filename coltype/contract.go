@@ -32,6 +32,7 @@ import (
 //	DirectExchanger the payload goes unchanged to the replicas Borrow
 //	Coordinated   coordinator-side exchanges and plain writes handoff (notice servers, token order, temporary participant)
 //	ReadContext   SELECT returns what a DELETE may cancel      observed reset
+//	CounterMap    a cell is a map of counters (map<text, bigint>) observed reset (map form)
 //	Channel       a per-cell exactly-once FIFO op channel      observed reset
 //	AntiEntropy   replicas reconcile cells in the background  handoff sync
 //
@@ -146,6 +147,9 @@ type Deletion struct {
 	// Replicas are the key's natural replicas when the deletion is led by
 	// the coordinator (Update.Replicas); nil otherwise.
 	Replicas []counters.ID
+	// Element is the map key a DELETE m['key'] removes from a CounterMap
+	// cell (Update.Element); "" deletes the whole cell.
+	Element string
 }
 
 // RowKey is the deletion's partition as the storage engine keys it.
@@ -264,6 +268,16 @@ type Exchanger interface {
 type ReadContext interface {
 	ContextKey() string
 	ContextOf(c row.Cell) ([]byte, error)
+}
+
+// CounterMap is the capability of types whose cell holds a map of named
+// counters (the observed-reset counter's embedded map form), which drivers
+// read as map<text, bigint>: UPDATE t SET m = m + {'a': 1} leads one
+// Update per key with Update.Element set, DELETE m['a'] a Delete with
+// Element set, and a read shows the counters whose value is not 0.
+type CounterMap interface {
+	// MapValue reads a live cell: its counters whose value is not 0.
+	MapValue(c row.Cell) (map[string]int64, error)
 }
 
 // DirectExchanger is the capability of Exchanger types whose client

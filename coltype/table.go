@@ -103,6 +103,11 @@ type Update struct {
 	Delete bool
 	// Context is what the client observed, for a Delete (Deletion.Context).
 	Context []byte
+	// Element names one counter of a cell that holds a map of counters
+	// (coltype.CounterMap): the key the increment adds to, or the key a
+	// Delete removes. "" for a cell of one counter, or a Delete of the
+	// whole map.
+	Element string
 
 	// Replicas are the key's natural replicas (host ids, ring order), set
 	// by the coordinator on the leader before it applies the update, for

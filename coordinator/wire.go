@@ -130,6 +130,7 @@ func (e *enc) update(u coltype.Update) {
 	if u.Delete {
 		e.bytes(u.Context)
 	}
+	e.str(u.Element)
 }
 
 func (d *dec) update() coltype.Update {
@@ -138,6 +139,7 @@ func (d *dec) update() coltype.Update {
 	if u.Delete = d.boolean(); u.Delete {
 		u.Context = d.bytes()
 	}
+	u.Element = d.str()
 	return u
 }
 

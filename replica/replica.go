@@ -694,7 +694,7 @@ func (r *Replica) leadDelete(t *table, col coltype.ColumnType, u coltype.Update)
 		if err := d.CheckDelete(u.Column); err != nil {
 			return coltype.Mutation{}, err
 		}
-		return d.Delete(l, coltype.Deletion{Table: u.Table, Key: u.Key, Column: u.Column, Timestamp: u.Timestamp, Context: u.Context, Replicas: u.Replicas})
+		return d.Delete(l, coltype.Deletion{Table: u.Table, Key: u.Key, Column: u.Column, Timestamp: u.Timestamp, Context: u.Context, Replicas: u.Replicas, Element: u.Element})
 	}
 	rk := u.RowKey()
 	m := coltype.Mutation{Table: u.Table, Key: u.Key, Cell: row.Cell{Column: u.Column, Timestamp: u.Timestamp, Tombstone: true}}

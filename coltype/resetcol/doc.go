@@ -73,6 +73,48 @@
 // the dominant replica's state. In every case the answer is some
 // replica's real state.
 //
+// # The map form (map<text, reset_counter>)
+//
+// MapType (MapTypeName, "map<text, reset_counter>") is a map of named
+// counters in one cell: one reset.State of kind reset.KindMap, whose clock
+// C, outboxes, inboxes and op ids are shared by every key of the map (the
+// scope of C is the cell, so the channel is per (origin, map cell), as for
+// a single counter). Drivers read it as map<text, bigint> (MapValue: the
+// keys whose value is not 0). Configure gives each column a *MapColumn.
+// The writes are the single counter's, keyed by coltype.Update.Element and
+// coltype.Deletion.Element:
+//
+//	UPDATE t SET m = m + {'a': 1} WHERE k = ?  one led increment per key (State.Inc(key, w))
+//	DELETE m['a'] FROM t WHERE k = ?           State.ResetKey(a) at the leader, or the
+//	                                           request's context narrowed to key a
+//	DELETE m FROM t WHERE k = ?                State.ResetAll at the leader, or the context
+//	DELETE FROM t WHERE k = ?                  the same, for every column of the row
+//
+// A key whose counter is fully reset reads as absent at once, and leaves
+// the stored cell once the reset has met every increment it cancels
+// (obliviousness, reset.State.Keys); C and the channel state stay (about
+// 170 bytes for three replicas, whatever the number of keys).
+//
+// A map cell is stored as EncodeCell documents, under the first byte
+// FormatMapCell (4) instead of FormatCell (1), the rest laid out
+// identically:
+//
+//	1 byte   FormatMapCell (4): the format's version, and that the state is a map
+//	uvarint  version, uvarint gen
+//	uvarint  length, then reset.State.MarshalBinary of a KindMap state:
+//	           1 byte reset.Version, 1 byte kind 2 (reset.KindMap), self id [16]
+//	           uvarint n, then n × (id [16], uvarint C[id]), ascending id
+//	           uvarint keys, then per key, ascending: uvarint length, key bytes,
+//	             uvarint n, then n × (id [16], uvarint p, uvarint n, uvarint c), ascending id
+//	uvarint  n, then n × (peer id [16], uvarint length, reset.Outbox bytes)
+//	uvarint  n, then n × (origin id [16], uvarint length, reset.Inbox bytes)
+//	uvarint  n, then n × (client op id [16], uvarint time)
+//
+// DecodeCell refuses a map state under FormatCell and a counter state under
+// FormatMapCell, and a column refuses a stored cell of the other kind.
+// The ops (FormatOp) and sync messages (FormatSync) are the single
+// counter's: a reset.Op names its key.
+//
 // # Not done
 //
 // A replica joining a cell's replica set does not receive the ops sent

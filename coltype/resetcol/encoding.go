@@ -20,6 +20,10 @@ const (
 	FormatOp = 2
 	// FormatSync is an anti-entropy message between two replicas (EncodeSync).
 	FormatSync = 3
+	// FormatMapCell is a replica's stored cell of the map form (EncodeCell
+	// of a blob whose state is a map, reset.KindMap): FormatCell's layout
+	// after its first byte.
+	FormatMapCell = 4
 )
 
 // ErrCorrupt is wrapped by every decoding error of the package.
@@ -65,10 +69,11 @@ func (b *Blob) Pending() int {
 
 // EncodeCell returns the cell value of a blob:
 //
-//	1 byte   FormatCell
+//	1 byte   FormatCell (a counter), or FormatMapCell (a map of counters)
 //	uvarint  version
 //	uvarint  gen
-//	uvarint  length, then reset.State.MarshalBinary (one counter)
+//	uvarint  length, then reset.State.MarshalBinary (one counter, KindCounter,
+//	         after FormatCell; a map, KindMap, after FormatMapCell)
 //	uvarint  n, then n × (peer id [16], uvarint length, reset.Outbox bytes), ascending id
 //	uvarint  n, then n × (origin id [16], uvarint length, reset.Inbox bytes), ascending id
 //	uvarint  n, then n × (client op id [16], uvarint time ≥ 0), ascending op id
@@ -78,6 +83,9 @@ func EncodeCell(b *Blob) ([]byte, error) {
 		return nil, fmt.Errorf("resetcol: encode state: %w", err)
 	}
 	out := []byte{FormatCell}
+	if b.State.Kind() == reset.KindMap {
+		out[0] = FormatMapCell
+	}
 	out = binary.AppendUvarint(out, b.Version)
 	out = binary.AppendUvarint(out, b.Gen)
 	out = appendBytes(out, st)
@@ -111,7 +119,12 @@ func EncodeCell(b *Blob) ([]byte, error) {
 // out of order and trailing bytes are errors (wrapping ErrCorrupt).
 func DecodeCell(v []byte) (*Blob, error) {
 	d := &dec{b: v}
-	if d.byte() != FormatCell {
+	kind := reset.KindCounter
+	switch d.byte() {
+	case FormatCell:
+	case FormatMapCell:
+		kind = reset.KindMap
+	default:
 		return nil, fmt.Errorf("%w: not a reset_counter cell", ErrCorrupt)
 	}
 	b := &Blob{Version: d.uvarint(), Gen: d.uvarint(), Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}}
@@ -123,8 +136,8 @@ func DecodeCell(v []byte) (*Blob, error) {
 	if err := b.State.UnmarshalBinary(st); err != nil {
 		return nil, fmt.Errorf("%w: state: %w", ErrCorrupt, err)
 	}
-	if b.State.Kind() != reset.KindCounter {
-		return nil, fmt.Errorf("%w: a map state in a counter cell", ErrCorrupt)
+	if b.State.Kind() != kind {
+		return nil, fmt.Errorf("%w: a state of kind %d in a cell of kind %d", ErrCorrupt, b.State.Kind(), kind)
 	}
 	var prev *reset.ID
 	for n := d.count(); n > 0 && d.err == nil; n-- {

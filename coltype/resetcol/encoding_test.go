@@ -2,7 +2,9 @@ package resetcol
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"testing"
 
@@ -14,12 +16,21 @@ import (
 func id(b byte) reset.ID { return reset.ID{b} }
 
 // sampleBlobs returns blobs of three replicas that exchanged some ops.
-func sampleBlobs(t testing.TB, rng *rand.Rand) []*Blob {
+func sampleBlobs(t testing.TB, rng *rand.Rand) []*Blob { return sampleBlobsOf(t, rng, false) }
+
+// sampleBlobsOf returns blobs of three replicas of a counter cell, or of
+// a map cell (keys a, b, c; resets of one key or of every key), that
+// exchanged some ops.
+func sampleBlobsOf(t testing.TB, rng *rand.Rand, isMap bool) []*Blob {
 	t.Helper()
 	ids := []reset.ID{id(1), id(2), id(3)}
 	var bs []*Blob
 	for _, self := range ids {
-		b := &Blob{State: reset.NewCounter(self), Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}}
+		st := reset.NewCounter(self)
+		if isMap {
+			st = reset.NewMap(self)
+		}
+		b := &Blob{State: st, Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}}
 		for _, p := range ids {
 			if p != self {
 				b.Out[p], b.In[p] = &reset.Outbox{}, &reset.Inbox{}
@@ -31,10 +42,17 @@ func sampleBlobs(t testing.TB, rng *rand.Rand) []*Blob {
 		i := rng.IntN(3)
 		var op reset.Op
 		var err error
-		if rng.IntN(4) == 0 {
-			op, err = bs[i].State.ResetKey("")
-		} else {
-			op, err = bs[i].State.Inc("", int64(1+rng.IntN(3)))
+		key := ""
+		if isMap {
+			key = []string{"a", "b", "c"}[rng.IntN(3)]
+		}
+		switch {
+		case isMap && rng.IntN(8) == 0:
+			op, err = bs[i].State.ResetAll()
+		case rng.IntN(4) == 0:
+			op, err = bs[i].State.ResetKey(key)
+		default:
+			op, err = bs[i].State.Inc(key, int64(1+rng.IntN(3)))
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -98,6 +116,67 @@ func TestCellRoundTrip(t *testing.T) {
 				t.Fatalf("a %d-byte prefix decodes: %v", n, err)
 			}
 		}
+	}
+}
+
+// TestMapCellRoundTrip: a map cell encodes under FormatMapCell, decodes to
+// the same counters and bytes; its prefixes, and its bytes under the
+// counter cell's format byte, are errors.
+func TestMapCellRoundTrip(t *testing.T) {
+	rng := testseed.Rand(t)
+	for _, b := range sampleBlobsOf(t, rng, true) {
+		enc, err := EncodeCell(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if enc[0] != FormatMapCell {
+			t.Fatalf("a map cell starts with %d, want FormatMapCell", enc[0])
+		}
+		got, err := DecodeCell(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State.Kind() != reset.KindMap || !maps.Equal(got.State.Values(), b.State.Values()) || got.Delivered() != b.Delivered() {
+			t.Fatalf("decoded map cell differs: %v, want %v", got.State.Values(), b.State.Values())
+		}
+		again, err := EncodeCell(got)
+		if err != nil || !bytes.Equal(enc, again) {
+			t.Fatalf("re-encoding differs (%v)", err)
+		}
+		for n := range enc {
+			if _, err := DecodeCell(enc[:n]); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("a %d-byte prefix decodes: %v", n, err)
+			}
+		}
+		wrong := append([]byte{FormatCell}, enc[1:]...)
+		if _, err := DecodeCell(wrong); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("a map state under FormatCell decodes: %v", err)
+		}
+		vals, err := MapType{}.MapValue(row.Cell{Column: "m", Value: enc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum int64
+		for k, v := range b.State.Values() {
+			if vals[k] != int64(v) {
+				t.Fatalf("MapValue[%q] = %d, want %d", k, vals[k], v)
+			}
+			sum += int64(v)
+		}
+		if len(vals) != len(b.State.Values()) {
+			t.Fatalf("MapValue has %d keys, want %d", len(vals), len(b.State.Values()))
+		}
+		if v, err := (Type{}).Value(row.Cell{Value: enc}); err != nil || v != sum {
+			t.Fatalf("Value of a map cell = %d, %v; want the sum %d", v, err, sum)
+		}
+	}
+	// A counter cell under the map format byte is refused too.
+	c, err := EncodeCell(sampleBlobs(t, rng)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeCell(append([]byte{FormatMapCell}, c[1:]...)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a counter state under FormatMapCell decodes: %v", err)
 	}
 }
 
@@ -215,5 +294,33 @@ func TestCheckDelta(t *testing.T) {
 	}
 	if err := (Type{}).CheckDelta(2); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCounterCellBytesUnchanged: a reset_counter cell's bytes are those
+// the format had before the map form (FormatCell, then the same layout),
+// so that existing data directories open; and they decode.
+func TestCounterCellBytesUnchanged(t *testing.T) {
+	b := &Blob{State: reset.NewCounter(id(1)), Out: map[reset.ID]*reset.Outbox{id(2): {}}, In: map[reset.ID]*reset.Inbox{id(2): {}}, Version: 3, Gen: 1}
+	op, err := b.State.Inc("", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := op.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Out[id(2)].Push(EncodeChannelOp(p, nil))
+	enc, err := EncodeCell(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const golden = "0103013a0101010000000000000000000000000000000101000000000000000000000000000000020100010100000000000000000000000000000002000201020000000000000000000000000000001c0121000117000111010000000000000000000000000000000002020101020000000000000000000000000000000301220000"
+	if got := hex.EncodeToString(enc); got != golden {
+		t.Fatalf("a counter cell encodes as\n%s\nwas\n%s", got, golden)
+	}
+	got, err := DecodeCell(enc)
+	if err != nil || got.State.Value("") != 2 || got.State.Kind() != reset.KindCounter {
+		t.Fatalf("decoded %v, %v", got, err)
 	}
 }

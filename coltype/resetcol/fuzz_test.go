@@ -13,7 +13,9 @@ import (
 func seeds(f *testing.F) [][]byte {
 	f.Helper()
 	var out [][]byte
-	for _, b := range sampleBlobs(f, rand.New(rand.NewPCG(1, 2))) {
+	blobs := sampleBlobs(f, rand.New(rand.NewPCG(1, 2)))
+	blobs = append(blobs, sampleBlobsOf(f, rand.New(rand.NewPCG(3, 4)), true)...)
+	for _, b := range blobs {
 		out = append(out, mustEncode(f, b))
 		for p, o := range b.Out {
 			out = append(out, EncodeSync(Sync{From: b.State.Self(), To: p, Ack: 1, Ops: o.Pending()}))
@@ -47,6 +49,8 @@ func FuzzDecodeCell(f *testing.F) {
 			t.Fatalf("re-encoding differs:\n%x\n%x", v, enc)
 		}
 		_, _ = Type{}.Value(row.Cell{Value: v})
+		_, _ = MapType{}.MapValue(row.Cell{Value: v})
+		_, _ = Type{}.ContextOf(row.Cell{Value: v})
 	})
 }
 

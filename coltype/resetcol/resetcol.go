@@ -27,12 +27,25 @@ const TypeName = "reset_counter"
 // replicas' anti-entropy messages (EncodeSync), not a client protocol.
 const PayloadKey = "idemkv-reset-sync"
 
+// MapTypeName is the column type of the embedded map form: a map of
+// observed-reset counters in one cell, sharing the cell's clock C and its
+// channels, which drivers read as map<text, bigint> (see MapType).
+const MapTypeName = "map<text, reset_counter>"
+
 // Type is the registered column type: stateless, it merges and reads
 // cells. Configure gives each table column a *Column, which holds this
 // replica's blobs of the column's cells and implements the writes.
 type Type struct{}
 
-func init() { coltype.MustRegister(Type{}) }
+// MapType is the registered column type of the map form (MapTypeName):
+// Type's merge and reads, plus coltype.CounterMap. Configure gives each
+// table column a *MapColumn.
+type MapType struct{ Type }
+
+func init() {
+	coltype.MustRegister(Type{})
+	coltype.MustRegister(MapType{})
+}
 
 // errUnconfigured is returned by the registered value's write methods: the
 // replica calls the configured *Column's.
@@ -47,6 +60,42 @@ func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev c
 	if p, ok := prev.(*Column); ok {
 		return p, nil
 	}
+	return configure(env, d, column, false)
+}
+
+// Name implements coltype.ColumnType.
+func (MapType) Name() string { return MapTypeName }
+
+// CQLType implements coltype.CQL: drivers see a map<text, bigint>.
+func (MapType) CQLType() string { return "map<text, bigint>" }
+
+// MapValue implements coltype.CounterMap: the cell's counters whose value
+// is not 0.
+func (MapType) MapValue(c row.Cell) (map[string]int64, error) {
+	b, err := DecodeCell(c.Value)
+	if err != nil {
+		return nil, fmt.Errorf("column %q: %w", c.Column, err)
+	}
+	out := map[string]int64{}
+	for k, v := range b.State.Values() {
+		out[k] = int64(v)
+	}
+	return out, nil
+}
+
+// Configure implements coltype.Configurable for the map form.
+func (MapType) Configure(env coltype.Env, d coltype.TableDef, column string, prev coltype.ColumnType) (coltype.ColumnType, error) {
+	if p, ok := prev.(*MapColumn); ok {
+		return p, nil
+	}
+	col, err := configure(env, d, column, true)
+	if err != nil {
+		return nil, err
+	}
+	return &MapColumn{col}, nil
+}
+
+func configure(env coltype.Env, d coltype.TableDef, column string, isMap bool) (*Column, error) {
 	window := DefaultOpWindow
 	if v := env.Setting(OpWindowSetting); v != "" {
 		w, err := time.ParseDuration(v)
@@ -55,7 +104,7 @@ func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev c
 		}
 		window = w
 	}
-	return &Column{env: env, self: reset.ID(env.HostID()), table: d.ID, column: column, window: window,
+	return &Column{env: env, self: reset.ID(env.HostID()), table: d.ID, column: column, window: window, isMap: isMap,
 		cells: cellcache.Of(env), ns: cellcache.NewNamespace()}, nil
 }
 
@@ -125,11 +174,20 @@ func cmpU(a, b uint64) int {
 	return 0
 }
 
-// Value implements coltype.ColumnType: the counter's value in the blob.
+// Value implements coltype.ColumnType: the counter's value in the blob;
+// for a map cell, the sum of its counters (CQL reads a map cell through
+// coltype.CounterMap instead).
 func (Type) Value(c row.Cell) (int64, error) {
 	b, err := DecodeCell(c.Value)
 	if err != nil {
 		return 0, fmt.Errorf("column %q: %w", c.Column, err)
+	}
+	if b.State.Kind() == reset.KindMap {
+		var sum uint64
+		for _, v := range b.State.Values() {
+			sum += v
+		}
+		return int64(sum), nil
 	}
 	return int64(b.State.Value("")), nil
 }
@@ -171,13 +229,14 @@ const ContextPayloadKey = "idemkv-reset-context"
 func (Type) ContextKey() string { return ContextPayloadKey }
 
 // ContextOf implements coltype.ReadContext: the reset context
-// (reset.Context, encoded) of what a read cell observes.
+// (reset.Context, encoded) of what a read cell observes (of every key of
+// a map cell).
 func (Type) ContextOf(c row.Cell) ([]byte, error) {
 	b, err := DecodeCell(c.Value)
 	if err != nil {
 		return nil, fmt.Errorf("column %q: %w", c.Column, err)
 	}
-	return b.State.Observe("").MarshalBinary()
+	return b.State.ObserveAll().MarshalBinary()
 }
 
 // Check implements coltype.Replayer: a replayed record must hold a cell.
@@ -199,6 +258,7 @@ type Column struct {
 	table  uint64
 	column string
 	window time.Duration
+	isMap  bool // a *MapColumn's: the cells hold maps of counters
 
 	// cells are this replica's blobs of the column's cells in the
 	// replica's bounded cell cache (namespace ns, partition key → *cell).
@@ -214,6 +274,36 @@ type Column struct {
 	pending map[string]pendingCell // cells whose outboxes hold ops
 
 	generated, delivered, writes, syncs, dismissed atomic.Uint64
+}
+
+// MapColumn is one column of the map form (MapTypeName) on one replica:
+// a Column whose cells hold maps of counters.
+type MapColumn struct{ *Column }
+
+// Name implements coltype.ColumnType.
+func (*MapColumn) Name() string { return MapTypeName }
+
+// CQLType implements coltype.CQL.
+func (*MapColumn) CQLType() string { return MapType{}.CQLType() }
+
+// MapValue implements coltype.CounterMap.
+func (*MapColumn) MapValue(c row.Cell) (map[string]int64, error) { return MapType{}.MapValue(c) }
+
+// newState is an empty state of one of the column's cells.
+func (col *Column) newState() *reset.State {
+	if col.isMap {
+		return reset.NewMap(col.self)
+	}
+	return reset.NewCounter(col.self)
+}
+
+// checkElement refuses a map key on a counter column (and, for a map, is
+// the key checks a write needs).
+func (col *Column) checkElement(e string) error {
+	if e != "" && !col.isMap {
+		return fmt.Errorf("%s: column %s is not a map, it has no key %q", TypeName, col.column, e)
+	}
+	return nil
 }
 
 // pendingCell is a cell whose outboxes hold ops, and how many (as of its
@@ -269,7 +359,7 @@ func (col *Column) lock(l coltype.Leader, key []byte) (c *cell, unlock func(), e
 // load reads a cell's blob from storage, as a cold start does. c.mu is
 // held.
 func (col *Column) load(l coltype.Leader, key []byte, c *cell) error {
-	b := &Blob{State: reset.NewCounter(col.self), Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}}
+	b := &Blob{State: col.newState(), Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}}
 	stored, found, err := l.Cell(row.Key{Token: ring.Token(key), Partition: key}, col.column)
 	if err != nil {
 		return err
@@ -282,6 +372,9 @@ func (col *Column) load(l coltype.Leader, key []byte, c *cell) error {
 		}
 		if sb.State.Self() != col.self {
 			return fmt.Errorf("resetcol: the stored cell belongs to replica %s, not %s", sb.State.Self(), col.self)
+		}
+		if sb.State.Kind() != col.newState().Kind() {
+			return fmt.Errorf("%w: column %s: the stored cell's kind is not the column's", ErrCorrupt, col.column)
 		}
 		b, c.size = sb, len(stored.Value)
 	}
@@ -335,6 +428,9 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 	if err := col.CheckDelta(u.Delta); err != nil {
 		return coltype.Mutation{}, err
 	}
+	if err := col.checkElement(u.Element); err != nil {
+		return coltype.Mutation{}, err
+	}
 	if u.Delta == 0 {
 		// c = c + 0 changes nothing: an op addressed to nobody.
 		return coltype.Mutation{Table: col.table, Key: u.Key, Cell: row.Cell{Column: col.column, Value: EncodeOp(col.self, nil, nil), Timestamp: u.Timestamp}}, nil
@@ -360,7 +456,7 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 			rec.Time = col.env.Now().UnixNano()
 		}
 	}
-	op, err := c.b.State.Inc("", u.Delta)
+	op, err := c.b.State.Inc(u.Element, u.Delta)
 	if err != nil {
 		return coltype.Mutation{}, fmt.Errorf("%s: %w", TypeName, err)
 	}
@@ -393,19 +489,32 @@ func (col *Column) prune(c *cell) {
 
 // Delete implements coltype.Deleter: a reset of what the deletion's
 // context observed, or of what this (the leading) replica observes now.
+//
+// On a map column, Deletion.Element names the key removed (DELETE
+// m['a']): only that key's counter is reset, and a context is narrowed to
+// that key; without an Element every key is.
 func (col *Column) Delete(l coltype.Leader, d coltype.Deletion) (coltype.Mutation, error) {
+	if err := col.checkElement(d.Element); err != nil {
+		return coltype.Mutation{}, err
+	}
 	c, unlock, err := col.lock(l, d.Key)
 	if err != nil {
 		return coltype.Mutation{}, err
 	}
 	defer unlock()
 	var ctx reset.Context
-	if len(d.Context) > 0 {
+	switch {
+	case len(d.Context) > 0:
 		if err := ctx.UnmarshalBinary(d.Context); err != nil {
 			return coltype.Mutation{}, fmt.Errorf("%s: reset context: %w", TypeName, err)
 		}
-	} else {
-		ctx = c.b.State.Observe("")
+		if d.Element != "" {
+			ctx.Keys = slices.DeleteFunc(ctx.Keys, func(k reset.KeyContext) bool { return k.Key != d.Element })
+		}
+	case d.Element != "":
+		ctx = c.b.State.Observe(d.Element)
+	default:
+		ctx = c.b.State.ObserveAll()
 	}
 	if ctx.Empty() {
 		// Nothing to cancel: an op addressed to nobody.
@@ -465,7 +574,7 @@ func (col *Column) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
 	if m.Cell.Tombstone {
 		return fmt.Errorf("%s columns are reset by DELETE through a leader, never tombstoned", TypeName)
 	}
-	if len(m.Cell.Value) > 0 && m.Cell.Value[0] == FormatCell {
+	if len(m.Cell.Value) > 0 && (m.Cell.Value[0] == FormatCell || m.Cell.Value[0] == FormatMapCell) {
 		return col.applyCell(l, m)
 	}
 	origin, payload, seqs, err := DecodeOp(m.Cell.Value)
@@ -708,7 +817,9 @@ func (col *Column) Stats() Stats {
 		if c.loaded {
 			s.Cells++
 			s.Bytes += c.size
-			s.Entries += len(c.b.State.Entries(""))
+			for _, k := range c.b.State.Keys() {
+				s.Entries += len(c.b.State.Entries(k))
+			}
 			s.Pending += c.b.Pending()
 		}
 		c.mu.Unlock()
@@ -722,11 +833,15 @@ type ColumnLister interface {
 	ColumnTypes() []coltype.ColumnType
 }
 
-// ReplicaStats sums the Stats of a replica's reset_counter columns.
+// ReplicaStats sums the Stats of a replica's reset_counter columns, map
+// columns included.
 func ReplicaStats(r ColumnLister) Stats {
 	var out Stats
 	for _, t := range r.ColumnTypes() {
 		col, ok := t.(*Column)
+		if m, isMap := t.(*MapColumn); isMap {
+			col, ok = m.Column, true
+		}
 		if !ok {
 			continue
 		}

@@ -29,7 +29,7 @@ func alterColumns(ks string, def coltype.TableDef, st *parse.AlterTable) (frame.
 		if _, ok := t.cols[c.Name]; ok {
 			return nil, invalid("Column with name '%s' already exists", c.Name)
 		}
-		if len(c.Type.Params) > 0 || !isCounterType(c.Type.Name) {
+		if name, _ := counterTypeName(c.Type); name == "" {
 			if len(c.Type.Params) == 0 && !cqlNativeTypes[c.Type.Name] {
 				return nil, invalid("Unknown type %s.%s", ks, c.Type.Name)
 			}

@@ -233,12 +233,18 @@ func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
 		}
 	}
 	var counters, others []string
+	design := map[string]string{} // counter column → its registered type
 	for _, c := range st.Columns {
 		if inKey[c.Name] {
 			continue
 		}
-		if len(c.Type.Params) == 0 && isCounterType(c.Type.Name) {
+		name, bad := counterTypeName(c.Type)
+		if bad != nil {
+			return def, bad
+		}
+		if name != "" {
 			counters = append(counters, c.Name)
+			design[c.Name] = name
 		} else {
 			others = append(others, c.Name)
 		}
@@ -276,8 +282,7 @@ func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
 		def.PartitionKey = append(def.PartitionKey, coltype.ColumnDef{Name: n, Type: typ})
 	}
 	for _, n := range counters {
-		c := cols[n]
-		def.Columns = append(def.Columns, coltype.ColumnDef{Name: n, Type: c.Type.Name})
+		def.Columns = append(def.Columns, coltype.ColumnDef{Name: n, Type: design[n]})
 	}
 	opts, err := tablePropertyOptions(st.Properties)
 	if err != nil {

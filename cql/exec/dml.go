@@ -33,7 +33,10 @@ type write struct {
 	key         []byte
 	delete      bool
 	columns     []string
-	index       int
+	// element is the map key of a DELETE m['key'] (one column); "" for
+	// a deletion of whole columns.
+	element string
+	index   int
 }
 
 func notModifiable(t *tableInfo) error {
@@ -83,6 +86,9 @@ func checkUpdate(t *tableInfo, st *parse.Update) error {
 		case sc.Other != sc.Column:
 			return invalid("Only expressions of the form X = X %c <value> are supported.", sc.Op)
 		}
+		if _, isMap := counterMapOf(c); isMap && sc.Op == '-' {
+			return invalid("Cannot remove from the map of counters %s: its counters only count up (DELETE %s['key'] resets a key)", c.name, parse.Ident(c.name))
+		}
 	}
 	_, err := keyRestrictions(t, st.Where, false)
 	return err
@@ -111,6 +117,15 @@ func checkDelete(t *tableInfo, st *parse.Delete) error {
 		}
 		if c.pkIndex >= 0 {
 			return invalid("Invalid identifier %s for deletion (should not be a PRIMARY KEY part)", c.name)
+		}
+	}
+	for i, el := range st.Elements {
+		if el == nil {
+			continue
+		}
+		c := t.cols[st.Columns[i]]
+		if _, isMap := counterMapOf(c); !isMap {
+			return invalid("Invalid element access syntax for non-collection column %s", c.name)
 		}
 	}
 	for _, c := range t.regular {
@@ -242,6 +257,15 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 				}
 				continue
 			}
+			if w.element != "" {
+				// DELETE m['key']: a reset of one key, led like a
+				// deletion carrying a context.
+				u := coltype.Update{Table: w.table, Key: w.key, Column: w.columns[0], Delete: true, Element: w.element, Timestamp: e.opts.Now().UnixMicro()}
+				if err := e.b.CounterWrite(ctx, u, coordinator.ConsistencyLevel(cl)); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := e.b.Delete(ctx, w.table, w.key, w.columns, coordinator.ConsistencyLevel(cl)); err != nil {
 				return err
 			}
@@ -260,6 +284,9 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 			binary.BigEndian.PutUint64(u.OpID[:8], client)
 			binary.BigEndian.PutUint64(u.OpID[8:], seq+uint64(w.index))
 			u.OpTime = now
+			if u.Element != "" {
+				u.OpID = elementOpID(u.OpID, u.Element)
+			}
 		}
 		if err := e.b.CounterWrite(ctx, u, coordinator.ConsistencyLevel(cl)); err != nil {
 			return err
@@ -283,6 +310,19 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 		var out []write
 		for _, sc := range st.Set {
 			c := t.cols[sc.Column]
+			if _, isMap := counterMapOf(c); isMap {
+				mk, md, skip, err := mapDeltas(c, sc.Value, it.values)
+				if err != nil {
+					return nil, err
+				}
+				if skip {
+					continue
+				}
+				for j := range mk {
+					out = append(out, write{update: &coltype.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: md[j], Element: mk[j]}, index: i})
+				}
+				continue
+			}
 			v, err := bind(sc.Value, it.values, frame.Counter, c.name)
 			if err != nil {
 				return nil, err
@@ -320,7 +360,31 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []write{{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: st.Columns, index: i}}, nil
+		if st.Elements == nil {
+			return []write{{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: st.Columns, index: i}}, nil
+		}
+		var whole []string
+		var elems []write
+		for j, name := range st.Columns {
+			if j >= len(st.Elements) || st.Elements[j] == nil {
+				whole = append(whole, name)
+				continue
+			}
+			c := t.cols[name]
+			v, err := bind(*st.Elements[j], it.values, frame.Text, c.name)
+			if err != nil {
+				return nil, err
+			}
+			k, err := mapKey(c, v)
+			if err != nil {
+				return nil, err
+			}
+			elems = append(elems, write{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: []string{name}, element: k, index: i})
+		}
+		if len(whole) > 0 {
+			elems = append([]write{{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: whole, index: i}}, elems...)
+		}
+		return elems, nil
 	}
 	return nil, nil
 }

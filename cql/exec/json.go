@@ -99,6 +99,12 @@ func jsonValue(t frame.DataType, v frame.Value) (string, error) {
 		return fmt.Sprintf(`"%x-%x-%x-%x-%x"`, u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
 	case frame.TypeBlob:
 		return `"0x` + hex.EncodeToString(v.Bytes) + `"`, nil
+	case frame.TypeMap:
+		s, err := jsonMap(v.Bytes)
+		if err != nil {
+			return "", fmt.Errorf("json: %w", err)
+		}
+		return s, nil
 	}
 	return jsonString(string(v.Bytes)), nil
 }

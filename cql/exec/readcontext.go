@@ -101,6 +101,6 @@ func (e *Executor) deleteContext(ctx context.Context, t *tableInfo, w write, cl 
 	if !asked {
 		return true, invalid("custom payload %s needs a DELETE of a column of its type", keys[0])
 	}
-	u := coltype.Update{Table: w.table, Key: w.key, Column: c.name, Delete: true, Context: payload[rc.ContextKey()], Timestamp: e.opts.Now().UnixMicro()}
+	u := coltype.Update{Table: w.table, Key: w.key, Column: c.name, Delete: true, Context: payload[rc.ContextKey()], Element: w.element, Timestamp: e.opts.Now().UnixMicro()}
 	return true, e.b.CounterWrite(ctx, u, cl)
 }

@@ -21,6 +21,27 @@ type selected struct {
 	count bool
 	token bool   // token(partition key): the partition's token, a bigint
 	fn    string // "writetime" or "ttl" of col
+	// elem is the key term of m['key'] (a map of counters' element), and
+	// elemKey its value once bound (bindElements).
+	elem    *parse.Term
+	elemKey string
+}
+
+// bindElements binds the map keys of the selected elements.
+func bindElements(sel []selected, values []frame.Value) error {
+	for i, s := range sel {
+		if s.elem == nil {
+			continue
+		}
+		v, err := bind(*s.elem, values, frame.Text, s.col.name)
+		if err != nil {
+			return err
+		}
+		if sel[i].elemKey, err = mapKey(s.col, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // selection resolves a SELECT's items and their result columns.
@@ -78,6 +99,12 @@ func selection(t *tableInfo, st *parse.Select) ([]selected, []frame.ColumnSpec, 
 			return nil, nil, err
 		}
 		spec := t.spec(c)
+		if s.Element != nil {
+			if _, isMap := counterMapOf(c); !isMap {
+				return nil, nil, invalid("Invalid element selection: %s is not a map", c.name)
+			}
+			spec.Name, spec.Type = elementName(c, *s.Element), frame.Bigint
+		}
 		if s.Func != "" {
 			if spec, err = cellFunction(t, c, s.Func); err != nil {
 				return nil, nil, err
@@ -86,7 +113,7 @@ func selection(t *tableInfo, st *parse.Select) ([]selected, []frame.ColumnSpec, 
 		if s.Alias != "" {
 			spec.Name = s.Alias
 		}
-		out = append(out, selected{col: c, fn: s.Func})
+		out = append(out, selected{col: c, fn: s.Func, elem: s.Element})
 		specs = append(specs, spec)
 	}
 	if counts > 0 && len(out) > 1 {
@@ -132,6 +159,9 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 	}
 	limit, err := limitOf(st, p.Values)
 	if err != nil {
+		return nil, err
+	}
+	if err := bindElements(sel, p.Values); err != nil {
 		return nil, err
 	}
 	if st.JSON && t.sys != nil {
@@ -396,6 +426,20 @@ func (e *Executor) rowValues(t *tableInfo, sel []selected, r row.Row) ([]frame.V
 			cell, ok := r.Cell(s.col.name)
 			if !ok || cell.Tombstone {
 				out = append(out, frame.Null)
+				continue
+			}
+			if m, isMap := counterMapOf(s.col); isMap {
+				var v frame.Value
+				var err error
+				if s.elem != nil {
+					v, err = mapElementValue(m, cell, s.elemKey)
+				} else {
+					v, err = mapCellValue(m, cell)
+				}
+				if err != nil {
+					return nil, false, err
+				}
+				out = append(out, v)
 				continue
 			}
 			v, err := e.b.CellValue(t.id, cell)

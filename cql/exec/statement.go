@@ -73,6 +73,11 @@ func valueType(design string) frame.DataType {
 	if t, ok := coltype.Lookup(design); ok && coltype.CQLTypeOf(t) == "bigint" {
 		return frame.Bigint
 	}
+	if t, ok := coltype.Lookup(design); ok {
+		if _, isMap := t.(coltype.CounterMap); isMap {
+			return mapValueType
+		}
+	}
 	return frame.Counter
 }
 
@@ -280,6 +285,13 @@ func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.Co
 		if err != nil {
 			return nil, err
 		}
+		for _, s := range st.Selectors {
+			if s.Element != nil {
+				if c, ok := t.cols[s.Column]; ok {
+					mark(*s.Element, keySpec(t, c))
+				}
+			}
+		}
 		pk, err := where(t, st.Where)
 		if err != nil {
 			return nil, err
@@ -303,6 +315,12 @@ func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.Co
 				return nil, err
 			}
 			mark(sc.Value, t.spec(c))
+			if _, isMap := counterMapOf(c); isMap {
+				for _, en := range sc.Value.Map {
+					mark(en.Key, keySpec(t, c))
+					mark(en.Value, valueSpec(t, c))
+				}
+			}
 		}
 		pk, err := where(t, st.Where)
 		if err != nil {
@@ -319,6 +337,11 @@ func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.Co
 		}
 		if err := checkDelete(t, st); err != nil {
 			return nil, err
+		}
+		for i, e := range st.Elements {
+			if e != nil {
+				mark(*e, keySpec(t, t.cols[st.Columns[i]]))
+			}
 		}
 		using(t, st.Using)
 		return where(t, st.Where)

@@ -294,7 +294,11 @@ type Update struct {
 
 // Delete is DELETE.
 type Delete struct {
-	Columns    []string // empty: the whole row
+	Columns []string // empty: the whole row
+	// Elements are the map keys of `DELETE m['a']`: Elements[i], when not
+	// nil, is the key of Columns[i]'s element removed. Nil when no column
+	// names an element.
+	Elements   []*Term
 	Table      TableName
 	Using      []UsingOption
 	Where      []Relation
@@ -317,14 +321,19 @@ type Insert struct {
 // (Func "writetime" or "ttl", of Column).
 type Selector struct {
 	Column string
-	Count  bool
-	Token  []string
-	Func   string
-	Alias  string
+	// Element is the key of `m['a']`: one element of a map column.
+	Element *Term
+	Count   bool
+	Token   []string
+	Func    string
+	Alias   string
 }
 
 func (s Selector) String() string {
 	out := Ident(s.Column)
+	if s.Element != nil {
+		out += "[" + s.Element.String() + "]"
+	}
 	switch {
 	case s.Count:
 		out = "COUNT(*)"
@@ -496,7 +505,14 @@ func (s *Update) String() string {
 func (s *Delete) String() string {
 	out := "DELETE "
 	if len(s.Columns) > 0 {
-		out += identList(s.Columns) + " "
+		parts := make([]string, len(s.Columns))
+		for i, c := range s.Columns {
+			parts[i] = Ident(c)
+			if i < len(s.Elements) && s.Elements[i] != nil {
+				parts[i] += "[" + s.Elements[i].String() + "]"
+			}
+		}
+		out += strings.Join(parts, ", ") + " "
 	}
 	return out + "FROM " + s.Table.String() + renderUsing(s.Using) + renderRelations("WHERE", s.Where) +
 		renderIf(s.IfExists, s.Conditions)

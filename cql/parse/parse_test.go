@@ -59,6 +59,12 @@ var corpus = []string{
 	`DELETE FROM ks.t WHERE k = ?`,
 	`DELETE c, d FROM t USING TIMESTAMP 5 WHERE k = 1 IF EXISTS`,
 	`INSERT INTO t (k, c) VALUES (?, 1) IF NOT EXISTS USING TTL 5`,
+	`CREATE TABLE ks.r (k text PRIMARY KEY, c reset_counter, m map<text, reset_counter>)`,
+	`UPDATE ks.r SET m = m + {'a': 1, 'b': ?} WHERE k = ?`,
+	`UPDATE ks.r SET m = m + ?, c = c + 1 WHERE k = ?`,
+	`DELETE m['a'], c, m[?] FROM ks.r WHERE k = ?`,
+	`DELETE m['it''s'] FROM ks.r WHERE k = 'x'`,
+	`SELECT m['a'], m[?] AS x, m FROM ks.r WHERE k = ?`,
 	`BEGIN BATCH UPDATE t SET c = c + 1 WHERE k = 1; APPLY BATCH`,
 	`BEGIN UNLOGGED BATCH UPDATE t SET c = c + ? WHERE k = ? UPDATE t SET c = c - ? WHERE k = ? APPLY BATCH;`,
 	`BEGIN COUNTER BATCH USING TIMESTAMP 3 UPDATE ks.t SET c = c + 1 WHERE k = 'a'; DELETE FROM ks.t WHERE k = 'b'; APPLY BATCH`,
@@ -136,6 +142,17 @@ func TestParseStatements(t *testing.T) {
 				&Update{Table: TableName{Name: "t"}, Set: []SetClause{{Column: "c", Op: '+', Other: "c", Value: Term{Kind: TermMarker, Marker: 2}}},
 					Where: []Relation{{Column: "k", Op: "=", Value: Term{Kind: TermMarker, Marker: 3}}}},
 			}}},
+		{`DELETE c, m['a'], m[?] FROM t WHERE k = ?`, &Delete{Columns: []string{"c", "m", "m"},
+			Elements: []*Term{nil, {Kind: TermString, Text: "a"}, {Kind: TermMarker, Marker: 0}}, Table: TableName{Name: "t"},
+			Where: []Relation{{Column: "k", Op: "=", Value: Term{Kind: TermMarker, Marker: 1}}}}},
+		{`UPDATE t SET m = m + {'a': 1, 'b': ?} WHERE k = ?`, &Update{Table: TableName{Name: "t"},
+			Set: []SetClause{{Column: "m", Op: '+', Other: "m", Value: Term{Kind: TermMap, Map: []MapEntry{
+				{Key: Term{Kind: TermString, Text: "a"}, Value: Term{Kind: TermInt, Text: "1"}},
+				{Key: Term{Kind: TermString, Text: "b"}, Value: Term{Kind: TermMarker, Marker: 0}},
+			}}}},
+			Where: []Relation{{Column: "k", Op: "=", Value: Term{Kind: TermMarker, Marker: 1}}}}},
+		{`SELECT m['a'] AS a FROM t`, &Select{Selectors: []Selector{{Column: "m", Element: &Term{Kind: TermString, Text: "a"}, Alias: "a"}},
+			Table: TableName{Name: "t"}}},
 		{`SELECT * FROM t WHERE k = 123E4567-E89B-12D3-A456-426614174000`, &Select{Star: true, Table: TableName{Name: "t"},
 			Where: []Relation{{Column: "k", Op: "=", Value: Term{Kind: TermUUID, Text: "123e4567-e89b-12d3-a456-426614174000"}}}}},
 	}
@@ -157,6 +174,8 @@ func TestParseMarkers(t *testing.T) {
 		`UPDATE t SET c = c + ?, d = d + :x WHERE k = ? AND j = ?`:                                      4,
 		`BEGIN BATCH UPDATE t SET c = c + ? WHERE k = ? UPDATE t SET c = c + ? WHERE k = ? APPLY BATCH`: 4,
 		`SELECT * FROM t WHERE k IN (?, ?) LIMIT ?`:                                                     3,
+		`DELETE m[?], m['b'] FROM t WHERE k = ?`:                                                        2,
+		`SELECT m[?] FROM t WHERE k = ?`:                                                                2,
 	} {
 		st, err := Parse(q)
 		if err != nil {
@@ -191,6 +210,8 @@ func TestParseErrors(t *testing.T) {
 		{`BEGIN BATCH SELECT * FROM t APPLY BATCH`, 1, 13, "no viable alternative at input 'SELECT'"},
 		{`BEGIN BATCH UPDATE t SET c = c + 1 WHERE k = 1`, 1, 47, "mismatched input '<EOF>' expecting K_APPLY"},
 		{`SELECT * FROM t WHERE k = ~`, 1, 27, "no viable alternative at character '~'"},
+		{`DELETE m['a' FROM t WHERE k = 1`, 1, 14, "mismatched input 'FROM' expecting ']'"},
+		{`DELETE m[] FROM t WHERE k = 1`, 1, 10, "no viable alternative at input ']'"},
 	}
 	// A table without a primary key parses: its error is the executor's.
 	if _, err := Parse(`CREATE TABLE t (k int, c counter)`); err != nil {

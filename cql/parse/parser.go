@@ -108,6 +108,11 @@ func walkTerms(s Statement, fn func(Term)) {
 		rels(s.Where)
 		rels(s.Conditions)
 	case *Delete:
+		for _, e := range s.Elements {
+			if e != nil {
+				term(*e)
+			}
+		}
 		using(s.Using)
 		rels(s.Where)
 		rels(s.Conditions)
@@ -117,6 +122,11 @@ func walkTerms(s Statement, fn func(Term)) {
 		}
 		using(s.Using)
 	case *Select:
+		for _, sel := range s.Selectors {
+			if sel.Element != nil {
+				term(*sel.Element)
+			}
+		}
 		rels(s.Where)
 		if s.Limit != nil {
 			term(*s.Limit)
@@ -884,8 +894,25 @@ func (p *parser) delete() (Statement, error) {
 	s := &Delete{}
 	var err error
 	if !p.isKw("from") {
-		if s.Columns, err = commaList(p, p.ident); err != nil {
-			return nil, err
+		for {
+			c, err := p.ident()
+			if err != nil {
+				return nil, err
+			}
+			el, err := p.element()
+			if err != nil {
+				return nil, err
+			}
+			if el != nil && s.Elements == nil {
+				s.Elements = make([]*Term, len(s.Columns))
+			}
+			s.Columns = append(s.Columns, c)
+			if s.Elements != nil {
+				s.Elements = append(s.Elements, el)
+			}
+			if !p.acceptPunct(",") {
+				break
+			}
 		}
 	}
 	if err := p.expectKw("from"); err != nil {
@@ -902,6 +929,22 @@ func (p *parser) delete() (Statement, error) {
 	}
 	s.IfExists, s.Conditions, err = p.conditions()
 	return s, err
+}
+
+// element parses the optional `[term]` after a column name (a map
+// element); nil when there is none.
+func (p *parser) element() (*Term, error) {
+	if !p.acceptPunct("[") {
+		return nil, nil
+	}
+	t, err := p.term()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.expectPunct("]"); err != nil {
+		return nil, err
+	}
+	return &t, nil
 }
 
 func (p *parser) insert() (Statement, error) {
@@ -992,6 +1035,8 @@ func (p *parser) selectStmt() (Statement, error) {
 			} else if ok {
 				sel.Token = cols
 			} else if sel.Column, err = p.ident(); err != nil {
+				return nil, err
+			} else if sel.Element, err = p.element(); err != nil {
 				return nil, err
 			}
 			if p.acceptKw("as") {
