@@ -193,8 +193,14 @@ type modeRun struct {
 	attempts, retries, updates atomic.Int64
 	maxRetryAfter              atomic.Int64 // nanoseconds after the first attempt
 	clientDups                 atomic.Int64 // updates known applied whose ack the client dropped
-	handoff                    *handoffRun  // the handoff mode's counters
-	borrow                     *borrowRun   // the borrow mode's counters
+	// dismissedSeen counts the updates answered as dismissed retries
+	// (client.Dismissed), firstDismissed the ops whose first attempt was:
+	// false positives of the filter, since nothing had carried the op id
+	// before. Single updates only (batches: dismissedPartial).
+	dismissedSeen, firstDismissed atomic.Int64
+	dismissedPartial              atomic.Bool
+	handoff                       *handoffRun // the handoff mode's counters
+	borrow                        *borrowRun  // the borrow mode's counters
 }
 
 type runner struct {
@@ -563,9 +569,21 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 				q = r.session.Query(mr.stmt, u.Delta, r.key(u.Key)).Idempotent(true).Consistency(r.cfg.Consistency).RetryPolicy(nil)
 				q.CustomPayload(map[string][]byte{client.PayloadKey: id.Bytes()})
 			}
-			return q.WithContext(ctx).Exec()
+			iter := q.WithContext(ctx).Iter()
+			payload := iter.GetCustomPayload()
+			if err := iter.Close(); err != nil {
+				return err
+			}
+			if d := client.Dismissed(payload); d > 0 {
+				mr.dismissedSeen.Add(int64(d))
+				if n == 1 {
+					mr.firstDismissed.Add(1)
+				}
+			}
+			return nil
 		}
 	} else {
+		mr.dismissedPartial.Store(true)
 		b := cli.NewBatch()
 		for _, u := range op.Updates {
 			b.Query(mr.stmt, u.Delta, r.key(u.Key))
@@ -899,6 +917,11 @@ func (mr *modeRun) result(final map[int]int64) ModeResult {
 		Attempts: mr.attempts.Load(), Retries: mr.retries.Load(), MaxRetryAfterMS: ms(time.Duration(mr.maxRetryAfter.Load())),
 		Duplicates: mr.clientDups.Load(),
 		latency:    h,
+	}
+	if mr.name == ModeFBF && !mr.dismissedPartial.Load() {
+		// What the answers said; an embedded ring's own counts replace
+		// these (Run). An abandoned attempt's answer is read too.
+		res.Dismissed, res.FalsePositives, res.DismissedKnown = mr.dismissedSeen.Load(), mr.firstDismissed.Load(), true
 	}
 	if s := elapsed.Seconds(); s > 0 {
 		res.OpsPerS = float64(acked) / s

@@ -141,12 +141,17 @@ type ModeResult struct {
 	Attempts        int64   `json:"attempts"`
 	Retries         int64   `json:"retries"`
 	MaxRetryAfterMS float64 `json:"max_retry_after_ms"`
-	// Dismissed: updates the leaders recognised as retries (embedded ring
-	// only: DismissedKnown). Duplicates: updates that reached a coordinator
-	// again after their op had applied, i.e. the dismissals a correct FBF
-	// makes. FalsePositives = max(0, Dismissed − Duplicates): fresh updates
-	// dismissed (an estimate: a retry racing its own original counts as a
-	// false positive).
+	// Dismissed: updates the leaders recognised as retries (DismissedKnown:
+	// an embedded ring counts them at its coordinators; against a running
+	// idemkv ring, the FBF mode counts the answers that said so, the
+	// idemkv-dismissed payload, for single updates). Duplicates: updates
+	// that reached a coordinator again after their op had applied, i.e. the
+	// dismissals a correct FBF makes. FalsePositives: fresh updates
+	// dismissed; on an embedded ring max(0, Dismissed − Duplicates) (an
+	// estimate: a retry racing its own original counts as a false
+	// positive), on a running ring the ops whose first attempt was
+	// answered as dismissed (a lower bound: a retry whose earlier attempts
+	// never applied is not told apart).
 	Dismissed      int64 `json:"dismissed"`
 	DismissedKnown bool  `json:"dismissed_known"`
 	Duplicates     int64 `json:"duplicates"`
@@ -330,6 +335,12 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 		}
 		if err := tw.Flush(); err != nil {
 			return fmt.Errorf("bench: write table: %w", err)
+		}
+		for _, m := range r.Modes {
+			if m.Mode == ModeFBF && m.Undercount > 0 && m.DismissedKnown {
+				fmt.Fprintf(w, "  %s: under %d; %d fresh updates were dismissed as retries (the filter's false positives), so at most %d increments are unexplained\n",
+					m.Mode, m.Undercount, m.FalsePositives, max(0, m.Undercount-m.FalsePositives*r.Config.DeltaMax))
+			}
 		}
 		for _, m := range r.Modes {
 			if h := m.Handoff; h != nil {

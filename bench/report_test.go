@@ -98,3 +98,28 @@ func TestReportShowsAccountingAndZeroBars(t *testing.T) {
 		t.Errorf("vanilla CSV row %v", v)
 	}
 }
+
+// TestReportExplainsFBFUnderCount: an FBF under-count is printed with the
+// false positives that explain it and what is left unexplained.
+func TestReportExplainsFBFUnderCount(t *testing.T) {
+	lat := hdrhistogram.New(1, 120_000_000, 3)
+	_ = lat.RecordValue(1000)
+	r := &Report{Name: "t", Config: ReportConfig{DeltaMax: 1}, Modes: []ModeResult{
+		{Mode: ModeFBF, Ops: 1000, Expected: 1000, Final: 997, Undercount: 3, Dismissed: 40, FalsePositives: 2, DismissedKnown: true, latency: lat},
+	}}
+	var b bytes.Buffer
+	if err := WriteTable(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if want := "fbf: under 3; 2 fresh updates were dismissed as retries (the filter's false positives), so at most 1 increments are unexplained"; !strings.Contains(b.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, b.String())
+	}
+	r.Modes[0].DismissedKnown = false
+	b.Reset()
+	if err := WriteTable(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "unexplained") {
+		t.Errorf("dismissals unknown, yet the table explains the under-count:\n%s", b.String())
+	}
+}

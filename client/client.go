@@ -40,6 +40,21 @@ import (
 // PayloadKey is the custom payload key that carries an operation id.
 const PayloadKey = "idemkv-op"
 
+// DismissedPayloadKey is the response payload in which an idemkv node says
+// how many of a request's updates leaders dismissed as retries of op ids
+// their filters had: a uint32, big-endian, absent when none was.
+const DismissedPayloadKey = "idemkv-dismissed"
+
+// Dismissed reads DismissedPayloadKey from a response's custom payload
+// (gocql: Iter.GetCustomPayload); 0 when absent or malformed.
+func Dismissed(payload map[string][]byte) int {
+	v, ok := payload[DismissedPayloadKey]
+	if !ok || len(v) != 4 {
+		return 0
+	}
+	return int(binary.BigEndian.Uint32(v))
+}
+
 // OpID names one counter operation: the client that issued it and its
 // sequence number at that client.
 type OpID struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkv/idemkv/client"
 	"github.com/idemkv/idemkv/cql"
+	cqlexec "github.com/idemkv/idemkv/cql/exec"
 	"github.com/idemkv/idemkv/cql/frame"
 )
 
@@ -141,5 +142,46 @@ func TestGocqlRetryAfterLostAck(t *testing.T) {
 	}
 	if got := counter(t, s, "plain", "k"); got != 114 {
 		t.Errorf("after ALTER to FBF, a lost ack and a retry: %d, want 114", got)
+	}
+}
+
+// TestGocqlDismissedPayload: a response tells the client how many of its
+// updates leaders dismissed as retries (`idemkv-dismissed`), which gocql
+// reads from the iterator: none for a first attempt or a vanilla table, one
+// for a resent FBF update.
+func TestGocqlDismissedPayload(t *testing.T) {
+	r := startRing(t, 3, nil)
+	s := r.session(r.cluster())
+	exec(t, s, `CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}`)
+	exec(t, s, `CREATE TABLE ks.plain (k text PRIMARY KEY, c counter)`)
+	exec(t, s, `CREATE TABLE ks.idem (k text PRIMARY KEY, c counter) WITH idempotence = {'class': 'fbf'}`)
+	send := func(table string, op client.OpID) uint32 {
+		t.Helper()
+		q := s.Query("UPDATE ks." + table + " SET c = c + 1 WHERE k = 'k'").Consistency(gocql.Quorum)
+		q.CustomPayload(map[string][]byte{client.PayloadKey: op.Bytes()})
+		iter := q.Iter()
+		p := iter.GetCustomPayload()
+		if err := iter.Close(); err != nil {
+			t.Fatalf("%s: %v", table, err)
+		}
+		if _, ok := p[client.DismissedPayloadKey]; ok && len(p[client.DismissedPayloadKey]) != 4 {
+			t.Fatalf("%s: %s is %d bytes, want 4", table, client.DismissedPayloadKey, len(p[client.DismissedPayloadKey]))
+		}
+		return uint32(client.Dismissed(p))
+	}
+	if client.DismissedPayloadKey != cqlexec.DismissedPayloadKey {
+		t.Fatalf("client reads %q, the executor writes %q", client.DismissedPayloadKey, cqlexec.DismissedPayloadKey)
+	}
+	for _, tc := range []struct {
+		table        string
+		first, again uint32
+	}{{"plain", 0, 0}, {"idem", 0, 1}} {
+		op := client.OpID{Client: 9, Sequence: 1}
+		if got := send(tc.table, op); got != tc.first {
+			t.Errorf("%s: first attempt reports %d dismissed, want %d", tc.table, got, tc.first)
+		}
+		if got := send(tc.table, op); got != tc.again {
+			t.Errorf("%s: the same op id again reports %d dismissed, want %d", tc.table, got, tc.again)
+		}
 	}
 }

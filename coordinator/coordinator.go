@@ -372,7 +372,32 @@ func (c *Coordinator) writeVia(ctx context.Context, leader ring.Endpoint, w coun
 		c.logger.Debug("counter write to leader failed", "leader", addr, "err", err)
 		return &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
 	}
-	return decodeResult(resp.Body)
+	dismissed, err := decodeResult(resp.Body)
+	if err == nil && dismissed {
+		noteDismissed(ctx)
+	}
+	return err
+}
+
+// dismissalKey is the context key of WithDismissal's flag.
+type dismissalKey struct{}
+
+// WithDismissal returns a context for CounterWrite and a function that
+// reports, once the write has returned nil, whether its leader dismissed
+// it as a retry of an op id its filter had (nothing was applied by this
+// attempt; an earlier one's copy is on as many replicas as the level
+// asks). A client that sees a first attempt dismissed sees a false
+// positive of the filter: the op was never counted.
+func WithDismissal(ctx context.Context) (context.Context, func() bool) {
+	f := new(atomic.Bool)
+	return context.WithValue(ctx, dismissalKey{}, f), f.Load
+}
+
+// noteDismissed sets WithDismissal's flag of ctx, if it has one.
+func noteDismissed(ctx context.Context) {
+	if f, ok := ctx.Value(dismissalKey{}).(*atomic.Bool); ok {
+		f.Store(true)
+	}
 }
 
 func (c *Coordinator) countTimeout(err error) error {
@@ -467,6 +492,7 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		// The leader's copy of the cell, which holds it, is replicated like
 		// a fresh update and the retry waits for the same consistency level.
 		c.stats.dismissed.Add(1)
+		noteDismissed(ctx) // read only if lead returns nil
 		if m.Cell.Value == nil && !m.Cell.Tombstone {
 			// The cell is empty here (a false positive of the filter on a
 			// cell never written): there is nothing to make durable.
@@ -579,7 +605,9 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		}
 		ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 		defer cancel()
-		return transport.Message{Type: TypeCounterWrite, Body: encodeResult(c.lead(ctx, w))}, nil
+		ctx, dismissed := WithDismissal(ctx)
+		err = c.lead(ctx, w)
+		return transport.Message{Type: TypeCounterWrite, Body: encodeResult(dismissed(), err)}, nil
 	case TypeMutation:
 		mu, err := DecodeMutation(m.Body)
 		if err != nil {

@@ -243,7 +243,7 @@ func decodeExchange(b []byte) (table uint64, key []byte, column string, payload 
 }
 
 func encodeExchangeReply(reply []byte, err error) []byte {
-	out := encodeResult(err)
+	out := encodeResult(false, err)
 	if err == nil {
 		e := &enc{b: out}
 		e.bytes(reply)
@@ -255,7 +255,8 @@ func encodeExchangeReply(reply []byte, err error) []byte {
 func decodeExchangeReply(b []byte) ([]byte, error) {
 	d := newDec(b)
 	if s := d.u8(); d.err != nil || s != statusOK {
-		return nil, decodeResult(b)
+		_, err := decodeResult(b)
+		return nil, err
 	}
 	reply := d.bytes()
 	return reply, d.end()

@@ -227,16 +227,22 @@ const (
 	statusInvalid      = 3
 	statusError        = 4
 	statusInDoubt      = 5 // nothing applied: the cell holds an update in doubt
+	// statusDismissed is statusOK for a retry the leader's filter
+	// recognised: nothing applied now, the first attempt's copy is on
+	// as many replicas as the level asks.
+	statusDismissed = 6
 )
 
 // encodeResult turns a leader's outcome into an answer body; the typed
 // errors survive the trip.
-func encodeResult(err error) []byte {
+func encodeResult(dismissed bool, err error) []byte {
 	e := newEnc()
 	var un *UnavailableError
 	var wt *WriteTimeoutError
 	var inv *InvalidError
 	switch {
+	case err == nil && dismissed:
+		e.u8(statusDismissed)
 	case err == nil:
 		e.u8(statusOK)
 	case errors.Is(err, errLeaderInDoubt):
@@ -262,11 +268,13 @@ func encodeResult(err error) []byte {
 	return e.b
 }
 
-func decodeResult(b []byte) error {
+func decodeResult(b []byte) (dismissed bool, err error) {
 	d := newDec(b)
 	var out error
 	switch s := d.u8(); s {
 	case statusOK:
+	case statusDismissed:
+		dismissed = true
 	case statusUnavailable:
 		out = &UnavailableError{CL: ConsistencyLevel(d.u16()), Required: int(d.u32()), Alive: int(d.u32())}
 	case statusWriteTimeout:
@@ -281,9 +289,9 @@ func decodeResult(b []byte) error {
 		d.fail("status %d", s)
 	}
 	if err := d.end(); err != nil {
-		return err
+		return false, err
 	}
-	return out
+	return dismissed, out
 }
 
 // Reads.
@@ -360,10 +368,10 @@ func DecodeWriteRequest(b []byte) (ConsistencyLevel, coltype.Update, error) {
 
 // EncodeResult encodes an outcome so that the typed errors
 // (*UnavailableError, *WriteTimeoutError, *InvalidError) survive the trip.
-func EncodeResult(err error) []byte { return encodeResult(err) }
+func EncodeResult(err error) []byte { return encodeResult(false, err) }
 
 // DecodeResult is EncodeResult's inverse: nil for success, else the error.
-func DecodeResult(b []byte) error { return decodeResult(b) }
+func DecodeResult(b []byte) error { _, err := decodeResult(b); return err }
 
 // EncodeReadRequest is the body of a client's read request.
 func EncodeReadRequest(cl ConsistencyLevel, table uint64, key []byte) []byte {
@@ -384,7 +392,7 @@ func DecodeReadRequest(b []byte) (ConsistencyLevel, uint64, []byte, error) {
 // EncodeReadResult is the answer to a client's read: an outcome, then the
 // row when the outcome is success.
 func EncodeReadResult(r row.Row, found bool, err error) []byte {
-	out := encodeResult(err)
+	out := encodeResult(false, err)
 	if err == nil {
 		out = append(out, encodeRow(r, found)...)
 	}
@@ -395,7 +403,8 @@ func EncodeReadResult(r row.Row, found bool, err error) []byte {
 func DecodeReadResult(key row.Key, b []byte) (row.Row, bool, error) {
 	d := newDec(b)
 	if s := d.u8(); d.err != nil || s != statusOK {
-		return row.Row{}, false, decodeResult(b)
+		_, err := decodeResult(b)
+		return row.Row{}, false, err
 	}
 	return decodeRow(key, d.b)
 }

@@ -249,6 +249,7 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 		return nil
 	}
 	now := e.opts.Now().UnixNano()
+	var dismissed uint32
 	for _, w := range writes {
 		if w.delete {
 			if handled, err := e.deleteContext(ctx, w.tableInfo, w, coordinator.ConsistencyLevel(cl), payload); handled || err != nil {
@@ -287,10 +288,21 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 			if u.Element != "" {
 				u.OpID = elementOpID(u.OpID, u.Element)
 			}
+			wctx, wasDismissed := coordinator.WithDismissal(ctx)
+			if err := e.b.CounterWrite(wctx, u, coordinator.ConsistencyLevel(cl)); err != nil {
+				return err
+			}
+			if wasDismissed() {
+				dismissed++
+			}
+			continue
 		}
 		if err := e.b.CounterWrite(ctx, u, coordinator.ConsistencyLevel(cl)); err != nil {
 			return err
 		}
+	}
+	if dismissed > 0 {
+		reply[DismissedPayloadKey] = binary.BigEndian.AppendUint32(nil, dismissed)
 	}
 	return nil
 }

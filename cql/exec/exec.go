@@ -13,7 +13,11 @@
 // position in a BATCH, counting every statement) uses sequence + i; the SET
 // clauses of one statement are updates of different columns of one row and
 // share that statement's op id (filters are kept per counter column). A
-// request without the payload is applied as a vanilla update.
+// request without the payload is applied as a vanilla update. When leaders
+// dismissed some of a request's updates as retries of op ids their filters
+// had, the response carries the custom payload `idemkv-dismissed`: how many,
+// a uint32 big-endian (absent when none was). A first attempt dismissed is
+// a false positive of the filter: the op was not counted.
 //
 // Exchanged columns (coltype.Exchanger: handoff counters, coltype/handoffcol,
 // payload `idemkv-handoff`; Borrow-Counters, coltype/borrowcol, payload
@@ -61,6 +65,10 @@ import (
 
 // OpPayloadKey is the custom payload key of an operation id.
 const OpPayloadKey = "idemkv-op"
+
+// DismissedPayloadKey is the response's custom payload key that counts the
+// request's updates leaders dismissed as retries (see the package comment).
+const DismissedPayloadKey = "idemkv-dismissed"
 
 // Defaults of Options.
 const (
