@@ -11,8 +11,9 @@ import (
 
 // TypeHintPull asks a peer to deliver at once the hints it holds for the
 // asker. Request: the asker's host id (length-prefixed string). Answer:
-// empty, once the peer holds no hint for the asker (or its hints wait for
-// updates in doubt of its own to be settled, see Hints.Pause).
+// empty, once the peer holds the asker up (from then on it replicates to
+// it directly) and holds no hint for it (or its hints wait for updates in
+// doubt of its own to be settled, see Hints.Pause); an error otherwise.
 const TypeHintPull transport.Type = 22
 
 // Catching up.
@@ -153,6 +154,14 @@ func (c *Coordinator) handleHintPull(ctx context.Context, body []byte) (transpor
 	target := d.str()
 	if err := d.end(); err != nil {
 		return transport.Message{}, err
+	}
+	if !c.cfg.Cluster.IsUp(target) {
+		// While this node holds the asker down it still hints what it
+		// replicates to it, rather than sending it: a pull answered now
+		// would end the asker's catching up before those hints exist,
+		// and a retry of such an update led by the asker would count
+		// twice. The asker pulls again until this node sees it up.
+		return transport.Message{}, fmt.Errorf("coordinator: %s is not up in this node's view yet; it would still be hinted", target)
 	}
 	if c.cfg.Hints == nil {
 		return transport.Message{Type: TypeHintPull}, nil

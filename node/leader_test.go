@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"sync"
+	"time"
 	"testing"
 
 	"github.com/idemkv/idemkv/coltype"
@@ -125,5 +126,60 @@ func TestFBFRandomLeaderRetryInFlight(t *testing.T) {
 		if got := c.readFBF(1, key); got != w {
 			t.Errorf("%s reads %d, want %d: an op whose two attempts were in flight at once counted %d times too many (seed %d)", key, got, w, got-w, c.seed)
 		}
+	}
+}
+
+// TestFBFRestartedLeaderWaitsForPeersToSeeItUp: a restarted replica leads
+// no FBF update until every peer holds it up. While a peer still holds it
+// down, that peer leads updates and hints them to it instead of sending
+// them; had the restarted node finished catching up (its hint pull
+// answered before those hints existed), a retry reaching it through a
+// coordinator that already sees it up would be counted by it a second
+// time, its filter never having seen the op (one of the over-counts of
+// issue 19's SIGKILL runs).
+func TestFBFRestartedLeaderWaitsForPeersToSeeItUp(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	c.createTable(3)
+	c.createFBFTable()
+	if err := c.writeOp(1, "r", 4, 77); err != nil {
+		t.Fatal(err)
+	}
+	leader := 0
+	for i := 1; i <= 3; i++ {
+		if c.node(i).Replica().FBFStats().Applied == 1 {
+			leader = i
+		}
+	}
+	if leader == 0 {
+		t.Fatal("no node led the write")
+	}
+	m, n := 1+leader%3, 1+(leader+1)%3
+	lid := c.node(leader).HostID()
+	c.stop(leader)
+	c.seenDown(m, leader)
+	c.seenDown(n, leader)
+	c.node(m).view.holdDown(lid, true)
+	c.node(n).view.holdDown(lid, true)
+	c.start(leader)
+	// Past the first moments after a start, when a node pulls from every
+	// peer whatever its view (coordinator's catchUpDiscovery, 3 s).
+	time.Sleep(3500 * time.Millisecond)
+	// Node m still holds the leader down: another replica leads the
+	// update, and m hints it to the leader.
+	if err := c.writeOp(m, "r", 5, 88); err != nil {
+		t.Fatal(err)
+	}
+	// Node n sees the leader up again and coordinates the retry there.
+	c.node(n).view.holdDown(lid, false)
+	c.waitFor("node n to see the restarted leader up", func() bool { return c.node(n).view.IsUp(lid) })
+	if err := c.writeOp(n, "r", 5, 88); err != nil {
+		t.Fatal(err)
+	}
+	c.node(m).view.holdDown(lid, false)
+	c.waitFor("node m's hints delivered", func() bool {
+		return c.node(m).view.IsUp(lid) && c.node(m).Hints().Pending()[lid] == 0
+	})
+	if got := c.readFBF(1, "r"); got != 9 {
+		t.Fatalf("read %d, want 9 (4 + 5): the retry of op 88 was counted again by the restarted leader (seed %d)", got, c.seed)
 	}
 }
