@@ -194,9 +194,11 @@ type modeRun struct {
 	maxRetryAfter              atomic.Int64 // nanoseconds after the first attempt
 	clientDups                 atomic.Int64 // updates known applied whose ack the client dropped
 	// dismissedSeen counts the updates answered as dismissed retries
-	// (client.Dismissed), firstDismissed the ops whose first attempt was:
-	// false positives of the filter, since nothing had carried the op id
-	// before. Single updates only (batches: dismissedPartial).
+	// (client.Dismissed), firstDismissed the acknowledged ops of a single
+	// attempt that was: false positives of the filter, since nothing else
+	// carried the op id (a lower bound: an op retried after a false
+	// positive is not counted). Single updates only (batches:
+	// dismissedPartial).
 	dismissedSeen, firstDismissed atomic.Int64
 	dismissedPartial              atomic.Bool
 	handoff                       *handoffRun // the handoff mode's counters
@@ -558,6 +560,11 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 		exec func(ctx context.Context, n int) error
 		id   client.OpID
 	)
+	// sent counts the attempts sent, firstDismissed whether the first was
+	// answered as a dismissed retry: with no other attempt (none could
+	// have overtaken it), that is a false positive of the filter.
+	var sent atomic.Int32
+	var firstDismissed atomic.Bool
 	if len(op.Updates) == 1 {
 		u := op.Updates[0]
 		q1, first := cli.Query(mr.stmt, u.Delta, r.key(u.Key))
@@ -569,6 +576,7 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 				q = r.session.Query(mr.stmt, u.Delta, r.key(u.Key)).Idempotent(true).Consistency(r.cfg.Consistency).RetryPolicy(nil)
 				q.CustomPayload(map[string][]byte{client.PayloadKey: id.Bytes()})
 			}
+			sent.Add(1)
 			iter := q.WithContext(ctx).Iter()
 			payload := iter.GetCustomPayload()
 			if err := iter.Close(); err != nil {
@@ -577,7 +585,7 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 			if d := client.Dismissed(payload); d > 0 {
 				mr.dismissedSeen.Add(int64(d))
 				if n == 1 {
-					mr.firstDismissed.Add(1)
+					firstDismissed.Store(true)
 				}
 			}
 			return nil
@@ -600,7 +608,11 @@ func (r *runner) do(ctx context.Context, cli *client.Client, mr *modeRun, c int,
 			return r.session.ExecuteBatch(g.WithContext(ctx))
 		}
 	}
-	return r.attempts(ctx, mr, op, &id, exec)
+	out, err := r.attempts(ctx, mr, op, &id, exec)
+	if err == nil && out == Acked && sent.Load() == 1 && firstDismissed.Load() {
+		mr.firstDismissed.Add(1)
+	}
+	return out, err
 }
 
 // attempts runs an op's attempts (exec(ctx, n) runs attempt n; *id is the

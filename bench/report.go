@@ -149,9 +149,9 @@ type ModeResult struct {
 	// dismissals a correct FBF makes. FalsePositives: fresh updates
 	// dismissed; on an embedded ring max(0, Dismissed − Duplicates) (an
 	// estimate: a retry racing its own original counts as a false
-	// positive), on a running ring the ops whose first attempt was
-	// answered as dismissed (a lower bound: a retry whose earlier attempts
-	// never applied is not told apart).
+	// positive), on a running ring the acknowledged ops of one attempt,
+	// answered as dismissed (a lower bound: an op retried after a false
+	// positive, or whose attempts overlapped, is not counted).
 	Dismissed      int64 `json:"dismissed"`
 	DismissedKnown bool  `json:"dismissed_known"`
 	Duplicates     int64 `json:"duplicates"`
