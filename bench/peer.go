@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
@@ -44,4 +45,36 @@ func MergePeer(rep, peer *Report, name string) {
 	c := peer.Config
 	rep.Config.Peer = fmt.Sprintf("%s rows: ring at %s, keyspace bench there, RF %d, %s, same op stream and %s-side faults, at the same time as the rows above",
 		name, strings.Join(c.Hosts, ","), c.RF, c.Consistency, c.FaultSide)
+}
+
+// RunWithPeer runs cfg on t and, when peer holds a ring's CQL addresses
+// (Apache Cassandra), PeerConfig(cfg, peer) on that ring at the same time,
+// as the modes of one run go side by side; the peer's rows are merged into
+// the report (MergePeer). With a peer the faults on t are client-side too
+// (Target.ClientFaults), so that the same draw drops the same
+// acknowledgements on both servers.
+func RunWithPeer(ctx context.Context, t Target, cfg Config, peer []string) (*Report, error) {
+	if len(peer) == 0 {
+		return Run(ctx, t, cfg)
+	}
+	t.ClientFaults = true
+	var (
+		p    *Report
+		pErr error
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		p, pErr = Run(ctx, Target{Hosts: peer}, PeerConfig(cfg, peer))
+	}()
+	rep, err := Run(ctx, t, cfg)
+	<-done
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+	}
+	if pErr != nil {
+		return nil, fmt.Errorf("%s on %s: %w", cfg.Name, PeerName, pErr)
+	}
+	MergePeer(rep, p, PeerName)
+	return rep, nil
 }
