@@ -18,6 +18,11 @@ type Options struct {
 	Seed     uint64
 	LostAck  float64 // probability of a lost answer (fig14, leader-rules)
 	Progress io.Writer
+	// CassandraHosts, the CQL addresses (host:port) of an Apache Cassandra
+	// ring ('idemkv peer cassandra up'), add a "cassandra vanilla" row to
+	// Fig14's retries phase and to Fig15: the same op stream at the same
+	// time on that ring (bench.RunWithPeer), faults client-side on both.
+	CassandraHosts []string
 }
 
 func (o Options) or(nodes int, d time.Duration) Options {
@@ -40,7 +45,10 @@ func (o Options) or(nodes int, d time.Duration) Options {
 // vanilla and an FBF counter driven by the same operations, a share of them
 // retried after lost answers, the totals sampled over time; then the same
 // again while a replica at a time is killed and restarted, so the ring
-// routes around it. It returns the two phases' reports.
+// routes around it. It returns the two phases' reports. With
+// o.CassandraHosts the retries phase has a "cassandra vanilla" row too; the
+// node-kill phase runs on idemkv alone (the peer ring's nodes are not
+// killed).
 func Fig14(ctx context.Context, o Options) ([]*bench.Report, error) {
 	o = o.or(10, 20*time.Second)
 	c, err := bench.StartCluster(ctx, bench.ClusterConfig{Nodes: o.Nodes, Seed: o.Seed})
@@ -56,7 +64,7 @@ func Fig14(ctx context.Context, o Options) ([]*bench.Report, error) {
 	}
 	retries := base
 	retries.Name = "fig14-retries"
-	r1, err := bench.Run(ctx, bench.Target{Cluster: c}, retries)
+	r1, err := bench.RunWithPeer(ctx, bench.Target{Cluster: c}, retries, o.CassandraHosts)
 	if err != nil {
 		return nil, err
 	}
@@ -81,11 +89,11 @@ func Fig15(ctx context.Context, o Options) (*bench.Report, error) {
 		return nil, err
 	}
 	defer c.Stop()
-	return bench.Run(ctx, bench.Target{Cluster: c}, bench.Config{
+	return bench.RunWithPeer(ctx, bench.Target{Cluster: c}, bench.Config{
 		Name:     "fig15",
 		Workload: bench.Workload{Keys: 1000, Batch: 50},
 		Clients:  o.Clients, Duration: o.Duration, Seed: o.Seed, RF: 3, Progress: o.Progress,
-	})
+	}, o.CassandraHosts)
 }
 
 // LeaderRules measures the FBF counter's accuracy under the same faults
@@ -132,6 +140,9 @@ func PaperComparison(which string, reports []*bench.Report) string {
 			v, f := mode(r, bench.ModeVanilla), mode(r, bench.ModeFBF)
 			s += fmt.Sprintf("%s: vanilla error %.2f%% (over %d, under %d), FBF error %.2f%% (over %d, under %d); paper: plain ≈ +6%%, FBF exact (also after a node crash)\n",
 				r.Name, v.ErrorPct, v.Overcount, v.Undercount, f.ErrorPct, f.Overcount, f.Undercount)
+			if ag, ok := PeerAgreement(r); ok {
+				s += fmt.Sprintf("%s: %s; lost acks alone predict %.2f %%\n", r.Name, ag, 100*PredictedOvercount(r.Config.LostAck, r.Config.Attempts))
+			}
 		}
 		return s
 	case "fig15":
@@ -139,8 +150,13 @@ func PaperComparison(which string, reports []*bench.Report) string {
 		if v.P50MS == 0 {
 			return ""
 		}
-		return fmt.Sprintf("FBF / vanilla p50 latency %.2f (%.2f vs %.2f ms), p99 %.2f; paper: FBF ≈ 1.10 (≈ 2 ms slower)",
+		s := fmt.Sprintf("FBF / vanilla p50 latency %.2f (%.2f vs %.2f ms), p99 %.2f; paper: FBF ≈ 1.10 (≈ 2 ms slower)",
 			f.P50MS/v.P50MS, f.P50MS, v.P50MS, f.P99MS/v.P99MS)
+		if c, ok := reports[0].Mode(cassandraVanilla); ok && c.P50MS > 0 {
+			s += fmt.Sprintf("\ncassandra vanilla / idemkv vanilla: p50 %.2f (%.2f vs %.2f ms), p99 %.2f, batches/s %.2f (%.0f vs %.0f)",
+				c.P50MS/v.P50MS, c.P50MS, v.P50MS, c.P99MS/v.P99MS, c.OpsPerS/v.OpsPerS, c.OpsPerS, v.OpsPerS)
+		}
+		return s
 	case "leader-rules":
 		var s string
 		for _, r := range reports {
@@ -150,4 +166,19 @@ func PaperComparison(which string, reports []*bench.Report) string {
 		return s
 	}
 	return ""
+}
+
+// cassandraVanilla is the row bench.RunWithPeer adds for the peer ring.
+const cassandraVanilla = bench.PeerName + " " + bench.ModeVanilla
+
+// PeerAgreement compares the over-count per update of idemkv's vanilla
+// counter with the peer ring's (Apache Cassandra's) in one report, if it
+// has both rows.
+func PeerAgreement(r *bench.Report) (Agreement, bool) {
+	v, ok1 := r.Mode(bench.ModeVanilla)
+	c, ok2 := r.Mode(cassandraVanilla)
+	if !ok1 || !ok2 {
+		return Agreement{}, false
+	}
+	return Compare(NewRate("idemkv vanilla", v.Overcount, v.Expected), NewRate(cassandraVanilla, c.Overcount, c.Expected)), true
 }
