@@ -1,0 +1,49 @@
+package clusterexp
+
+import (
+	"context"
+	"flag"
+	"testing"
+	"time"
+
+	"github.com/idemkv/idemkv/bench"
+)
+
+var cassandraHosts = flag.String("cassandra-hosts", "", "CQL addresses of A and B of a live 2-node Apache Cassandra ring ('idemkv peer cassandra up -n 2'): run TestFig6CassandraLive against it")
+
+// TestFig6CassandraLive runs the four-step scenario on a live 2-node
+// Cassandra ring and requires the paper's Fig. 6 on both coordinators: 1,
+// 3, 3, then 9 (the retry counted twice). It runs only with
+// -cassandra-hosts: go test ./bench/clusterexp -run Live -args
+// -cassandra-hosts 127.0.1.1,127.0.1.2
+func TestFig6CassandraLive(t *testing.T) {
+	if *cassandraHosts == "" {
+		t.Skip("give -cassandra-hosts A,B of a 2-node Cassandra ring")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rows, err := Fig6Cassandra(ctx, bench.ParseHosts(*cassandraHosts, 9042))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{1, 3, 3, 9}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d", len(rows), len(want))
+	}
+	for i, r := range rows {
+		if r.A != want[i] || r.B != want[i] || r.Mode != Fig6CassandraMode {
+			t.Errorf("%s step %q: A %d, B %d; want %d", r.Mode, r.Step, r.A, r.B, want[i])
+		}
+	}
+}
+
+// TestFig6CassandraHosts: the scenario needs exactly A and B, and refuses
+// an address it cannot connect with before touching any ring.
+func TestFig6CassandraHosts(t *testing.T) {
+	ctx := context.Background()
+	for _, hosts := range [][]string{nil, {"127.0.1.1:9042"}, {"127.0.1.1:9042", "127.0.1.2:9042", "127.0.1.3:9042"}, {"no-port", "127.0.1.2:9042"}} {
+		if _, err := Fig6Cassandra(ctx, hosts); err == nil {
+			t.Errorf("Fig6Cassandra(%v) ran", hosts)
+		}
+	}
+}
