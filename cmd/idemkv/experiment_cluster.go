@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/idemkv/idemkv/bench"
@@ -20,12 +22,30 @@ func init() {
 	}{"cluster", "reproduce the paper's cluster figures: fig6, fig14, fig15, leader-rules", runExperimentCluster})
 }
 
-func runExperimentCluster(args []string, stdout, stderr io.Writer) error {
+// clusterRun is the parsed command line of 'idemkv experiment cluster'.
+type clusterRun struct {
+	which     string
+	out       string
+	opts      clusterexp.Options
+	reproduce string
+}
+
+const clusterUsage = "usage: idemkv experiment cluster fig6|fig14|fig15|leader-rules [--out DIR] [--nodes N --duration D --clients C --lost-ack P --seed S] [--cassandra-hosts H,...]"
+
+// parseCluster parses the arguments of 'idemkv experiment cluster'. It
+// refuses --cassandra-hosts where no Cassandra row can be measured alike:
+// leader-rules (the FBF counter alone), and fig6 with other than 2 hosts.
+func parseCluster(args []string, stderr io.Writer) (*clusterRun, error) {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stderr, "usage: idemkv experiment cluster fig6|fig14|fig15|leader-rules [--out DIR] [--nodes N --duration D --clients C --lost-ack P --seed S]")
-		return flag.ErrHelp
+		fmt.Fprintln(stderr, clusterUsage)
+		return nil, flag.ErrHelp
 	}
 	which := args[0]
+	switch which {
+	case "fig6", "fig14", "fig15", "leader-rules":
+	default:
+		return nil, fmt.Errorf("unknown cluster experiment %q (have: fig6, fig14, fig15, leader-rules)", which)
+	}
 	fs := flag.NewFlagSet("experiment cluster "+which, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("out", "results", "directory for the CSV and PNG")
@@ -34,21 +54,51 @@ func runExperimentCluster(args []string, stdout, stderr io.Writer) error {
 	clients := fs.Int("clients", 8, "clients per counter mode")
 	lost := fs.Float64("lost-ack", 0.05, "probability that an answer is lost after the update applied")
 	seed := fs.Uint64("seed", 1, "seed of the ring, the operations and the faults")
+	peer := fs.String("cassandra-hosts", "", "CQL addresses of an Apache Cassandra ring ('idemkv peer cassandra up'), comma-separated: adds Cassandra rows; fig6: exactly A and B of a 2-node ring (RF 2); fig14 (retries phase) and fig15: the same op stream at the same time, faults client-side on both sides")
 	if err := fs.Parse(args[1:]); err != nil {
-		return err
+		return nil, err
 	}
-	opts := clusterexp.Options{Nodes: *nodes, Duration: *dur, Clients: *clients, LostAck: *lost, Seed: *seed, Progress: stderr}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	reproduce := fmt.Sprintf("idemkv experiment cluster %s --out %s --clients %d --lost-ack %g --seed %d", which, *out, *clients, *lost, *seed)
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("experiment cluster %s: unexpected argument %q", which, fs.Arg(0))
+	}
+	hosts := bench.ParseHosts(*peer, 9042)
+	switch {
+	case *peer != "" && len(hosts) == 0:
+		return nil, fmt.Errorf("experiment cluster %s: --cassandra-hosts %q: no address", which, *peer)
+	case len(hosts) > 0 && which == "leader-rules":
+		return nil, errors.New("experiment cluster leader-rules: --cassandra-hosts: it measures the FBF counter alone, which Cassandra does not have")
+	case len(hosts) > 0 && which == "fig6" && len(hosts) != 2:
+		return nil, fmt.Errorf("experiment cluster fig6: --cassandra-hosts: want the 2 nodes A and B of a 2-node ring, got %d addresses", len(hosts))
+	case *lost < 0 || *lost > 1:
+		return nil, fmt.Errorf("experiment cluster %s: --lost-ack %g: want 0 to 1", which, *lost)
+	}
+	r := &clusterRun{which: which, out: *out, opts: clusterexp.Options{Nodes: *nodes, Duration: *dur, Clients: *clients, LostAck: *lost, Seed: *seed, Progress: stderr, CassandraHosts: hosts}}
+	r.reproduce = fmt.Sprintf("idemkv experiment cluster %s --out %s --clients %d --lost-ack %g --seed %d", which, *out, *clients, *lost, *seed)
+	if which == "fig6" {
+		r.reproduce = "idemkv experiment cluster fig6 --out " + *out
+	}
 	if *nodes > 0 {
-		reproduce += fmt.Sprintf(" --nodes %d", *nodes)
+		r.reproduce += fmt.Sprintf(" --nodes %d", *nodes)
 	}
 	if *dur > 0 {
-		reproduce += " --duration " + dur.String()
+		r.reproduce += " --duration " + dur.String()
 	}
+	if len(hosts) > 0 {
+		r.reproduce += " --cassandra-hosts " + strings.Join(hosts, ",")
+	}
+	return r, nil
+}
+
+func runExperimentCluster(args []string, stdout, stderr io.Writer) error {
+	run, err := parseCluster(args, stderr)
+	if err != nil {
+		return err
+	}
+	which, out, opts := run.which, &run.out, run.opts
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	reproduce := run.reproduce
 	var reports []*bench.Report
-	var err error
 	switch which {
 	case "fig6":
 		dir, err := os.MkdirTemp("", "idemkv-fig6-")
@@ -61,7 +111,16 @@ func runExperimentCluster(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "fig6 — the paper's four-step scenario, RF 2 (replicas A and B), flush at step 3, lost ack at step 4\n")
-		fmt.Fprintf(stdout, "reproduce: idemkv experiment cluster fig6 --out %s\n", *out)
+		if hosts := opts.CassandraHosts; len(hosts) > 0 {
+			crows, err := clusterexp.Fig6Cassandra(ctx, hosts)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, crows...)
+			fmt.Fprintf(stdout, "%s rows: Apache Cassandra ring of A = %s and B = %s, keyspace %s (RF 2, dropped and created), writes and reads at ALL, \"A/B reads\": a read coordinated by A/B; ack of step 4 dropped by the client after the update applied\n",
+				clusterexp.Fig6CassandraMode, hosts[0], hosts[1], clusterexp.Fig6Keyspace)
+		}
+		fmt.Fprintf(stdout, "reproduce: %s\n", reproduce)
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "mode\tstep\tA reads\tB reads\tpaper")
 		for _, r := range rows {
@@ -90,8 +149,6 @@ func runExperimentCluster(args []string, stdout, stderr io.Writer) error {
 	case "leader-rules":
 		fmt.Fprintln(stdout, "leader-rules — FBF counter accuracy with the first-live-replica leader rule vs Cassandra's random rule, same faults")
 		reports, err = clusterexp.LeaderRules(ctx, opts)
-	default:
-		return fmt.Errorf("unknown cluster experiment %q (have: fig6, fig14, fig15, leader-rules)", which)
 	}
 	if err != nil {
 		return err
