@@ -54,6 +54,17 @@ func MergePeer(rep, peer *Report, name string) {
 // (Target.ClientFaults), so that the same draw drops the same
 // acknowledgements on both servers.
 func RunWithPeer(ctx context.Context, t Target, cfg Config, peer []string) (*Report, error) {
+	return runWithPeer(ctx, t, cfg, peer, true)
+}
+
+// RunThenPeer is RunWithPeer with the peer's rows run after t's rather
+// than at the same time, so that neither load competes with the other for
+// the machine (the same op stream, the same faults).
+func RunThenPeer(ctx context.Context, t Target, cfg Config, peer []string) (*Report, error) {
+	return runWithPeer(ctx, t, cfg, peer, false)
+}
+
+func runWithPeer(ctx context.Context, t Target, cfg Config, peer []string, together bool) (*Report, error) {
 	if len(peer) == 0 {
 		return Run(ctx, t, cfg)
 	}
@@ -61,14 +72,21 @@ func RunWithPeer(ctx context.Context, t Target, cfg Config, peer []string) (*Rep
 	var (
 		p    *Report
 		pErr error
-		done = make(chan struct{})
 	)
-	go func() {
-		defer close(done)
-		p, pErr = Run(ctx, Target{Hosts: peer}, PeerConfig(cfg, peer))
-	}()
-	rep, err := Run(ctx, t, cfg)
-	<-done
+	runPeer := func() { p, pErr = Run(ctx, Target{Hosts: peer}, PeerConfig(cfg, peer)) }
+	var rep *Report
+	var err error
+	if together {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runPeer()
+		}()
+		rep, err = Run(ctx, t, cfg)
+		<-done
+	} else if rep, err = Run(ctx, t, cfg); err == nil {
+		runPeer()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
 	}
@@ -76,5 +94,8 @@ func RunWithPeer(ctx context.Context, t Target, cfg Config, peer []string) (*Rep
 		return nil, fmt.Errorf("%s on %s: %w", cfg.Name, PeerName, pErr)
 	}
 	MergePeer(rep, p, PeerName)
+	if !together {
+		rep.Config.Peer = strings.Replace(rep.Config.Peer, "at the same time as the rows above", "after the rows above", 1)
+	}
 	return rep, nil
 }
