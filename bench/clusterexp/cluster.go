@@ -23,6 +23,19 @@ type Options struct {
 	// Fig14's retries phase and to Fig15: the same op stream at the same
 	// time on that ring (bench.RunWithPeer), faults client-side on both.
 	CassandraHosts []string
+	// CassandraAfter runs the Cassandra rows after idemkv's instead of at
+	// the same time (bench.RunThenPeer), so that neither load competes with
+	// the other for the CPU.
+	CassandraAfter bool
+}
+
+// runPeer runs cfg on the cluster and, with o.CassandraHosts, on the
+// Cassandra ring: at the same time, or after with o.CassandraAfter.
+func (o Options) runPeer(ctx context.Context, c *bench.Cluster, cfg bench.Config) (*bench.Report, error) {
+	if o.CassandraAfter {
+		return bench.RunThenPeer(ctx, bench.Target{Cluster: c}, cfg, o.CassandraHosts)
+	}
+	return bench.RunWithPeer(ctx, bench.Target{Cluster: c}, cfg, o.CassandraHosts)
 }
 
 func (o Options) or(nodes int, d time.Duration) Options {
@@ -64,7 +77,7 @@ func Fig14(ctx context.Context, o Options) ([]*bench.Report, error) {
 	}
 	retries := base
 	retries.Name = "fig14-retries"
-	r1, err := bench.RunWithPeer(ctx, bench.Target{Cluster: c}, retries, o.CassandraHosts)
+	r1, err := o.runPeer(ctx, c, retries)
 	if err != nil {
 		return nil, err
 	}
@@ -89,11 +102,11 @@ func Fig15(ctx context.Context, o Options) (*bench.Report, error) {
 		return nil, err
 	}
 	defer c.Stop()
-	return bench.RunWithPeer(ctx, bench.Target{Cluster: c}, bench.Config{
+	return o.runPeer(ctx, c, bench.Config{
 		Name:     "fig15",
 		Workload: bench.Workload{Keys: 1000, Batch: 50},
 		Clients:  o.Clients, Duration: o.Duration, Seed: o.Seed, RF: 3, Progress: o.Progress,
-	}, o.CassandraHosts)
+	})
 }
 
 // LeaderRules measures the FBF counter's accuracy under the same faults

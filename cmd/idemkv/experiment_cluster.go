@@ -30,7 +30,7 @@ type clusterRun struct {
 	reproduce string
 }
 
-const clusterUsage = "usage: idemkv experiment cluster fig6|fig14|fig15|leader-rules [--out DIR] [--nodes N --duration D --clients C --lost-ack P --seed S] [--cassandra-hosts H,...]"
+const clusterUsage = "usage: idemkv experiment cluster fig6|fig14|fig15|leader-rules [--out DIR] [--nodes N --duration D --clients C --lost-ack P --seed S] [--cassandra-hosts H,... [--cassandra-after]]"
 
 // parseCluster parses the arguments of 'idemkv experiment cluster'. It
 // refuses --cassandra-hosts where no Cassandra row can be measured alike:
@@ -55,6 +55,7 @@ func parseCluster(args []string, stderr io.Writer) (*clusterRun, error) {
 	lost := fs.Float64("lost-ack", 0.05, "probability that an answer is lost after the update applied")
 	seed := fs.Uint64("seed", 1, "seed of the ring, the operations and the faults")
 	peer := fs.String("cassandra-hosts", "", "CQL addresses of an Apache Cassandra ring ('idemkv peer cassandra up'), comma-separated: adds Cassandra rows; fig6: exactly A and B of a 2-node ring (RF 2); fig14 (retries phase) and fig15: the same op stream at the same time, faults client-side on both sides")
+	after := fs.Bool("cassandra-after", false, "fig14, fig15: run the Cassandra rows after idemkv's rather than at the same time, so that neither competes with the other for the CPU")
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
 	}
@@ -69,10 +70,14 @@ func parseCluster(args []string, stderr io.Writer) (*clusterRun, error) {
 		return nil, errors.New("experiment cluster leader-rules: --cassandra-hosts: it measures the FBF counter alone, which Cassandra does not have")
 	case len(hosts) > 0 && which == "fig6" && len(hosts) != 2:
 		return nil, fmt.Errorf("experiment cluster fig6: --cassandra-hosts: want the 2 nodes A and B of a 2-node ring, got %d addresses", len(hosts))
+	case *after && len(hosts) == 0:
+		return nil, fmt.Errorf("experiment cluster %s: --cassandra-after without --cassandra-hosts", which)
+	case *after && which == "fig6":
+		return nil, errors.New("experiment cluster fig6: --cassandra-after: the scenario runs on idemkv, then on Cassandra, anyway")
 	case *lost < 0 || *lost > 1:
 		return nil, fmt.Errorf("experiment cluster %s: --lost-ack %g: want 0 to 1", which, *lost)
 	}
-	r := &clusterRun{which: which, out: *out, opts: clusterexp.Options{Nodes: *nodes, Duration: *dur, Clients: *clients, LostAck: *lost, Seed: *seed, Progress: stderr, CassandraHosts: hosts}}
+	r := &clusterRun{which: which, out: *out, opts: clusterexp.Options{Nodes: *nodes, Duration: *dur, Clients: *clients, LostAck: *lost, Seed: *seed, Progress: stderr, CassandraHosts: hosts, CassandraAfter: *after}}
 	r.reproduce = fmt.Sprintf("idemkv experiment cluster %s --out %s --clients %d --lost-ack %g --seed %d", which, *out, *clients, *lost, *seed)
 	if which == "fig6" {
 		r.reproduce = "idemkv experiment cluster fig6 --out " + *out
@@ -85,6 +90,9 @@ func parseCluster(args []string, stderr io.Writer) (*clusterRun, error) {
 	}
 	if len(hosts) > 0 {
 		r.reproduce += " --cassandra-hosts " + strings.Join(hosts, ",")
+	}
+	if *after {
+		r.reproduce += " --cassandra-after"
 	}
 	return r, nil
 }

@@ -23,6 +23,9 @@ func TestParseClusterCassandraHosts(t *testing.T) {
 	if r, err := parseCluster([]string{"fig6", "--cassandra-hosts", "127.0.1.1,127.0.1.2"}, io.Discard); err != nil || len(r.opts.CassandraHosts) != 2 {
 		t.Errorf("fig6 with A and B: %v", err)
 	}
+	if r, err := parseCluster([]string{"fig15", "--cassandra-hosts", "127.0.1.1", "--cassandra-after"}, io.Discard); err != nil || !r.opts.CassandraAfter || !strings.HasSuffix(r.reproduce, " --cassandra-after") {
+		t.Errorf("fig15 --cassandra-after: %+v, %v", r, err)
+	}
 	if r, err := parseCluster([]string{"fig15"}, io.Discard); err != nil || r.opts.CassandraHosts != nil || strings.Contains(r.reproduce, "cassandra") {
 		t.Errorf("fig15 without hosts: %+v, %v", r, err)
 	}
@@ -32,6 +35,8 @@ func TestParseClusterCassandraHosts(t *testing.T) {
 		{"fig6", "--cassandra-hosts", "127.0.1.1,127.0.1.2,127.0.1.3"},
 		{"fig14", "--cassandra-hosts", " , "},
 		{"fig14", "--lost-ack", "1.5"},
+		{"fig15", "--cassandra-after"},
+		{"fig6", "--cassandra-hosts", "127.0.1.1,127.0.1.2", "--cassandra-after"},
 		{"fig16"},
 		{"fig14", "extra"},
 		{},
