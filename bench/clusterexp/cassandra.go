@@ -20,13 +20,17 @@ const Fig6CassandraMode = cassandraVanilla
 // Cassandra ring, with table c1 (k text PRIMARY KEY, c counter).
 const Fig6Keyspace = "idemkv_fig6"
 
-// Fig6CassandraSteps are the steps of Fig6Cassandra, as its rows name them.
+// Fig6CassandraSteps are the steps of Fig6Cassandra, as its rows name them;
+// Fig6CassandraNoFlush is step 3's name when it cannot flush.
 var Fig6CassandraSteps = []string{
 	"1: A coordinates +1",
 	"2: B coordinates +2",
-	"3: flush skipped (no JMX on the peer ring)",
+	"3: nodetool flush on A and B",
 	"4: A coordinates +3, ack lost, retried at A",
 }
+
+// Fig6CassandraNoFlush names step 3 of a run without a flush.
+const Fig6CassandraNoFlush = "3: flush skipped (no JMX, no nodetool)"
 
 // Fig6Cassandra runs the four-step scenario of Figs. 6 and 7 on a real
 // Apache Cassandra ring of exactly two nodes A and B (hosts, host:port;
@@ -35,9 +39,11 @@ var Fig6CassandraSteps = []string{
 //  1. A coordinates +1 (a session that knows A alone, so A is the
 //     coordinator and, being a replica, Cassandra's counter leader);
 //  2. B coordinates +2;
-//  3. the flush is skipped: the peer ring runs without JMX, so nothing
-//     can call nodetool flush; since 2.1 a counter's replicas hold and log
-//     its value, not deltas, so a flush does not change what they read;
+//  3. flush(ctx, 1) and flush(ctx, 2) flush A's and B's memtables of the
+//     keyspace to SSTables ('nodetool flush', Ring.Flush of package
+//     peer/cassandra on a ring with JMX); with flush nil the step is
+//     skipped, which changes nothing either: since 2.1 a counter's
+//     replicas hold and log its value, not deltas;
 //  4. A coordinates +3 and the client drops the acknowledgement it got
 //     (the bench's client-side lost ack: the update applied); the client
 //     retries the same update at A.
@@ -45,7 +51,7 @@ var Fig6CassandraSteps = []string{
 // Every write is at ALL, and after every step both A and B coordinate a
 // read at ALL. The paper's Fig. 6 predicts 1, 3, 3, 9; the rows hold what
 // the ring reads.
-func Fig6Cassandra(ctx context.Context, hosts []string) ([]Fig6Row, error) {
+func Fig6Cassandra(ctx context.Context, hosts []string, flush func(ctx context.Context, node int) error) ([]Fig6Row, error) {
 	if len(hosts) != 2 {
 		return nil, fmt.Errorf("fig6 on Cassandra: want the CQL addresses of 2 nodes A and B, got %d", len(hosts))
 	}
@@ -85,7 +91,17 @@ func Fig6Cassandra(ctx context.Context, hosts []string) ([]Fig6Row, error) {
 	steps := []func() error{
 		func() error { return update(sa, 1) },
 		func() error { return update(sb, 2) },
-		func() error { return nil },
+		func() error {
+			if flush == nil {
+				return nil
+			}
+			for node := 1; node <= 2; node++ {
+				if err := flush(ctx, node); err != nil {
+					return fmt.Errorf("fig6 on Cassandra: flush: %w", err)
+				}
+			}
+			return nil
+		},
 		func() error {
 			// The first attempt applies and is acknowledged; the client
 			// drops the acknowledgement, as after a lost answer, and
@@ -110,7 +126,11 @@ func Fig6Cassandra(ctx context.Context, hosts []string) ([]Fig6Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, Fig6Row{Step: Fig6CassandraSteps[i], Mode: Fig6CassandraMode, A: a, B: b, PaperValue: papers[i]})
+		step := Fig6CassandraSteps[i]
+		if i == 2 && flush == nil {
+			step = Fig6CassandraNoFlush
+		}
+		rows = append(rows, Fig6Row{Step: step, Mode: Fig6CassandraMode, A: a, B: b, PaperValue: papers[i]})
 	}
 	return rows, nil
 }

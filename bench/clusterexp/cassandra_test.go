@@ -7,9 +7,13 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/bench"
+	"github.com/idemkv/idemkv/peer/cassandra"
 )
 
-var cassandraHosts = flag.String("cassandra-hosts", "", "CQL addresses of A and B of a live 2-node Apache Cassandra ring ('idemkv peer cassandra up -n 2'): run TestFig6CassandraLive against it")
+var (
+	cassandraHosts = flag.String("cassandra-hosts", "", "CQL addresses of A and B of a live 2-node Apache Cassandra ring ('idemkv peer cassandra up -n 2'): run TestFig6CassandraLive against it")
+	cassandraDir   = flag.String("cassandra-dir", "", "with -cassandra-hosts 127.0.1.1,127.0.1.2: the directory of that peer ring, started with --jmx: step 3 flushes")
+)
 
 // TestFig6CassandraLive runs the four-step scenario on a live 2-node
 // Cassandra ring and requires the paper's Fig. 6 on both coordinators: 1,
@@ -22,7 +26,15 @@ func TestFig6CassandraLive(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rows, err := Fig6Cassandra(ctx, bench.ParseHosts(*cassandraHosts, 9042))
+	var flush func(context.Context, int) error
+	flushed := 0
+	if *cassandraDir != "" {
+		flush = func(ctx context.Context, node int) error {
+			flushed++
+			return cassandra.Ring{Dir: *cassandraDir}.Flush(ctx, node, Fig6Keyspace)
+		}
+	}
+	rows, err := Fig6Cassandra(ctx, bench.ParseHosts(*cassandraHosts, 9042), flush)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +47,9 @@ func TestFig6CassandraLive(t *testing.T) {
 			t.Errorf("%s step %q: A %d, B %d; want %d", r.Mode, r.Step, r.A, r.B, want[i])
 		}
 	}
+	if flush != nil && (flushed != 2 || rows[2].Step != Fig6CassandraSteps[2]) {
+		t.Errorf("%d flushes, step 3 %q; want A and B flushed", flushed, rows[2].Step)
+	}
 }
 
 // TestFig6CassandraHosts: the scenario needs exactly A and B, and refuses
@@ -42,7 +57,7 @@ func TestFig6CassandraLive(t *testing.T) {
 func TestFig6CassandraHosts(t *testing.T) {
 	ctx := context.Background()
 	for _, hosts := range [][]string{nil, {"127.0.1.1:9042"}, {"127.0.1.1:9042", "127.0.1.2:9042", "127.0.1.3:9042"}, {"no-port", "127.0.1.2:9042"}} {
-		if _, err := Fig6Cassandra(ctx, hosts); err == nil {
+		if _, err := Fig6Cassandra(ctx, hosts, nil); err == nil {
 			t.Errorf("Fig6Cassandra(%v) ran", hosts)
 		}
 	}

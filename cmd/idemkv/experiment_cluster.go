@@ -6,13 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/idemkv/idemkv/bench"
 	"github.com/idemkv/idemkv/bench/clusterexp"
+	"github.com/idemkv/idemkv/peer/cassandra"
 )
 
 func init() {
@@ -28,9 +31,10 @@ type clusterRun struct {
 	out       string
 	opts      clusterexp.Options
 	reproduce string
+	peerDir   string // fig6: the peer ring's directory, whose nodes flush
 }
 
-const clusterUsage = "usage: idemkv experiment cluster fig6|fig14|fig15|leader-rules [--out DIR] [--nodes N --duration D --clients C --lost-ack P --seed S] [--cassandra-hosts H,... [--cassandra-after]]"
+const clusterUsage = "usage: idemkv experiment cluster fig6|fig14|fig15|leader-rules [--out DIR] [--nodes N --duration D --clients C --lost-ack P --seed S] [--cassandra-hosts H,... [--cassandra-after]] [fig6: --cassandra-dir D]"
 
 // parseCluster parses the arguments of 'idemkv experiment cluster'. It
 // refuses --cassandra-hosts where no Cassandra row can be measured alike:
@@ -55,6 +59,7 @@ func parseCluster(args []string, stderr io.Writer) (*clusterRun, error) {
 	lost := fs.Float64("lost-ack", 0.05, "probability that an answer is lost after the update applied")
 	seed := fs.Uint64("seed", 1, "seed of the ring, the operations and the faults")
 	peer := fs.String("cassandra-hosts", "", "CQL addresses of an Apache Cassandra ring ('idemkv peer cassandra up'), comma-separated: adds Cassandra rows; fig6: exactly A and B of a 2-node ring (RF 2); fig14 (retries phase) and fig15: the same op stream at the same time, faults client-side on both sides")
+	dir := fs.String("cassandra-dir", "", "fig6: the directory of a 2-node peer ring started with 'idemkv peer cassandra up -n 2 --jmx': its nodes are A and B (instead of --cassandra-hosts), and step 3 flushes both with nodetool")
 	after := fs.Bool("cassandra-after", false, "fig14, fig15: run the Cassandra rows after idemkv's rather than at the same time, so that neither competes with the other for the CPU")
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
@@ -62,8 +67,14 @@ func parseCluster(args []string, stderr io.Writer) (*clusterRun, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("experiment cluster %s: unexpected argument %q", which, fs.Arg(0))
 	}
-	hosts := bench.ParseHosts(*peer, 9042)
+	hosts := bench.ParseHosts(*peer, cassandra.CQLPort)
 	switch {
+	case *dir != "" && which != "fig6":
+		return nil, fmt.Errorf("experiment cluster %s: --cassandra-dir is for fig6 (its flush); use --cassandra-hosts", which)
+	case *dir != "" && *peer != "":
+		return nil, errors.New("experiment cluster fig6: give --cassandra-dir or --cassandra-hosts, not both (the ring's nodes 1 and 2 are A and B)")
+	case *dir != "":
+		hosts = []string{net.JoinHostPort(cassandra.Address(1), strconv.Itoa(cassandra.CQLPort)), net.JoinHostPort(cassandra.Address(2), strconv.Itoa(cassandra.CQLPort))}
 	case *peer != "" && len(hosts) == 0:
 		return nil, fmt.Errorf("experiment cluster %s: --cassandra-hosts %q: no address", which, *peer)
 	case len(hosts) > 0 && which == "leader-rules":
@@ -88,7 +99,11 @@ func parseCluster(args []string, stderr io.Writer) (*clusterRun, error) {
 	if *dur > 0 {
 		r.reproduce += " --duration " + dur.String()
 	}
-	if len(hosts) > 0 {
+	switch {
+	case *dir != "":
+		r.peerDir = *dir
+		r.reproduce += " --cassandra-dir " + *dir
+	case len(hosts) > 0:
 		r.reproduce += " --cassandra-hosts " + strings.Join(hosts, ",")
 	}
 	if *after {
@@ -120,7 +135,12 @@ func runExperimentCluster(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "fig6 — the paper's four-step scenario, RF 2 (replicas A and B), flush at step 3, lost ack at step 4\n")
 		if hosts := opts.CassandraHosts; len(hosts) > 0 {
-			crows, err := clusterexp.Fig6Cassandra(ctx, hosts)
+			var flush func(context.Context, int) error
+			if run.peerDir != "" {
+				ring := cassandra.Ring{Dir: run.peerDir}
+				flush = func(ctx context.Context, node int) error { return ring.Flush(ctx, node, clusterexp.Fig6Keyspace) }
+			}
+			crows, err := clusterexp.Fig6Cassandra(ctx, hosts, flush)
 			if err != nil {
 				return err
 			}
