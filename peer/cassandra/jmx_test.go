@@ -73,3 +73,24 @@ func TestFlushNeedsJMX(t *testing.T) {
 		t.Errorf("failing nodetool: %v", err)
 	}
 }
+
+// TestKillRestartRefuse: Kill and Restart refuse nodes the ring does not
+// have, and Kill a node that is not running.
+func TestKillRestartRefuse(t *testing.T) {
+	r := Ring{Dir: t.TempDir()}
+	if err := r.Kill(1); err == nil {
+		t.Error("kill without ring.json ran")
+	}
+	if err := os.WriteFile(filepath.Join(r.Dir, "ring.json"), []byte(`{"version": "5.0.9", "nodes": 2, "java": "/bin/false"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Kill(3); err == nil || !strings.Contains(err.Error(), "no node 3") {
+		t.Errorf("kill node 3 of 2: %v", err)
+	}
+	if err := r.Kill(1); err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Errorf("kill a node never started: %v", err)
+	}
+	if err := r.Restart(context.Background(), 0); err == nil || !strings.Contains(err.Error(), "no node 0") {
+		t.Errorf("restart node 0: %v", err)
+	}
+}

@@ -591,3 +591,49 @@ func (r Ring) Flush(ctx context.Context, i int, keyspace string) error {
 	}
 	return nil
 }
+
+// Kill stops node i uncleanly (SIGKILL: no drain, no flush; what its
+// commit log holds is replayed when it starts again) and waits until the
+// process is gone.
+func (r Ring) Kill(i int) error {
+	st, err := r.State()
+	if err != nil {
+		return err
+	}
+	if i < 1 || i > st.Nodes {
+		return fmt.Errorf("cassandra: kill: no node %d in a ring of %d", i, st.Nodes)
+	}
+	pid, alive := r.pid(i)
+	if !alive {
+		return fmt.Errorf("cassandra: kill: node %d is not running", i)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("cassandra: kill node %d (pid %d): %w", i, pid, err)
+	}
+	for end := time.Now().Add(10 * time.Second); processAlive(pid); {
+		if time.Now().After(end) {
+			return fmt.Errorf("cassandra: node %d (pid %d) still running after SIGKILL", i, pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// Restart starts stopped node i again on its data, as 'up' started it,
+// and waits until the whole ring is up again (WaitUp).
+func (r Ring) Restart(ctx context.Context, i int) error {
+	st, err := r.State()
+	if err != nil {
+		return err
+	}
+	if i < 1 || i > st.Nodes {
+		return fmt.Errorf("cassandra: restart: no node %d in a ring of %d", i, st.Nodes)
+	}
+	if err := r.start(st, i); err != nil {
+		return err
+	}
+	if err := r.waitCQL(ctx, i); err != nil {
+		return err
+	}
+	return r.WaitUp(ctx)
+}
