@@ -20,13 +20,26 @@ const Fig6CassandraMode = cassandraVanilla
 // Cassandra ring, with table c1 (k text PRIMARY KEY, c counter).
 const Fig6Keyspace = "idemkv_fig6"
 
-// Fig6CassandraSteps are the steps of Fig6Cassandra, as its rows name them;
-// Fig6CassandraNoFlush is step 3's name when it cannot flush.
+// Fig6CassandraSteps are the steps of Fig6Cassandra, as its rows name them
+// (step 5 only with a Fig6Peer).
 var Fig6CassandraSteps = []string{
 	"1: A coordinates +1",
 	"2: B coordinates +2",
 	"3: nodetool flush on A and B",
 	"4: A coordinates +3, ack lost, retried at A",
+	"5: SIGKILL A, restart it (commit log replayed)",
+}
+
+// Fig6Peer acts on the nodes of Fig6Cassandra's ring beyond CQL, node 1
+// being A and node 2 B: package peer/cassandra's Ring of a ring started
+// with JMX ('idemkv peer cassandra up -n 2 --jmx').
+type Fig6Peer interface {
+	// Flush writes the node's memtables of keyspace to SSTables.
+	Flush(ctx context.Context, node int, keyspace string) error
+	// Kill stops the node uncleanly; Restart starts it again on its data
+	// and returns once the ring is up.
+	Kill(node int) error
+	Restart(ctx context.Context, node int) error
 }
 
 // Fig6CassandraNoFlush names step 3 of a run without a flush.
@@ -39,19 +52,22 @@ const Fig6CassandraNoFlush = "3: flush skipped (no JMX, no nodetool)"
 //  1. A coordinates +1 (a session that knows A alone, so A is the
 //     coordinator and, being a replica, Cassandra's counter leader);
 //  2. B coordinates +2;
-//  3. flush(ctx, 1) and flush(ctx, 2) flush A's and B's memtables of the
-//     keyspace to SSTables ('nodetool flush', Ring.Flush of package
-//     peer/cassandra on a ring with JMX); with flush nil the step is
-//     skipped, which changes nothing either: since 2.1 a counter's
-//     replicas hold and log its value, not deltas;
+//  3. peer flushes A's and B's memtables of the keyspace to SSTables
+//     ('nodetool flush'); with peer nil the step is skipped, which changes
+//     nothing either: since 2.1 a counter's replicas hold and log its
+//     value, not deltas;
 //  4. A coordinates +3 and the client drops the acknowledgement it got
 //     (the bench's client-side lost ack: the update applied); the client
-//     retries the same update at A.
+//     retries the same update at A;
+//  5. with a peer only: A is killed (SIGKILL) and restarted, so it replays
+//     the commit log that holds step 4 over its flushed SSTable — the
+//     legacy 2.0 counter's over-count (Fig6's legacy mode) does not happen
+//     since 2.1.
 //
 // Every write is at ALL, and after every step both A and B coordinate a
 // read at ALL. The paper's Fig. 6 predicts 1, 3, 3, 9; the rows hold what
 // the ring reads.
-func Fig6Cassandra(ctx context.Context, hosts []string, flush func(ctx context.Context, node int) error) ([]Fig6Row, error) {
+func Fig6Cassandra(ctx context.Context, hosts []string, peer Fig6Peer) ([]Fig6Row, error) {
 	if len(hosts) != 2 {
 		return nil, fmt.Errorf("fig6 on Cassandra: want the CQL addresses of 2 nodes A and B, got %d", len(hosts))
 	}
@@ -59,7 +75,7 @@ func Fig6Cassandra(ctx context.Context, hosts []string, flush func(ctx context.C
 	if err != nil {
 		return nil, err
 	}
-	defer sa.Close()
+	defer func() { sa.Close() }()
 	sb, err := pinnedSession(hosts[1])
 	if err != nil {
 		return nil, err
@@ -92,11 +108,11 @@ func Fig6Cassandra(ctx context.Context, hosts []string, flush func(ctx context.C
 		func() error { return update(sa, 1) },
 		func() error { return update(sb, 2) },
 		func() error {
-			if flush == nil {
+			if peer == nil {
 				return nil
 			}
 			for node := 1; node <= 2; node++ {
-				if err := flush(ctx, node); err != nil {
+				if err := peer.Flush(ctx, node, Fig6Keyspace); err != nil {
 					return fmt.Errorf("fig6 on Cassandra: flush: %w", err)
 				}
 			}
@@ -112,7 +128,23 @@ func Fig6Cassandra(ctx context.Context, hosts []string, flush func(ctx context.C
 			return update(sa, 3)
 		},
 	}
-	papers := []int64{1, 3, 3, 9}
+	papers := []int64{1, 3, 3, 9, -1}
+	if peer != nil {
+		steps = append(steps, func() error {
+			if err := peer.Kill(1); err != nil {
+				return fmt.Errorf("fig6 on Cassandra: %w", err)
+			}
+			if err := peer.Restart(ctx, 1); err != nil {
+				return fmt.Errorf("fig6 on Cassandra: %w", err)
+			}
+			// The session's only host went away: a new one.
+			sa.Close()
+			if sa, err = pinnedSession(hosts[0]); err != nil {
+				return err
+			}
+			return nil
+		})
+	}
 	var rows []Fig6Row
 	for i, step := range steps {
 		if err := step(); err != nil {
@@ -127,7 +159,7 @@ func Fig6Cassandra(ctx context.Context, hosts []string, flush func(ctx context.C
 			return nil, err
 		}
 		step := Fig6CassandraSteps[i]
-		if i == 2 && flush == nil {
+		if i == 2 && peer == nil {
 			step = Fig6CassandraNoFlush
 		}
 		rows = append(rows, Fig6Row{Step: step, Mode: Fig6CassandraMode, A: a, B: b, PaperValue: papers[i]})

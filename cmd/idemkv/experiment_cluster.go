@@ -59,7 +59,7 @@ func parseCluster(args []string, stderr io.Writer) (*clusterRun, error) {
 	lost := fs.Float64("lost-ack", 0.05, "probability that an answer is lost after the update applied")
 	seed := fs.Uint64("seed", 1, "seed of the ring, the operations and the faults")
 	peer := fs.String("cassandra-hosts", "", "CQL addresses of an Apache Cassandra ring ('idemkv peer cassandra up'), comma-separated: adds Cassandra rows; fig6: exactly A and B of a 2-node ring (RF 2); fig14 (retries phase) and fig15: the same op stream at the same time, faults client-side on both sides")
-	dir := fs.String("cassandra-dir", "", "fig6: the directory of a 2-node peer ring started with 'idemkv peer cassandra up -n 2 --jmx': its nodes are A and B (instead of --cassandra-hosts), and step 3 flushes both with nodetool")
+	dir := fs.String("cassandra-dir", "", "fig6: the directory of a 2-node peer ring started with 'idemkv peer cassandra up -n 2 --jmx': its nodes are A and B (instead of --cassandra-hosts), step 3 flushes both with nodetool, and step 5 SIGKILLs A and restarts it")
 	after := fs.Bool("cassandra-after", false, "fig14, fig15: run the Cassandra rows after idemkv's rather than at the same time, so that neither competes with the other for the CPU")
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
@@ -135,12 +135,11 @@ func runExperimentCluster(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "fig6 — the paper's four-step scenario, RF 2 (replicas A and B), flush at step 3, lost ack at step 4\n")
 		if hosts := opts.CassandraHosts; len(hosts) > 0 {
-			var flush func(context.Context, int) error
+			var peer clusterexp.Fig6Peer
 			if run.peerDir != "" {
-				ring := cassandra.Ring{Dir: run.peerDir}
-				flush = func(ctx context.Context, node int) error { return ring.Flush(ctx, node, clusterexp.Fig6Keyspace) }
+				peer = cassandra.Ring{Dir: run.peerDir}
 			}
-			crows, err := clusterexp.Fig6Cassandra(ctx, hosts, flush)
+			crows, err := clusterexp.Fig6Cassandra(ctx, hosts, peer)
 			if err != nil {
 				return err
 			}
