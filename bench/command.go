@@ -431,7 +431,7 @@ func runMainCommand(args []string, stdout, stderr io.Writer) error {
 	for _, cfg := range []Config{m.oc, m.lat} {
 		// The peer's row runs at the same time as the idemkv modes, as
 		// the modes run at the same time as one another.
-		rep, err := RunWithPeer(ctx, t, cfg, m.peer)
+		rep, err := RunWithPeer(ctx, t, cfg, Target{Hosts: m.peer})
 		if err != nil {
 			return err
 		}

@@ -47,33 +47,38 @@ func MergePeer(rep, peer *Report, name string) {
 		name, strings.Join(c.Hosts, ","), c.RF, c.Consistency, c.FaultSide)
 }
 
-// RunWithPeer runs cfg on t and, when peer holds a ring's CQL addresses
-// (Apache Cassandra), PeerConfig(cfg, peer) on that ring at the same time,
-// as the modes of one run go side by side; the peer's rows are merged into
-// the report (MergePeer). With a peer the faults on t are client-side too
-// (Target.ClientFaults), so that the same draw drops the same
-// acknowledgements on both servers.
-func RunWithPeer(ctx context.Context, t Target, cfg Config, peer []string) (*Report, error) {
+// RunWithPeer runs cfg on t and, when peer.Hosts holds a ring's CQL
+// addresses (Apache Cassandra), PeerConfig(cfg, peer.Hosts) on that ring at
+// the same time, as the modes of one run go side by side; the peer's rows
+// are merged into the report (MergePeer). With a peer the faults on t are
+// client-side too (Target.ClientFaults), so that the same draw drops the
+// same acknowledgements on both servers; cfg's node kills need a
+// peer.Killer, which kills the peer's nodes on the same schedule.
+func RunWithPeer(ctx context.Context, t Target, cfg Config, peer Target) (*Report, error) {
 	return runWithPeer(ctx, t, cfg, peer, true)
 }
 
 // RunThenPeer is RunWithPeer with the peer's rows run after t's rather
 // than at the same time, so that neither load competes with the other for
 // the machine (the same op stream, the same faults).
-func RunThenPeer(ctx context.Context, t Target, cfg Config, peer []string) (*Report, error) {
+func RunThenPeer(ctx context.Context, t Target, cfg Config, peer Target) (*Report, error) {
 	return runWithPeer(ctx, t, cfg, peer, false)
 }
 
-func runWithPeer(ctx context.Context, t Target, cfg Config, peer []string, together bool) (*Report, error) {
-	if len(peer) == 0 {
+func runWithPeer(ctx context.Context, t Target, cfg Config, peer Target, together bool) (*Report, error) {
+	if len(peer.Hosts) == 0 {
 		return Run(ctx, t, cfg)
 	}
+	if cfg.Faults.KillEvery > 0 && peer.Killer == nil {
+		return nil, fmt.Errorf("%s: node kills on %s need a killer of its nodes", cfg.Name, PeerName)
+	}
+	peer = Target{Hosts: peer.Hosts, Killer: peer.Killer}
 	t.ClientFaults = true
 	var (
 		p    *Report
 		pErr error
 	)
-	runPeer := func() { p, pErr = Run(ctx, Target{Hosts: peer}, PeerConfig(cfg, peer)) }
+	runPeer := func() { p, pErr = Run(ctx, peer, PeerConfig(cfg, peer.Hosts)) }
 	var rep *Report
 	var err error
 	if together {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseMainCassandraHosts(t *testing.T) {
@@ -80,11 +81,11 @@ func TestRunWithPeer(t *testing.T) {
 		Workload: Workload{Keys: 20}, Faults: Faults{LostAck: 0.1},
 	}
 	for _, c := range []struct {
-		run  func(context.Context, Target, Config, []string) (*Report, error)
+		run  func(context.Context, Target, Config, Target) (*Report, error)
 		when string
 	}{{RunWithPeer, "at the same time as the rows above"}, {RunThenPeer, "after the rows above"}} {
 		cfg.Seed++ // a fresh op stream (and keys) per run
-		rep, err := c.run(context.Background(), Target{Cluster: ring}, cfg, peer.Hosts())
+		rep, err := c.run(context.Background(), Target{Cluster: ring}, cfg, Target{Hosts: peer.Hosts()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,5 +101,15 @@ func TestRunWithPeer(t *testing.T) {
 		if rep.Config.FaultSide != "client" || !strings.HasSuffix(rep.Config.Peer, c.when) {
 			t.Errorf("fault side %q, peer %q; want client and %q", rep.Config.FaultSide, rep.Config.Peer, c.when)
 		}
+	}
+}
+
+// TestRunWithPeerKillsNeedKiller: node kills on the ring must be matched on
+// the peer, so a peer without a killer is refused before anything runs.
+func TestRunWithPeerKillsNeedKiller(t *testing.T) {
+	cfg := Config{Name: "kills", Ops: 10, Modes: []string{ModeVanilla}, Faults: Faults{KillEvery: time.Second}}
+	_, err := RunWithPeer(context.Background(), Target{Hosts: []string{"127.0.0.1:1"}}, cfg, Target{Hosts: []string{"127.0.0.1:2"}})
+	if err == nil || !strings.Contains(err.Error(), "need a killer") {
+		t.Fatalf("kills without a peer killer: %v", err)
 	}
 }
