@@ -27,15 +27,26 @@ type Options struct {
 	// the same time (bench.RunThenPeer), so that neither load competes with
 	// the other for the CPU.
 	CassandraAfter bool
+	// CassandraKiller, with CassandraHosts, kills and restarts the
+	// Cassandra ring's nodes (a PeerKiller) in Fig14's node-kill phase,
+	// which then has a "cassandra vanilla" row too; without it that phase
+	// runs on idemkv alone.
+	CassandraKiller bench.Killer
 }
 
 // runPeer runs cfg on the cluster and, with o.CassandraHosts, on the
-// Cassandra ring: at the same time, or after with o.CassandraAfter.
+// Cassandra ring: at the same time, or after with o.CassandraAfter. A
+// config with node kills runs on the cluster alone unless
+// o.CassandraKiller can kill the Cassandra ring's nodes.
 func (o Options) runPeer(ctx context.Context, c *bench.Cluster, cfg bench.Config) (*bench.Report, error) {
-	if o.CassandraAfter {
-		return bench.RunThenPeer(ctx, bench.Target{Cluster: c}, cfg, o.CassandraHosts)
+	peer := bench.Target{Hosts: o.CassandraHosts, Killer: o.CassandraKiller}
+	if cfg.Faults.KillEvery > 0 && peer.Killer == nil {
+		peer.Hosts = nil
 	}
-	return bench.RunWithPeer(ctx, bench.Target{Cluster: c}, cfg, o.CassandraHosts)
+	if o.CassandraAfter {
+		return bench.RunThenPeer(ctx, bench.Target{Cluster: c}, cfg, peer)
+	}
+	return bench.RunWithPeer(ctx, bench.Target{Cluster: c}, cfg, peer)
 }
 
 func (o Options) or(nodes int, d time.Duration) Options {
@@ -59,9 +70,10 @@ func (o Options) or(nodes int, d time.Duration) Options {
 // retried after lost answers, the totals sampled over time; then the same
 // again while a replica at a time is killed and restarted, so the ring
 // routes around it. It returns the two phases' reports. With
-// o.CassandraHosts the retries phase has a "cassandra vanilla" row too; the
-// node-kill phase runs on idemkv alone (the peer ring's nodes are not
-// killed).
+// o.CassandraHosts the retries phase has a "cassandra vanilla" row too, and
+// so has the node-kill phase with o.CassandraKiller (which kills the
+// Cassandra ring's nodes on the same schedule); without it that phase runs
+// on idemkv alone.
 func Fig14(ctx context.Context, o Options) ([]*bench.Report, error) {
 	o = o.or(10, 20*time.Second)
 	c, err := bench.StartCluster(ctx, bench.ClusterConfig{Nodes: o.Nodes, Seed: o.Seed})
@@ -86,7 +98,7 @@ func Fig14(ctx context.Context, o Options) ([]*bench.Report, error) {
 	crash.Seed = o.Seed + 1
 	crash.Faults.KillEvery = o.Duration / 3
 	crash.Faults.Down = o.Duration / 6
-	r2, err := bench.Run(ctx, bench.Target{Cluster: c}, crash)
+	r2, err := o.runPeer(ctx, c, crash)
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,7 @@ func parseCluster(args []string, stderr io.Writer) (*clusterRun, error) {
 	lost := fs.Float64("lost-ack", 0.05, "probability that an answer is lost after the update applied")
 	seed := fs.Uint64("seed", 1, "seed of the ring, the operations and the faults")
 	peer := fs.String("cassandra-hosts", "", "CQL addresses of an Apache Cassandra ring ('idemkv peer cassandra up'), comma-separated: adds Cassandra rows; fig6: exactly A and B of a 2-node ring (RF 2); fig14 (retries phase) and fig15: the same op stream at the same time, faults client-side on both sides")
-	dir := fs.String("cassandra-dir", "", "fig6: the directory of a 2-node peer ring started with 'idemkv peer cassandra up -n 2 --jmx': its nodes are A and B (instead of --cassandra-hosts), step 3 flushes both with nodetool, and step 5 SIGKILLs A and restarts it")
+	dir := fs.String("cassandra-dir", "", "the directory of a peer ring ('idemkv peer cassandra up --dir D'), instead of --cassandra-hosts: its nodes are the Cassandra ring, and the experiment may kill them; fig6: a 2-node ring started with --jmx, nodes 1 and 2 are A and B, step 3 flushes both with nodetool, and step 5 SIGKILLs A and restarts it; fig14: the node-kill phase kills and restarts Cassandra's nodes too")
 	after := fs.Bool("cassandra-after", false, "fig14, fig15: run the Cassandra rows after idemkv's rather than at the same time, so that neither competes with the other for the CPU")
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
@@ -69,11 +69,11 @@ func parseCluster(args []string, stderr io.Writer) (*clusterRun, error) {
 	}
 	hosts := bench.ParseHosts(*peer, cassandra.CQLPort)
 	switch {
-	case *dir != "" && which != "fig6":
-		return nil, fmt.Errorf("experiment cluster %s: --cassandra-dir is for fig6 (its flush); use --cassandra-hosts", which)
+	case *dir != "" && which != "fig6" && which != "fig14":
+		return nil, fmt.Errorf("experiment cluster %s: --cassandra-dir is for fig6 (flush and crash) and fig14 (node kills); use --cassandra-hosts", which)
 	case *dir != "" && *peer != "":
-		return nil, errors.New("experiment cluster fig6: give --cassandra-dir or --cassandra-hosts, not both (the ring's nodes 1 and 2 are A and B)")
-	case *dir != "":
+		return nil, fmt.Errorf("experiment cluster %s: give --cassandra-dir or --cassandra-hosts, not both (--cassandra-dir's nodes are the ring)", which)
+	case *dir != "" && which == "fig6":
 		hosts = []string{net.JoinHostPort(cassandra.Address(1), strconv.Itoa(cassandra.CQLPort)), net.JoinHostPort(cassandra.Address(2), strconv.Itoa(cassandra.CQLPort))}
 	case *peer != "" && len(hosts) == 0:
 		return nil, fmt.Errorf("experiment cluster %s: --cassandra-hosts %q: no address", which, *peer)
@@ -81,8 +81,8 @@ func parseCluster(args []string, stderr io.Writer) (*clusterRun, error) {
 		return nil, errors.New("experiment cluster leader-rules: --cassandra-hosts: it measures the FBF counter alone, which Cassandra does not have")
 	case len(hosts) > 0 && which == "fig6" && len(hosts) != 2:
 		return nil, fmt.Errorf("experiment cluster fig6: --cassandra-hosts: want the 2 nodes A and B of a 2-node ring, got %d addresses", len(hosts))
-	case *after && len(hosts) == 0:
-		return nil, fmt.Errorf("experiment cluster %s: --cassandra-after without --cassandra-hosts", which)
+	case *after && len(hosts) == 0 && *dir == "":
+		return nil, fmt.Errorf("experiment cluster %s: --cassandra-after without --cassandra-hosts or --cassandra-dir", which)
 	case *after && which == "fig6":
 		return nil, errors.New("experiment cluster fig6: --cassandra-after: the scenario runs on idemkv, then on Cassandra, anyway")
 	case *lost < 0 || *lost > 1:
@@ -120,6 +120,13 @@ func runExperimentCluster(args []string, stdout, stderr io.Writer) error {
 	which, out, opts := run.which, &run.out, run.opts
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if which == "fig14" && run.peerDir != "" {
+		k, err := clusterexp.NewPeerKiller(run.peerDir)
+		if err != nil {
+			return err
+		}
+		opts.CassandraHosts, opts.CassandraKiller = k.Hosts(), k
+	}
 	reproduce := run.reproduce
 	var reports []*bench.Report
 	switch which {

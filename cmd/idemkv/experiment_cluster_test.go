@@ -30,6 +30,9 @@ func TestParseClusterCassandraHosts(t *testing.T) {
 		strings.Join(r.opts.CassandraHosts, ",") != "127.0.1.1:9042,127.0.1.2:9042" || !strings.HasSuffix(r.reproduce, " --cassandra-dir /tmp/p") {
 		t.Errorf("fig6 --cassandra-dir: %+v, %v", r, err)
 	}
+	if r, err := parseCluster([]string{"fig14", "--cassandra-dir", "/tmp/p", "--cassandra-after"}, io.Discard); err != nil || r.peerDir != "/tmp/p" || r.opts.CassandraHosts != nil || !r.opts.CassandraAfter {
+		t.Errorf("fig14 --cassandra-dir: %+v, %v", r, err)
+	}
 	if r, err := parseCluster([]string{"fig15"}, io.Discard); err != nil || r.opts.CassandraHosts != nil || strings.Contains(r.reproduce, "cassandra") {
 		t.Errorf("fig15 without hosts: %+v, %v", r, err)
 	}
@@ -40,7 +43,8 @@ func TestParseClusterCassandraHosts(t *testing.T) {
 		{"fig14", "--cassandra-hosts", " , "},
 		{"fig14", "--lost-ack", "1.5"},
 		{"fig15", "--cassandra-after"},
-		{"fig14", "--cassandra-dir", "/tmp/p"},
+		{"fig15", "--cassandra-dir", "/tmp/p"},
+		{"fig14", "--cassandra-dir", "/tmp/p", "--cassandra-hosts", "127.0.1.1"},
 		{"fig6", "--cassandra-dir", "/tmp/p", "--cassandra-hosts", "127.0.1.1,127.0.1.2"},
 		{"fig6", "--cassandra-hosts", "127.0.1.1,127.0.1.2", "--cassandra-after"},
 		{"fig16"},
