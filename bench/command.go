@@ -427,32 +427,13 @@ func runMainCommand(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stopRing()
-	if len(m.peer) > 0 {
-		t.ClientFaults = true // the same fault mechanism as on the peer
-	}
 	var reports []*Report
 	for _, cfg := range []Config{m.oc, m.lat} {
 		// The peer's row runs at the same time as the idemkv modes, as
 		// the modes run at the same time as one another.
-		var peer *Report
-		var peerErr error
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if len(m.peer) > 0 {
-				peer, peerErr = Run(ctx, Target{Hosts: m.peer}, PeerConfig(cfg, m.peer))
-			}
-		}()
-		rep, err := Run(ctx, t, cfg)
-		<-done
+		rep, err := RunWithPeer(ctx, t, cfg, Target{Hosts: m.peer})
 		if err != nil {
-			return fmt.Errorf("%s: %w", cfg.Name, err)
-		}
-		if peerErr != nil {
-			return fmt.Errorf("%s on %s: %w", cfg.Name, PeerName, peerErr)
-		}
-		if peer != nil {
-			MergePeer(rep, peer, PeerName)
+			return err
 		}
 		reports = append(reports, rep)
 	}

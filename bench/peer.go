@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
@@ -44,4 +45,62 @@ func MergePeer(rep, peer *Report, name string) {
 	c := peer.Config
 	rep.Config.Peer = fmt.Sprintf("%s rows: ring at %s, keyspace bench there, RF %d, %s, same op stream and %s-side faults, at the same time as the rows above",
 		name, strings.Join(c.Hosts, ","), c.RF, c.Consistency, c.FaultSide)
+}
+
+// RunWithPeer runs cfg on t and, when peer.Hosts holds a ring's CQL
+// addresses (Apache Cassandra), PeerConfig(cfg, peer.Hosts) on that ring at
+// the same time, as the modes of one run go side by side; the peer's rows
+// are merged into the report (MergePeer). With a peer the faults on t are
+// client-side too (Target.ClientFaults), so that the same draw drops the
+// same acknowledgements on both servers; cfg's node kills need a
+// peer.Killer, which kills the peer's nodes on the same schedule.
+func RunWithPeer(ctx context.Context, t Target, cfg Config, peer Target) (*Report, error) {
+	return runWithPeer(ctx, t, cfg, peer, true)
+}
+
+// RunThenPeer is RunWithPeer with the peer's rows run after t's rather
+// than at the same time, so that neither load competes with the other for
+// the machine (the same op stream, the same faults).
+func RunThenPeer(ctx context.Context, t Target, cfg Config, peer Target) (*Report, error) {
+	return runWithPeer(ctx, t, cfg, peer, false)
+}
+
+func runWithPeer(ctx context.Context, t Target, cfg Config, peer Target, together bool) (*Report, error) {
+	if len(peer.Hosts) == 0 {
+		return Run(ctx, t, cfg)
+	}
+	if cfg.Faults.KillEvery > 0 && peer.Killer == nil {
+		return nil, fmt.Errorf("%s: node kills on %s need a killer of its nodes", cfg.Name, PeerName)
+	}
+	peer = Target{Hosts: peer.Hosts, Killer: peer.Killer}
+	t.ClientFaults = true
+	var (
+		p    *Report
+		pErr error
+	)
+	runPeer := func() { p, pErr = Run(ctx, peer, PeerConfig(cfg, peer.Hosts)) }
+	var rep *Report
+	var err error
+	if together {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runPeer()
+		}()
+		rep, err = Run(ctx, t, cfg)
+		<-done
+	} else if rep, err = Run(ctx, t, cfg); err == nil {
+		runPeer()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+	}
+	if pErr != nil {
+		return nil, fmt.Errorf("%s on %s: %w", cfg.Name, PeerName, pErr)
+	}
+	MergePeer(rep, p, PeerName)
+	if !together {
+		rep.Config.Peer = strings.Replace(rep.Config.Peer, "at the same time as the rows above", "after the rows above", 1)
+	}
+	return rep, nil
 }

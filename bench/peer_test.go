@@ -2,9 +2,11 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseMainCassandraHosts(t *testing.T) {
@@ -64,5 +66,50 @@ func TestMergePeerRows(t *testing.T) {
 	}
 	if _, ok := rep.Mode(ModeFBF); !ok {
 		t.Error("fbf row lost")
+	}
+}
+
+// TestRunWithPeer runs the same seeded stream on an embedded ring and on a
+// second ring standing for the peer, at the same time and one after the
+// other: the peer's row is merged under "cassandra vanilla", both sides
+// meet the same client-side lost acks (the same ops retried, so the same
+// over-count), and the report says when the peer ran.
+func TestRunWithPeer(t *testing.T) {
+	ring, peer := startTestCluster(t, 1, 7), startTestCluster(t, 1, 8)
+	cfg := Config{
+		Name: "peer", Ops: 300, Clients: 4, Seed: 7, RF: 1, Modes: []string{ModeVanilla},
+		Workload: Workload{Keys: 20}, Faults: Faults{LostAck: 0.1},
+	}
+	for _, c := range []struct {
+		run  func(context.Context, Target, Config, Target) (*Report, error)
+		when string
+	}{{RunWithPeer, "at the same time as the rows above"}, {RunThenPeer, "after the rows above"}} {
+		cfg.Seed++ // a fresh op stream (and keys) per run
+		rep, err := c.run(context.Background(), Target{Cluster: ring}, cfg, Target{Hosts: peer.Hosts()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, ok1 := rep.Mode(ModeVanilla)
+		p, ok2 := rep.Mode(PeerName + " " + ModeVanilla)
+		if !ok1 || !ok2 {
+			t.Fatalf("modes %+v", rep.Modes)
+		}
+		if v.Overcount == 0 || v.Overcount != p.Overcount || v.Retries != p.Retries || v.Expected != p.Expected {
+			t.Errorf("%s: ring over %d retries %d expected %d, peer over %d retries %d expected %d; want the same faults on both",
+				c.when, v.Overcount, v.Retries, v.Expected, p.Overcount, p.Retries, p.Expected)
+		}
+		if rep.Config.FaultSide != "client" || !strings.HasSuffix(rep.Config.Peer, c.when) {
+			t.Errorf("fault side %q, peer %q; want client and %q", rep.Config.FaultSide, rep.Config.Peer, c.when)
+		}
+	}
+}
+
+// TestRunWithPeerKillsNeedKiller: node kills on the ring must be matched on
+// the peer, so a peer without a killer is refused before anything runs.
+func TestRunWithPeerKillsNeedKiller(t *testing.T) {
+	cfg := Config{Name: "kills", Ops: 10, Modes: []string{ModeVanilla}, Faults: Faults{KillEvery: time.Second}}
+	_, err := RunWithPeer(context.Background(), Target{Hosts: []string{"127.0.0.1:1"}}, cfg, Target{Hosts: []string{"127.0.0.1:2"}})
+	if err == nil || !strings.Contains(err.Error(), "need a killer") {
+		t.Fatalf("kills without a peer killer: %v", err)
 	}
 }

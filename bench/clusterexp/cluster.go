@@ -18,6 +18,35 @@ type Options struct {
 	Seed     uint64
 	LostAck  float64 // probability of a lost answer (fig14, leader-rules)
 	Progress io.Writer
+	// CassandraHosts, the CQL addresses (host:port) of an Apache Cassandra
+	// ring ('idemkv peer cassandra up'), add a "cassandra vanilla" row to
+	// Fig14's retries phase and to Fig15: the same op stream at the same
+	// time on that ring (bench.RunWithPeer), faults client-side on both.
+	CassandraHosts []string
+	// CassandraAfter runs the Cassandra rows after idemkv's instead of at
+	// the same time (bench.RunThenPeer), so that neither load competes with
+	// the other for the CPU.
+	CassandraAfter bool
+	// CassandraKiller, with CassandraHosts, kills and restarts the
+	// Cassandra ring's nodes (a PeerKiller) in Fig14's node-kill phase,
+	// which then has a "cassandra vanilla" row too; without it that phase
+	// runs on idemkv alone.
+	CassandraKiller bench.Killer
+}
+
+// runPeer runs cfg on the cluster and, with o.CassandraHosts, on the
+// Cassandra ring: at the same time, or after with o.CassandraAfter. A
+// config with node kills runs on the cluster alone unless
+// o.CassandraKiller can kill the Cassandra ring's nodes.
+func (o Options) runPeer(ctx context.Context, c *bench.Cluster, cfg bench.Config) (*bench.Report, error) {
+	peer := bench.Target{Hosts: o.CassandraHosts, Killer: o.CassandraKiller}
+	if cfg.Faults.KillEvery > 0 && peer.Killer == nil {
+		peer.Hosts = nil
+	}
+	if o.CassandraAfter {
+		return bench.RunThenPeer(ctx, bench.Target{Cluster: c}, cfg, peer)
+	}
+	return bench.RunWithPeer(ctx, bench.Target{Cluster: c}, cfg, peer)
 }
 
 func (o Options) or(nodes int, d time.Duration) Options {
@@ -40,7 +69,11 @@ func (o Options) or(nodes int, d time.Duration) Options {
 // vanilla and an FBF counter driven by the same operations, a share of them
 // retried after lost answers, the totals sampled over time; then the same
 // again while a replica at a time is killed and restarted, so the ring
-// routes around it. It returns the two phases' reports.
+// routes around it. It returns the two phases' reports. With
+// o.CassandraHosts the retries phase has a "cassandra vanilla" row too, and
+// so has the node-kill phase with o.CassandraKiller (which kills the
+// Cassandra ring's nodes on the same schedule); without it that phase runs
+// on idemkv alone.
 func Fig14(ctx context.Context, o Options) ([]*bench.Report, error) {
 	o = o.or(10, 20*time.Second)
 	c, err := bench.StartCluster(ctx, bench.ClusterConfig{Nodes: o.Nodes, Seed: o.Seed})
@@ -56,7 +89,7 @@ func Fig14(ctx context.Context, o Options) ([]*bench.Report, error) {
 	}
 	retries := base
 	retries.Name = "fig14-retries"
-	r1, err := bench.Run(ctx, bench.Target{Cluster: c}, retries)
+	r1, err := o.runPeer(ctx, c, retries)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +98,7 @@ func Fig14(ctx context.Context, o Options) ([]*bench.Report, error) {
 	crash.Seed = o.Seed + 1
 	crash.Faults.KillEvery = o.Duration / 3
 	crash.Faults.Down = o.Duration / 6
-	r2, err := bench.Run(ctx, bench.Target{Cluster: c}, crash)
+	r2, err := o.runPeer(ctx, c, crash)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +114,7 @@ func Fig15(ctx context.Context, o Options) (*bench.Report, error) {
 		return nil, err
 	}
 	defer c.Stop()
-	return bench.Run(ctx, bench.Target{Cluster: c}, bench.Config{
+	return o.runPeer(ctx, c, bench.Config{
 		Name:     "fig15",
 		Workload: bench.Workload{Keys: 1000, Batch: 50},
 		Clients:  o.Clients, Duration: o.Duration, Seed: o.Seed, RF: 3, Progress: o.Progress,
@@ -132,6 +165,9 @@ func PaperComparison(which string, reports []*bench.Report) string {
 			v, f := mode(r, bench.ModeVanilla), mode(r, bench.ModeFBF)
 			s += fmt.Sprintf("%s: vanilla error %.2f%% (over %d, under %d), FBF error %.2f%% (over %d, under %d); paper: plain ≈ +6%%, FBF exact (also after a node crash)\n",
 				r.Name, v.ErrorPct, v.Overcount, v.Undercount, f.ErrorPct, f.Overcount, f.Undercount)
+			if ag, ok := PeerAgreement(r); ok {
+				s += fmt.Sprintf("%s: %s; lost acks alone predict %.2f %%\n", r.Name, ag, 100*PredictedOvercount(r.Config.LostAck, r.Config.Attempts))
+			}
 		}
 		return s
 	case "fig15":
@@ -139,8 +175,13 @@ func PaperComparison(which string, reports []*bench.Report) string {
 		if v.P50MS == 0 {
 			return ""
 		}
-		return fmt.Sprintf("FBF / vanilla p50 latency %.2f (%.2f vs %.2f ms), p99 %.2f; paper: FBF ≈ 1.10 (≈ 2 ms slower)",
+		s := fmt.Sprintf("FBF / vanilla p50 latency %.2f (%.2f vs %.2f ms), p99 %.2f; paper: FBF ≈ 1.10 (≈ 2 ms slower)",
 			f.P50MS/v.P50MS, f.P50MS, v.P50MS, f.P99MS/v.P99MS)
+		if c, ok := reports[0].Mode(cassandraVanilla); ok && c.P50MS > 0 {
+			s += fmt.Sprintf("\ncassandra vanilla / idemkv vanilla: p50 %.2f (%.2f vs %.2f ms), p99 %.2f, batches/s %.2f (%.0f vs %.0f)",
+				c.P50MS/v.P50MS, c.P50MS, v.P50MS, c.P99MS/v.P99MS, c.OpsPerS/v.OpsPerS, c.OpsPerS, v.OpsPerS)
+		}
+		return s
 	case "leader-rules":
 		var s string
 		for _, r := range reports {
@@ -150,4 +191,19 @@ func PaperComparison(which string, reports []*bench.Report) string {
 		return s
 	}
 	return ""
+}
+
+// cassandraVanilla is the row bench.RunWithPeer adds for the peer ring.
+const cassandraVanilla = bench.PeerName + " " + bench.ModeVanilla
+
+// PeerAgreement compares the over-count per update of idemkv's vanilla
+// counter with the peer ring's (Apache Cassandra's) in one report, if it
+// has both rows.
+func PeerAgreement(r *bench.Report) (Agreement, bool) {
+	v, ok1 := r.Mode(bench.ModeVanilla)
+	c, ok2 := r.Mode(cassandraVanilla)
+	if !ok1 || !ok2 {
+		return Agreement{}, false
+	}
+	return Compare(NewRate("idemkv vanilla", v.Overcount, v.Expected), NewRate(cassandraVanilla, c.Overcount, c.Expected)), true
 }

@@ -63,6 +63,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 	syncMode := fs.String("commitlog-sync", "periodic", "up: periodic or batch (match the bench's --commitlog-sync)")
 	cwt := fs.Duration("counter-write-timeout", time.Second, "up: counter_write_request_timeout (match the bench's --counter-write-timeout)")
 	wipe := fs.Bool("wipe", false, "up: remove the nodes' data and logs first (default: restart on the data there is)")
+	jmx := fs.Bool("jmx", false, "up: open node i's JMX on 127.0.0.1:7198+i (local, no authentication) so that nodetool, e.g. the flush of 'experiment cluster fig6 --cassandra-dir', can reach it")
 	wait := fs.Duration("wait", 5*time.Minute, "up: how long to wait for the ring, the first download included")
 	grace := fs.Duration("grace", 30*time.Second, "stop: how long a node may take to shut down before SIGKILL")
 	if err := fs.Parse(args[2:]); err != nil {
@@ -78,7 +79,7 @@ func runPeer(args []string, stdout, stderr io.Writer) error {
 		defer cancel()
 		start := time.Now()
 		err := r.Up(ctx, cassandra.UpOptions{Nodes: *n, Version: *version, CacheDir: *cache, Heap: *heap, NumTokens: *tokens,
-			CommitLogSync: *syncMode, CounterWriteTimeout: *cwt, Wipe: *wipe, Log: stderr})
+			CommitLogSync: *syncMode, CounterWriteTimeout: *cwt, Wipe: *wipe, Log: stderr, JMX: *jmx})
 		if err != nil {
 			return err
 		}

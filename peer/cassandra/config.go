@@ -50,7 +50,16 @@ type NodeConfig struct {
 	CounterWriteTimeout time.Duration
 	// Seeds are the nodes named as seeds (default: node 1).
 	Seeds []int
+	// JMX, when set, opens the node's JMX on 127.0.0.1:JMXPort(Index)
+	// (local only, no authentication, as cassandra-env.sh's LOCAL_JMX),
+	// so that nodetool can reach it (Ring.Flush).
+	JMX bool
 }
+
+// JMXPort is node i's local JMX port when the ring runs with JMX: 7199
+// (Cassandra's) for node 1, 7200 for node 2, and so on; every node's JMX
+// listens on 127.0.0.1, so the ports differ.
+func JMXPort(i int) int { return 7199 + i - 1 }
 
 func (c NodeConfig) withDefaults() NodeConfig {
 	if c.NumTokens <= 0 {
@@ -207,7 +216,7 @@ func xmlEscape(s string) string {
 // conf/jvm-server.options and conf/jvm17-server.options give them (G1, the
 // module exports and opens Cassandra needs on 17, Netty's settings), with
 // the heap set explicitly instead of cassandra-env.sh's computation, and no
-// JMX (cassandra-env.sh enables it; nothing here needs nodetool).
+// JMX unless NodeConfig.JMX asks for it (cassandra-env.sh enables it).
 var JVMOptions = []string{
 	// jvm-server.options
 	"-ea",
@@ -259,6 +268,27 @@ var JVMOptions = []string{
 	"-Dio.netty.allocator.maxOrder=11",
 }
 
+// NodeToolJVMOptions are the JVM's options of nodetool on JDK 17, the
+// module exports and opens of Cassandra 5.0's conf/jvm17-clients.options
+// (without them its FileUtils cannot reach sun.nio.ch and nodetool stops).
+var NodeToolJVMOptions = []string{
+	"--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
+	"--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED",
+	"--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED",
+	"--add-exports", "java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED",
+	"--add-exports", "java.rmi/sun.rmi.registry=ALL-UNNAMED",
+	"--add-exports", "java.rmi/sun.rmi.server=ALL-UNNAMED",
+	"--add-exports", "java.sql/java.sql=ALL-UNNAMED",
+	"--add-opens", "java.base/java.lang.module=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.loader=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.reflect=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.math=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.module=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.util.jar=ALL-UNNAMED",
+	"--add-opens", "jdk.management/com.sun.management.internal=ALL-UNNAMED",
+}
+
 // heapRE is a JVM memory size: a number with an optional unit.
 var heapRE = regexp.MustCompile(`^[1-9][0-9]*[kKmMgG]?$`)
 
@@ -289,6 +319,11 @@ func Command(c NodeConfig, lib, heap string) ([]string, error) {
 		"-Dcassandra.storagedir="+c.Dir,
 		"-Dcassandra.logdir="+filepath.Join(c.Dir, "logs"),
 		"-Dlogback.configurationFile=file://"+filepath.Join(c.Dir, "logback.xml"),
+	)
+	if c.JMX {
+		args = append(args, fmt.Sprintf("-Dcassandra.jmx.local.port=%d", JMXPort(c.Index)))
+	}
+	args = append(args,
 		// A local ring: no need to wait 30 s for gossip to settle.
 		"-Dcassandra.skip_wait_for_gossip_to_settle=0",
 		"-Dcassandra.ring_delay_ms=1000",

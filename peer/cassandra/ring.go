@@ -39,6 +39,9 @@ type UpOptions struct {
 	Wipe bool
 	// Log receives progress lines and Maven's output; nil discards them.
 	Log io.Writer
+	// JMX opens every node's JMX on 127.0.0.1:JMXPort(i), for nodetool
+	// (Ring.Flush); off by default.
+	JMX bool
 }
 
 // State is ring.json: how the ring was brought up.
@@ -51,6 +54,7 @@ type State struct {
 	NumTokens           int    `json:"num_tokens"`
 	CommitLogSync       string `json:"commitlog_sync"`
 	CounterWriteTimeout string `json:"counter_write_timeout"`
+	JMX                 bool   `json:"jmx,omitempty"`
 }
 
 // NodeDir is node i's directory.
@@ -114,7 +118,7 @@ func (r Ring) Up(ctx context.Context, o UpOptions) error {
 			}
 		}
 		switch {
-		case running == old.Nodes && old.Nodes == o.Nodes:
+		case running == old.Nodes && old.Nodes == o.Nodes && old.JMX == o.JMX:
 			fmt.Fprintf(logw, "peer ring of %d nodes already running in %s\n", old.Nodes, r.Dir)
 			return r.WaitUp(ctx)
 		case running > 0:
@@ -154,7 +158,7 @@ func (r Ring) Up(ctx context.Context, o UpOptions) error {
 		fmt.Fprintf(logw, "resolved in %s (%s)\n", time.Since(start).Round(100*time.Millisecond), dirSize(rel.Lib()))
 	}
 	st := State{Version: o.Version, Nodes: o.Nodes, Lib: rel.Lib(), Java: java, Heap: o.Heap, NumTokens: o.NumTokens,
-		CommitLogSync: o.CommitLogSync, CounterWriteTimeout: o.CounterWriteTimeout.String()}
+		CommitLogSync: o.CommitLogSync, CounterWriteTimeout: o.CounterWriteTimeout.String(), JMX: o.JMX}
 	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
 		return fmt.Errorf("cassandra: ring directory: %w", err)
 	}
@@ -227,7 +231,7 @@ func (r Ring) start(st State, i int) error {
 	if pid, alive := r.pid(i); alive {
 		return fmt.Errorf("cassandra: node %d is already running (pid %d)", i, pid)
 	}
-	nc := NodeConfig{Index: i, Nodes: st.Nodes, Dir: r.NodeDir(i), NumTokens: st.NumTokens, CommitLogSync: st.CommitLogSync}
+	nc := NodeConfig{Index: i, Nodes: st.Nodes, Dir: r.NodeDir(i), NumTokens: st.NumTokens, CommitLogSync: st.CommitLogSync, JMX: st.JMX}
 	args, err := Command(nc, st.Lib, st.Heap)
 	if err != nil {
 		return err
@@ -478,7 +482,8 @@ func (r Ring) exited(i int) error {
 // in system.peers, shows every node NORMAL and serving CQL in its gossip,
 // and coordinates reads that need every replica (they fail as unavailable
 // while a replica is down in its failure detector's view). Cassandra has no CQL view of its failure detector;
-// nodetool, which has one, needs JMX, which the peer ring leaves off.
+// nodetool, which has one, needs JMX, which the peer ring leaves off by
+// default.
 func (r Ring) WaitUp(ctx context.Context) error {
 	for {
 		st, err := r.Status(ctx)
@@ -548,4 +553,87 @@ func dirSize(dir string) string {
 		return nil
 	})
 	return fmt.Sprintf("%d jars, %.0f MiB", files, float64(n)/(1<<20))
+}
+
+// NodeToolClass is nodetool's main class, in cassandra-all.
+const NodeToolClass = "org.apache.cassandra.tools.NodeTool"
+
+// ErrNoJMX is Flush's error on a ring started without JMX.
+var ErrNoJMX = errors.New("cassandra: the peer ring runs without JMX, so nodetool cannot reach it (start it with 'idemkv peer cassandra up --jmx')")
+
+// NodeToolArgs are java's arguments that run nodetool against node i's
+// JMX (JMXPort(i) on 127.0.0.1) with the release in lib; home is its
+// user.home, where it keeps .cassandra/nodetool.history.
+func NodeToolArgs(lib, home string, i int, args ...string) []string {
+	out := append([]string{}, NodeToolJVMOptions...)
+	out = append(out, "-Duser.home="+home, "-cp", filepath.Join(lib, "*"), NodeToolClass, "-h", "127.0.0.1", "-p", strconv.Itoa(JMXPort(i)))
+	return append(out, args...)
+}
+
+// Flush runs 'nodetool flush keyspace' on node i: its memtables of the
+// keyspace are written to SSTables (and the commit log segments they held
+// may be recycled). The ring must run with JMX (UpOptions.JMX); nodetool's
+// history goes to the ring's directory, not the user's home.
+func (r Ring) Flush(ctx context.Context, i int, keyspace string) error {
+	st, err := r.State()
+	if err != nil {
+		return err
+	}
+	if !st.JMX {
+		return ErrNoJMX
+	}
+	if i < 1 || i > st.Nodes {
+		return fmt.Errorf("cassandra: flush: no node %d in a ring of %d", i, st.Nodes)
+	}
+	out, err := exec.CommandContext(ctx, st.Java, NodeToolArgs(st.Lib, r.Dir, i, "flush", "--", keyspace)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("cassandra: nodetool flush %s on node %d: %w: %s", keyspace, i, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Kill stops node i uncleanly (SIGKILL: no drain, no flush; what its
+// commit log holds is replayed when it starts again) and waits until the
+// process is gone.
+func (r Ring) Kill(i int) error {
+	st, err := r.State()
+	if err != nil {
+		return err
+	}
+	if i < 1 || i > st.Nodes {
+		return fmt.Errorf("cassandra: kill: no node %d in a ring of %d", i, st.Nodes)
+	}
+	pid, alive := r.pid(i)
+	if !alive {
+		return fmt.Errorf("cassandra: kill: node %d is not running", i)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("cassandra: kill node %d (pid %d): %w", i, pid, err)
+	}
+	for end := time.Now().Add(10 * time.Second); processAlive(pid); {
+		if time.Now().After(end) {
+			return fmt.Errorf("cassandra: node %d (pid %d) still running after SIGKILL", i, pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// Restart starts stopped node i again on its data, as 'up' started it,
+// and waits until the whole ring is up again (WaitUp).
+func (r Ring) Restart(ctx context.Context, i int) error {
+	st, err := r.State()
+	if err != nil {
+		return err
+	}
+	if i < 1 || i > st.Nodes {
+		return fmt.Errorf("cassandra: restart: no node %d in a ring of %d", i, st.Nodes)
+	}
+	if err := r.start(st, i); err != nil {
+		return err
+	}
+	if err := r.waitCQL(ctx, i); err != nil {
+		return err
+	}
+	return r.WaitUp(ctx)
 }
