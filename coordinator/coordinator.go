@@ -132,9 +132,11 @@ type Stats struct {
 	// stop that it resolved after restarting; InDoubtDropped those it took
 	// back because another leader had counted them.
 	InDoubtResolved, InDoubtDropped uint64
-	// OpsLearned counts the op ids this node, its filters incomplete after
-	// an unclean start, learned from another replica before leading them.
-	OpsLearned uint64
+	// OpsAsked counts the ops this node asked the other replicas about
+	// before leading them, its filter possibly lacking them (after an
+	// unclean start, or a change in the live replicas); OpsLearned those
+	// another replica had seen, which this node then dismissed.
+	OpsAsked, OpsLearned uint64
 }
 
 // errLeaderInDoubt says a leader applied nothing and another may lead: its
@@ -157,6 +159,9 @@ type Coordinator struct {
 	catchUp   map[string]bool
 	catchUpN  atomic.Int32 // len(catchUp), read without the lock
 	started   time.Time
+	// churned is when this node last saw a replica's liveness change
+	// (unix nanoseconds, 0: never; see NoteLivenessChange).
+	churned atomic.Int64
 	// closeMu, closed and leading let Close wait for the updates this node
 	// leads, their replication included.
 	closeMu sync.RWMutex
@@ -171,7 +176,7 @@ type Coordinator struct {
 		antiEntropyMessages, antiEntropyBytes   atomic.Uint64
 		retirements                             atomic.Uint64
 		inDoubtResolved, inDoubtDropped         atomic.Uint64
-		opsLearned                              atomic.Uint64
+		opsLearned, opsAsked                    atomic.Uint64
 	}
 }
 
@@ -215,7 +220,7 @@ func (c *Coordinator) Stats() Stats {
 		AntiEntropyMessages: s.antiEntropyMessages.Load(), AntiEntropyBytes: s.antiEntropyBytes.Load(),
 		Retirements:     s.retirements.Load(),
 		InDoubtResolved: s.inDoubtResolved.Load(), InDoubtDropped: s.inDoubtDropped.Load(),
-		OpsLearned: s.opsLearned.Load(),
+		OpsLearned: s.opsLearned.Load(), OpsAsked: s.opsAsked.Load(),
 	}
 }
 

@@ -15,9 +15,10 @@ import (
 // TypeOpStatus asks a replica what it knows of an op on one cell, for a
 // leader resolving an update it holds in doubt since an unclean restart
 // (see coltype.Decide). Request: table (uint64), key, column (length-
-// prefixed), op id (16 bytes). Answer: seen (bool), status (uint8),
-// counter id (16 bytes), clock (int64), found (bool), then the cell when
-// found.
+// prefixed), op id (16 bytes), then optionally a peek flag (uint8; 1: do
+// not reserve the op for the asker, see learnOp). Answer: seen (bool),
+// status (uint8), counter id (16 bytes), clock (int64), found (bool), then
+// the cell when found.
 const TypeOpStatus transport.Type = 21
 
 // InDoubtGrace is how long a restarted node waits to see as many natural
@@ -205,10 +206,18 @@ func (c *Coordinator) handleOpStatus(body []byte) (transport.Message, error) {
 	table, key, column := d.u64(), d.bytes(), d.str()
 	var op [16]byte
 	copy(op[:], d.take(16))
+	peek := false
+	if d.err == nil && len(d.b) > 0 {
+		peek = d.boolean()
+	}
 	if err := d.end(); err != nil {
 		return transport.Message{}, err
 	}
-	a, err := st.OpStatus(table, key, column, op)
+	status := st.OpStatus
+	if p, ok := st.(opPeeker); ok && peek {
+		status = p.OpPeek
+	}
+	a, err := status(table, key, column, op)
 	if err != nil {
 		return transport.Message{}, err
 	}
@@ -222,6 +231,19 @@ func encodeOpStatusRequest(op coltype.InDoubtOp) []byte {
 	e.str(op.Column)
 	e.b = append(e.b, op.OpID[:]...)
 	return e.b
+}
+
+// encodeOpPeekRequest is TypeOpStatus's request with the peek flag.
+func encodeOpPeekRequest(op coltype.InDoubtOp) []byte {
+	e := &enc{b: encodeOpStatusRequest(op)}
+	e.boolean(true)
+	return e.b
+}
+
+// opPeeker is implemented by stores that answer TypeOpStatus without
+// reserving the op (replica.OpPeek).
+type opPeeker interface {
+	OpPeek(table uint64, key []byte, column string, opID [16]byte) (coltype.OpAnswer, error)
 }
 
 func encodeOpAnswer(a coltype.OpAnswer) []byte {
@@ -255,23 +277,60 @@ func decodeOpAnswer(b []byte) (coltype.OpAnswer, error) {
 }
 
 // filterRecovery is implemented by stores whose FBF filters may lack op
-// ids after an unclean start (replica.FilterIncomplete).
+// ids after an unclean start (replica.FilterIncomplete), and that know how
+// long a column's filter remembers an op (replica.DedupWindow).
 type filterRecovery interface {
 	FilterIncomplete(table uint64, column string) bool
+	DedupWindow(table uint64, column string) (time.Duration, bool)
 	OpSeen(table uint64, key []byte, column string, opID [16]byte) bool
 	ApplyMutation(m coltype.Mutation) error
 }
 
+// NoteLivenessChange tells the coordinator that a replica went down, came
+// up, restarted, joined or left in this node's view. For one filter window
+// after it, this node asks the other replicas about an op before it leads
+// it (learnOp): an earlier attempt of the op may have been led by another
+// replica while the live set was different, and that leader's replication
+// may not have reached this node yet.
+func (c *Coordinator) NoteLivenessChange() { c.churned.Store(c.cfg.Now().UnixNano()) }
+
+// churnedWithin reports whether the live replicas changed in this node's
+// view within the column's filter window, when an earlier attempt of an
+// op may have been led elsewhere.
+func (c *Coordinator) churnedWithin(fr filterRecovery, u coltype.Update) bool {
+	at := c.churned.Load()
+	if at == 0 {
+		return false
+	}
+	w, ok := fr.DedupWindow(u.Table, u.Column)
+	return ok && c.cfg.Now().Sub(time.Unix(0, at)) < w
+}
+
 // learnOp asks the other live natural replicas about an op before this
-// node, whose filter may have lost it, leads it: a replica that has seen
-// it sends its cell, which this node merges with the op id, so that its
-// filter dismisses the op as the retry it is. Replicas that do not answer
-// cannot help; the asked ones reserve the op until this node's mutation
-// arrives (coltype.OpStatus).
+// node, whose filter may lack it (after an unclean start that may have
+// lost ids, FilterIncomplete, or a change in the live replicas within the
+// filter window, churnedWithin), leads it: a replica that has
+// seen it sends its cell, which this node merges with the op id, so that
+// its filter dismisses the op as the retry it is. The replicas are asked
+// at once and the first that has seen the op is used. Replicas that do
+// not answer cannot help; the asked ones reserve the op until this node's
+// mutation arrives (coltype.OpStatus), so none of them leads it meanwhile
+// (only when the filter may have lost ids: see the peek below).
 func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update) {
 	fr, ok := c.cfg.Store.(filterRecovery)
-	if !ok || !fr.FilterIncomplete(u.Table, u.Column) || fr.OpSeen(u.Table, u.Key, u.Column, u.OpID) {
+	if !ok || fr.OpSeen(u.Table, u.Key, u.Column, u.OpID) {
 		return
+	}
+	incomplete := fr.FilterIncomplete(u.Table, u.Column)
+	if !incomplete && !c.churnedWithin(fr, u) {
+		return
+	}
+	// A filter that may have lost ids reserves the op at the replicas
+	// asked; after a mere change in the live replicas the ask is a peek,
+	// so that a leader that dies after asking blocks no other.
+	encode := encodeOpStatusRequest
+	if !incomplete {
+		encode = encodeOpPeekRequest
 	}
 	natural, _, _, err := c.placement(u.Table, u.Key, One)
 	if err != nil {
@@ -279,6 +338,10 @@ func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update) {
 	}
 	op := coltype.InDoubtOp{Table: u.Table, Key: u.Key, Column: u.Column, OpID: u.OpID}
 	self := c.cfg.Cluster.Self().ID
+	rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
+	defer cancel()
+	answers := make(chan coltype.OpAnswer, len(natural))
+	asked := 0
 	for _, e := range natural {
 		if e.ID == self || !c.cfg.Cluster.IsUp(e.ID) {
 			continue
@@ -287,14 +350,25 @@ func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update) {
 		if !ok {
 			continue
 		}
-		rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
-		resp, err := c.cfg.Transport.Request(rctx, addr, transport.Message{Type: TypeOpStatus, Body: encodeOpStatusRequest(op)})
-		cancel()
-		if err != nil {
-			continue
-		}
-		a, err := decodeOpAnswer(resp.Body)
-		if err != nil || !a.Seen || !a.Found {
+		asked++
+		go func() {
+			resp, err := c.cfg.Transport.Request(rctx, addr, transport.Message{Type: TypeOpStatus, Body: encode(op)})
+			if err != nil {
+				answers <- coltype.OpAnswer{}
+				return
+			}
+			a, err := decodeOpAnswer(resp.Body)
+			if err != nil {
+				answers <- coltype.OpAnswer{}
+				return
+			}
+			answers <- a
+		}()
+	}
+	c.stats.opsAsked.Add(1)
+	for ; asked > 0; asked-- {
+		a := <-answers
+		if !a.Seen || !a.Found {
 			continue
 		}
 		m := coltype.Mutation{Table: u.Table, Key: u.Key, Cell: a.Cell, HasOp: true, OpID: u.OpID, OpTime: u.OpTime}

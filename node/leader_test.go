@@ -3,12 +3,15 @@ package node
 import (
 	"fmt"
 	"sync"
-	"time"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/counter"
 	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/transport"
 )
 
 // leadersOf writes n updates with fresh op ids to one key of table 43
@@ -181,5 +184,65 @@ func TestFBFRestartedLeaderWaitsForPeersToSeeItUp(t *testing.T) {
 	})
 	if got := c.readFBF(1, "r"); got != 9 {
 		t.Fatalf("read %d, want 9 (4 + 5): the retry of op 88 was counted again by the restarted leader (seed %d)", got, c.seed)
+	}
+}
+
+// TestFBFRetryAfterLiveSetChangeMeetsFirstLeadersFilter: after a change in
+// the live replicas, a leader asks the others about an op before it leads
+// it. Here a coordinator that holds the key's first replica down sends the
+// first attempt to the second replica, whose replication to the first is
+// lost; the acknowledgement is lost too, and the retry reaches the first
+// replica, which has never seen the op. Having seen a replica restart
+// within its filter window, it finds the op at the second replica and
+// dismisses the retry; without the ask it counted the op a second time.
+func TestFBFRetryAfterLiveSetChangeMeetsFirstLeadersFilter(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	c.createTable(3)
+	c.createFBFTable()
+	st, err := c.node(1).Schema().Strategy(43)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := map[string]int{}
+	for i := 1; i <= 3; i++ {
+		idx[c.node(i).HostID()] = i
+	}
+	var order []int
+	for _, e := range st.Replicas(c.node(1).ClusterMetadata(), ring.Token([]byte("r"))) {
+		order = append(order, idx[e.ID])
+	}
+	first, second, third := order[0], order[1], order[2]
+	// A restart the first replica sees: a change in its live set.
+	c.stop(third)
+	c.seenDown(first, third)
+	c.start(third)
+	c.waitUp(3)
+	firstAddr := transport.Addr(c.cfgs[first-1].ListenAddress + ":7000")
+	secondAddr := transport.Addr(c.cfgs[second-1].ListenAddress + ":7000")
+	var block atomic.Bool
+	block.Store(true)
+	c.net.OnDeliver(func(from, to transport.Addr, m transport.Message, isResponse bool) bool {
+		return block.Load() && from == secondAddr && to == firstAddr && m.Type == coordinator.TypeMutation
+	})
+	// The third node, holding the first down, coordinates the first
+	// attempt: the second replica leads it.
+	c.node(third).view.holdDown(c.node(first).HostID(), true)
+	if err := c.writeOp(third, "r", 5, 88); err != nil {
+		t.Fatal(err)
+	}
+	c.node(third).view.holdDown(c.node(first).HostID(), false)
+	// The retry, through the first replica itself, which leads it.
+	if err := c.writeOp(first, "r", 5, 88); err != nil {
+		t.Fatal(err)
+	}
+	block.Store(false)
+	c.waitFor("the second replica's hints delivered", func() bool {
+		return c.node(second).Hints().Pending()[c.node(first).HostID()] == 0
+	})
+	if got := c.readFBF(1, "r"); got != 5 {
+		t.Fatalf("read %d, want 5: the retry was counted again by a leader that had not seen the op (seed %d)", got, c.seed)
+	}
+	if c.node(first).Coordinator().Stats().OpsLearned == 0 {
+		t.Fatal("the first replica learned no op from the others")
 	}
 }

@@ -567,6 +567,12 @@ func (n *Node) onGossip(ctx context.Context, ev gossip.Event) {
 	if ev.Node.HostID == n.HostID() {
 		return
 	}
+	switch ev.Kind {
+	case gossip.EventUp, gossip.EventDown, gossip.EventRestarted, gossip.EventLeft:
+		// Not EventJoined: a node first heard of (at start-up, a new
+		// node) has led nothing this node's filters could lack.
+		n.coord.NoteLivenessChange()
+	}
 	if ev.Kind == gossip.EventUp || ev.Kind == gossip.EventRestarted || ev.Kind == gossip.EventJoined {
 		if !n.stepped {
 			n.coord.PeerUp(ctx, ev.Node.HostID)

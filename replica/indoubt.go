@@ -273,6 +273,20 @@ func (r *Replica) FilterIncomplete(table uint64, column string) bool {
 	return ok && r.cfg.Now().Sub(r.openedAt) < d.Window()
 }
 
+// DedupWindow returns how long a column's filter remembers an op id, or
+// false for a column that does not deduplicate.
+func (r *Replica) DedupWindow(table uint64, column string) (time.Duration, bool) {
+	t, err := r.table(table)
+	if err != nil {
+		return 0, false
+	}
+	d, ok := t.dedup(column)
+	if !ok {
+		return 0, false
+	}
+	return d.Window(), true
+}
+
 // OpSeen reports whether an FBF column's filter holds an op id, without
 // adding it.
 func (r *Replica) OpSeen(table uint64, key []byte, column string, opID [16]byte) bool {
@@ -294,6 +308,18 @@ func (r *Replica) CellInDoubt(table uint64, key []byte) bool { return r.led.inDo
 // retry of it (coltype.ErrOpInDoubt) until a mutation with the op id arrives (the
 // asker's decision) or twice the counter write timeout has passed.
 func (r *Replica) OpStatus(table uint64, key []byte, column string, opID [16]byte) (coltype.OpAnswer, error) {
+	return r.opStatus(table, key, column, opID, true)
+}
+
+// OpPeek is OpStatus without the reservation: for a leader that only
+// checks whether another replica has seen an op before it leads it (a
+// change in the live replicas may have sent an earlier attempt elsewhere),
+// whose failure must not keep the other replicas from leading the op.
+func (r *Replica) OpPeek(table uint64, key []byte, column string, opID [16]byte) (coltype.OpAnswer, error) {
+	return r.opStatus(table, key, column, opID, false)
+}
+
+func (r *Replica) opStatus(table uint64, key []byte, column string, opID [16]byte, reserve bool) (coltype.OpAnswer, error) {
 	t, err := r.table(table)
 	if err != nil {
 		return coltype.OpAnswer{}, err
@@ -309,7 +335,7 @@ func (r *Replica) OpStatus(table uint64, key []byte, column string, opID [16]byt
 		a.Status, a.CounterID, a.Clock = op.status, op.CounterID, op.Clock
 	}
 	r.led.mu.Unlock()
-	if !a.Seen {
+	if !a.Seen && reserve {
 		r.reserved.reserve(k, r.cfg.Now().Add(2*r.cfg.CounterWriteTimeout).UnixNano())
 	}
 	rw, found, err := t.read(row.Key{Token: ring.Token(key), Partition: key})
