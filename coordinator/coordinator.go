@@ -53,6 +53,33 @@ type Cluster interface {
 	IsUp(hostID string) bool
 }
 
+// pendingCluster is implemented by Clusters that know the ring's range
+// movements (a node joining or leaving): Pending returns the endpoints that
+// will replicate token under s once the movements complete and do not
+// replicate it now. A leader sends them its replication too, as Cassandra
+// sends writes to pending replicas, but they do not count toward the
+// consistency level (Cassandra adds them to blockFor instead; idemkv keeps
+// the level's meaning of the natural replicas, so that a slow joining node
+// cannot make a write time out). A pending replica that cannot be reached
+// gets a hint, as a natural one does.
+type pendingCluster interface {
+	Pending(s ring.Strategy, token int64) []ring.Endpoint
+}
+
+// pending returns the pending replicas of a key (none when the Cluster
+// does not know range movements).
+func (c *Coordinator) pending(table uint64, key []byte) []ring.Endpoint {
+	pc, ok := c.cfg.Cluster.(pendingCluster)
+	if !ok {
+		return nil
+	}
+	s, err := c.cfg.Tables.Strategy(table)
+	if err != nil {
+		return nil
+	}
+	return pc.Pending(s, ring.Token(key))
+}
+
 // Tables resolves a table to the replication of its keyspace.
 type Tables interface {
 	Strategy(table uint64) (ring.Strategy, error)
@@ -447,6 +474,18 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 			defer c.leading.Done()
 			defer wg.Done()
 			c.replicate(rctx, e, m, acks)
+		}()
+	}
+	for _, e := range c.pending(w.u.Table, w.u.Key) {
+		if e.ID == self.ID {
+			continue
+		}
+		wg.Add(1)
+		c.leading.Add(1)
+		go func() {
+			defer c.leading.Done()
+			defer wg.Done()
+			c.replicate(rctx, e, m, make(chan string, 1)) // not counted toward the level
 		}()
 	}
 	go func() {

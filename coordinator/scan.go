@@ -389,6 +389,18 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 			}
 		}()
 	}
+	for _, e := range c.pending(table, key) {
+		if e.ID == self.ID {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, m := range muts {
+				c.replicate(rctx, e, m, make(chan string, 1)) // not counted toward the level
+			}
+		}()
+	}
 	t := req.newTally()
 	for received := 0; received < len(natural); {
 		select {
