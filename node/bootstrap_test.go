@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ type tcpRing struct {
 	seed  uint64
 	dir   string
 	cfgs  []Config
+	mu    sync.Mutex // nodes: the load reads it while a node is added
 	nodes []*Node
 }
 
@@ -86,7 +88,9 @@ func (r *tcpRing) add(tweak func(*Config)) int {
 		tweak(&cfg)
 	}
 	r.cfgs = append(r.cfgs, cfg)
+	r.mu.Lock()
 	r.nodes = append(r.nodes, nil)
+	r.mu.Unlock()
 	return i
 }
 
@@ -96,10 +100,16 @@ func (r *tcpRing) start(i int) {
 	if err != nil {
 		r.t.Fatalf("start node %d: %v", i, err)
 	}
+	r.mu.Lock()
 	r.nodes[i-1] = nd
+	r.mu.Unlock()
 }
 
-func (r *tcpRing) node(i int) *Node { return r.nodes[i-1] }
+func (r *tcpRing) node(i int) *Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nodes[i-1]
+}
 
 func (r *tcpRing) waitFor(what string, cond func() bool) {
 	r.t.Helper()
@@ -113,7 +123,10 @@ func (r *tcpRing) waitFor(what string, cond func() bool) {
 
 func (r *tcpRing) waitUp(want int) {
 	r.waitFor(fmt.Sprintf("%d nodes up and normal everywhere", want), func() bool {
-		for _, nd := range r.nodes {
+		r.mu.Lock()
+		nodes := slices.Clone(r.nodes)
+		r.mu.Unlock()
+		for _, nd := range nodes {
 			if nd == nil {
 				continue
 			}
@@ -388,7 +401,9 @@ func TestDecommissionUnderLoad(t *testing.T) {
 	if err := leaving.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	r.mu.Lock()
 	r.nodes[3] = nil
+	r.mu.Unlock()
 	r.waitFor("node 4 out of every ring view", func() bool {
 		for i := 1; i <= 3; i++ {
 			if len(r.node(i).ClusterMetadata().Endpoints()) != 3 {
