@@ -332,7 +332,7 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 		}
 		columns = plain
 	}
-	natural, live, req, err := c.placement(table, key, cl)
+	natural, pending, live, req, err := c.placementPending(table, key, cl)
 	if err != nil {
 		return err
 	}
@@ -389,7 +389,7 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 			}
 		}()
 	}
-	for _, e := range c.pending(table, key) {
+	for _, e := range pending {
 		if e.ID == self.ID {
 			continue
 		}

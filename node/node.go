@@ -779,10 +779,7 @@ type clusterView struct {
 	self   ring.Endpoint
 	logger *slog.Logger
 	mu     sync.Mutex
-	meta   atomic.Pointer[ring.Metadata]
-	// future is the ring once its range movements complete (joining nodes
-	// in, leaving ones out); nil when none is under way.
-	future atomic.Pointer[ring.Metadata]
+	rings  atomic.Pointer[rings]
 	// heldDown (tests) holds nodes down whatever gossip says: the stepped
 	// scenario tests convict nodes without running the failure detector.
 	heldDown atomic.Pointer[map[string]bool]
@@ -827,30 +824,29 @@ func (v *clusterView) rebuild() {
 			f = nil
 		}
 	}
-	v.meta.Store(m)
-	v.future.Store(f)
+	v.rings.Store(&rings{current: m, future: f})
 }
 
-// Pending returns the nodes that will replicate token under s once the
-// ring's range movements complete and do not now (coordinator's
-// pendingCluster): a leader sends them its writes too.
-func (v *clusterView) Pending(s ring.Strategy, token int64) []ring.Endpoint {
-	f := v.future.Load()
-	if f == nil {
-		return nil
+// rings is one snapshot of the ring: the current token map and, while
+// nodes join or leave, the map once they are done (joining nodes in,
+// leaving ones out); future is nil when no movement is under way.
+type rings struct{ current, future *ring.Metadata }
+
+// Rings implements the coordinator's pendingCluster: a leader sends its
+// writes to the future map's replicas too.
+func (v *clusterView) Rings() (current, future *ring.Metadata) {
+	r := v.rings.Load()
+	if r == nil {
+		return nil, nil
 	}
-	now := s.Replicas(v.meta.Load(), token)
-	var out []ring.Endpoint
-	for _, e := range s.Replicas(f, token) {
-		if !hasEndpoint(now, e.ID) {
-			out = append(out, e)
-		}
-	}
-	return out
+	return r.current, r.future
 }
 
-func (v *clusterView) Self() ring.Endpoint      { return v.self }
-func (v *clusterView) Metadata() *ring.Metadata { return v.meta.Load() }
+func (v *clusterView) Self() ring.Endpoint { return v.self }
+func (v *clusterView) Metadata() *ring.Metadata {
+	m, _ := v.Rings()
+	return m
+}
 func (v *clusterView) IsUp(hostID string) bool {
 	if d := v.heldDown.Load(); d != nil && (*d)[hostID] {
 		return false

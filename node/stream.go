@@ -480,7 +480,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 	if err := n.settle(ctx); err != nil {
 		return err
 	}
-	cur, fut := n.view.Metadata(), n.view.future.Load()
+	cur, fut := n.view.Rings()
 	if fut == nil {
 		return errors.New("node: bootstrap: this node is not in the ring's future view")
 	}
@@ -600,7 +600,7 @@ func (n *Node) Decommission(ctx context.Context) error {
 	if err := n.settle(ctx); err != nil {
 		return err
 	}
-	cur, fut := n.view.Metadata(), n.view.future.Load()
+	cur, fut := n.view.Rings()
 	if fut == nil {
 		return errors.New("node: decommission: no future ring view")
 	}
