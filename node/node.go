@@ -809,7 +809,11 @@ func (v *clusterView) rebuild() {
 		case gossip.StatusLeaving:
 			tokens[e], moving = p.Tokens, true
 		case gossip.StatusJoining:
-			future[e], moving = p.Tokens, true
+			// One that stopped (a failed bootstrap announces nothing)
+			// is no pending replica while it is down.
+			if p.Up {
+				future[e], moving = p.Tokens, true
+			}
 		}
 	}
 	m, err := ring.NewMetadata(tokens)
