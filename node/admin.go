@@ -421,6 +421,9 @@ func (a adminNode) MetricsSnapshot() metrics.Snapshot {
 		s.HintsPending[t] = c
 	}
 	s.HintsStored, s.HintsDelivered = n.hints.Counts()
+	st := n.StreamStats()
+	s.StreamIn = metrics.Stream{Ranges: st.RangesIn, Rows: st.RowsIn, Cells: st.CellsIn, Bytes: st.BytesIn}
+	s.StreamOut = metrics.Stream{Ranges: st.RangesOut, Rows: st.RowsOut, Cells: st.CellsOut, Bytes: st.BytesOut}
 	for _, p := range n.gossip.Nodes() {
 		s.Nodes = append(s.Nodes, metrics.Node{HostID: p.HostID, Addr: string(p.Addr), DC: p.DC, Rack: p.Rack, Status: string(p.Status), Up: p.Up})
 	}

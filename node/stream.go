@@ -491,6 +491,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		if err != nil {
 			continue // dropped meanwhile
 		}
+		before, tableRanges := n.StreamStats(), 0
 		for _, r := range ringRanges(fut) {
 			if !hasEndpoint(s.Replicas(fut, r.at), self) {
 				continue
@@ -508,8 +509,12 @@ func (n *Node) bootstrap(ctx context.Context) error {
 				return err
 			}
 			ranges++
+			tableRanges++
 			n.stream.rangesIn.Add(1)
 		}
+		after := n.StreamStats()
+		n.logger.Info("bootstrap: table streamed", "keyspace", d.Keyspace, "table", d.Name, "ranges", tableRanges,
+			"rows", after.RowsIn-before.RowsIn, "bytes", after.BytesIn-before.BytesIn)
 	}
 	if err := n.replica.FlushAll(); err != nil {
 		return fmt.Errorf("node: bootstrap: flush: %w", err)
@@ -611,6 +616,7 @@ func (n *Node) Decommission(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
+		before := n.StreamStats()
 		for _, r := range ringRanges(cur) {
 			now := s.Replicas(cur, r.at)
 			if !hasEndpoint(now, self) {
@@ -631,6 +637,9 @@ func (n *Node) Decommission(ctx context.Context) error {
 			}
 			n.stream.rangesOut.Add(1)
 		}
+		after := n.StreamStats()
+		n.logger.Info("decommission: table streamed", "keyspace", d.Keyspace, "table", d.Name, "ranges", after.RangesOut-before.RangesOut,
+			"rows", after.RowsOut-before.RowsOut, "bytes", after.BytesOut-before.BytesOut)
 	}
 	for id := range targets {
 		if err := n.push(ctx, id, flagFlush, nil, 0); err != nil {
