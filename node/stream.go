@@ -690,7 +690,7 @@ func (n *Node) checkDecommission() error {
 			rf, nodes = ring.DCFactor(s, n.cfg.DC), m.DataCenters()[n.cfg.DC]
 		}
 		if rf > 0 && nodes <= rf {
-			return fmt.Errorf("%w: Not enough live nodes to maintain replication factor in keyspace %s (RF = %d, N = %d). Perform a forceful decommission to ignore.",
+			return fmt.Errorf("%w: Not enough live nodes to maintain replication factor in keyspace %s (RF = %d, N = %d). Perform a forceful decommission to ignore",
 				ErrDecommissionRefused, name, rf, nodes)
 		}
 	}
