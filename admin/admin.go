@@ -11,6 +11,7 @@
 //	POST /api/v1/flush[?keyspace=K[&table=T]]
 //	POST /api/v1/compact[?keyspace=K[&table=T]]
 //	POST /api/v1/drain
+//	POST /api/v1/decommission                    (a Node that is a Decommissioner)
 //
 // The mutating calls answer only POST. Errors are JSON objects
 // {"error": "..."} with status 400 (a bad request), 404 (an unknown
@@ -55,6 +56,13 @@ type Node interface {
 	Flush(ctx context.Context, keyspace, table string) error
 	Compact(ctx context.Context, keyspace, table string) error
 	Drain(ctx context.Context) error
+}
+
+// Decommissioner is a Node that can leave the ring for good, streaming its
+// ranges to the nodes that take them over (nodetool decommission). The
+// endpoint answers a decommission of a Node without it with 400.
+type Decommissioner interface {
+	Decommission(ctx context.Context) error
 }
 
 // Info describes the node that answers.
@@ -258,6 +266,14 @@ func Handler(n Node, metrics http.Handler) http.Handler {
 	})
 	mux.HandleFunc("POST /api/v1/drain", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, done{}, n.Drain(r.Context()))
+	})
+	mux.HandleFunc("POST /api/v1/decommission", func(w http.ResponseWriter, r *http.Request) {
+		d, ok := n.(Decommissioner)
+		if !ok {
+			reply(w, nil, fmt.Errorf("%w: this node cannot decommission", ErrBadRequest))
+			return
+		}
+		reply(w, done{}, d.Decommission(r.Context()))
 	})
 	return mux
 }

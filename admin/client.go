@@ -137,6 +137,13 @@ func (c *Client) Compact(ctx context.Context, keyspace, table string) error {
 	return c.call(ctx, http.MethodPost, "/api/v1/compact", values("keyspace", keyspace, "table", table), nil)
 }
 
+// Decommission makes the node stream its ranges to the nodes that take
+// them over and leave the ring for good; it answers once the node has left
+// (it takes as long as the streaming: give a client without a timeout).
+func (c *Client) Decommission(ctx context.Context) error {
+	return c.call(ctx, http.MethodPost, "/api/v1/decommission", nil, nil)
+}
+
 // Drain flushes every table, stops serving CQL and leaves the ring; the
 // process stays up until it is stopped.
 func (c *Client) Drain(ctx context.Context) error {

@@ -54,6 +54,23 @@ type Cluster interface {
 	IsUp(hostID string) bool
 }
 
+// pendingCluster is implemented by Clusters that know the ring's range
+// movements (a node joining or leaving): Rings returns the current token
+// map and, while movements are under way, the map once they complete (nil
+// otherwise), both from one snapshot. A key's pending replicas are those
+// of the future map that are not natural replicas now. A leader sends them
+// its replication too, as Cassandra sends writes to pending replicas, but
+// they do not count toward the consistency level (Cassandra adds them to
+// blockFor instead; idemkv keeps the level's meaning of the natural
+// replicas, so that a slow joining node cannot make a write time out). A
+// pending replica that cannot be reached gets a hint, as a natural one
+// does. Both sets come from the same snapshot: a leader that saw the
+// current map of one snapshot and the future map of the next (movement
+// done) would send to neither the old nor the new replica.
+type pendingCluster interface {
+	Rings() (current, future *ring.Metadata)
+}
+
 // Tables resolves a table to the replication of its keyspace.
 type Tables interface {
 	Strategy(table uint64) (ring.Strategy, error)
@@ -227,17 +244,36 @@ func (c *Coordinator) Stats() Stats {
 // placement returns a key's natural replicas, the live ones among them, and
 // what the consistency level requires of them.
 func (c *Coordinator) placement(table uint64, key []byte, cl ConsistencyLevel) (natural, live []ring.Endpoint, req requirement, err error) {
+	natural, _, live, req, err = c.placementPending(table, key, cl)
+	return natural, live, req, err
+}
+
+// placementPending is placement with the key's pending replicas (see
+// pendingCluster), from the same snapshot of the ring.
+func (c *Coordinator) placementPending(table uint64, key []byte, cl ConsistencyLevel) (natural, pending, live []ring.Endpoint, req requirement, err error) {
 	s, err := c.cfg.Tables.Strategy(table)
 	if err != nil {
-		return nil, nil, req, &InvalidError{Msg: err.Error()}
+		return nil, nil, nil, req, &InvalidError{Msg: err.Error()}
 	}
-	natural = s.Replicas(c.cfg.Cluster.Metadata(), ring.Token(key))
+	token := ring.Token(key)
+	cur, fut := c.cfg.Cluster.Metadata(), (*ring.Metadata)(nil)
+	if pc, ok := c.cfg.Cluster.(pendingCluster); ok {
+		cur, fut = pc.Rings()
+	}
+	natural = s.Replicas(cur, token)
+	if fut != nil {
+		for _, e := range s.Replicas(fut, token) {
+			if !slices.ContainsFunc(natural, func(n ring.Endpoint) bool { return n.ID == e.ID }) {
+				pending = append(pending, e)
+			}
+		}
+	}
 	for _, e := range natural {
 		if c.cfg.Cluster.IsUp(e.ID) {
 			live = append(live, e)
 		}
 	}
-	return natural, live, newRequirement(cl, s, c.cfg.Cluster.Self().DC), nil
+	return natural, pending, live, newRequirement(cl, s, c.cfg.Cluster.Self().DC), nil
 }
 
 // chooseLeader applies the table's leader rule to the live replicas.
@@ -453,7 +489,7 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		return ErrClosed
 	}
 	defer c.leading.Done()
-	natural, live, _, err := c.placement(w.u.Table, w.u.Key, w.cl)
+	natural, pending, live, _, err := c.placementPending(w.u.Table, w.u.Key, w.cl)
 	if err != nil {
 		return err
 	}
@@ -523,6 +559,18 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 			defer c.leading.Done()
 			defer wg.Done()
 			c.replicate(rctx, e, m, acks)
+		}()
+	}
+	for _, e := range pending {
+		if e.ID == self.ID {
+			continue
+		}
+		wg.Add(1)
+		c.leading.Add(1)
+		go func() {
+			defer c.leading.Done()
+			defer wg.Done()
+			c.replicate(rctx, e, m, make(chan string, 1)) // not counted toward the level
 		}()
 	}
 	go func() {

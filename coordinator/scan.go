@@ -332,7 +332,7 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 		}
 		columns = plain
 	}
-	natural, live, req, err := c.placement(table, key, cl)
+	natural, pending, live, req, err := c.placementPending(table, key, cl)
 	if err != nil {
 		return err
 	}
@@ -386,6 +386,18 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 				acks <- e.DC
 			} else {
 				acks <- ""
+			}
+		}()
+	}
+	for _, e := range pending {
+		if e.ID == self.ID {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, m := range muts {
+				c.replicate(rctx, e, m, make(chan string, 1)) // not counted toward the level
 			}
 		}()
 	}

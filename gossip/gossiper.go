@@ -683,7 +683,8 @@ func (g *Gossiper) halt() bool {
 
 // Stop stops the rounds, sets the node's status to shutdown and announces
 // it to every live peer (which mark the node Down at once), waiting for
-// their answers until ctx ends. Later calls do nothing. Handle keeps
+// their answers until ctx ends. A joining node, or one that left, keeps its
+// status and announces nothing. Later calls do nothing. Handle keeps
 // answering, with the shutdown state; the transport stays the caller's.
 func (g *Gossiper) Stop(ctx context.Context) {
 	if !g.halt() {
@@ -691,6 +692,14 @@ func (g *Gossiper) Stop(ctx context.Context) {
 	}
 
 	g.mu.Lock()
+	if g.self.Status == StatusJoining || g.self.Status == StatusLeft {
+		// A joining node is not in its peers' rings and a node that left
+		// is out of them: announcing shutdown would put its tokens back.
+		// It stops silently; the peers convict it by its silence (a left
+		// node they already hold down).
+		g.mu.Unlock()
+		return
+	}
 	g.self.Status = StatusShutdown
 	g.self.Version++
 	body := encodeStates([]NodeState{g.self.clone()})

@@ -64,6 +64,15 @@ type Snapshot struct {
 	CommitLogBytes int64
 	// Drained is set once the node was drained.
 	Drained bool
+	// StreamIn counts what the node received by range streaming (its
+	// bootstrap, a decommissioning node's pushes), StreamOut what it sent
+	// (its decommission, a bootstrapping node's pulls).
+	StreamIn, StreamOut Stream
+}
+
+// Stream counts the ranges, rows, cells and bytes of range streaming.
+type Stream struct {
+	Ranges, Rows, Cells, Bytes uint64
 }
 
 // Node is one node of the ring as gossip sees it.
@@ -353,6 +362,10 @@ var (
 	descSSTBytes  = desc("table", "sstable_bytes", "Bytes of a table's SSTables' Data components on this node.", "keyspace", "table")
 	descMemBytes  = desc("table", "memtable_bytes", "Bytes of a table's memtables on this node.", "keyspace", "table")
 	descDrained   = desc("node", "drained", "1 once the node was drained (serves no CQL, flushed, left the ring).")
+	descSRanges   = desc("stream", "ranges_total", "Token ranges of a table streamed by a bootstrap (in) or a decommission (out).", "direction")
+	descSRows     = desc("stream", "rows_total", "Rows streamed, received (in) or sent (out).", "direction")
+	descSCells    = desc("stream", "cells_total", "Cells streamed, received (in) or sent (out).", "direction")
+	descSBytes    = desc("stream", "bytes_total", "Bytes of stream messages' rows, received (in) or sent (out).", "direction")
 )
 
 // Collect reads a snapshot and sends its series.
@@ -430,6 +443,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		drained = 1
 	}
 	emit(descDrained, false, drained)
+	for _, d := range []struct {
+		name string
+		s    Stream
+	}{{"in", s.StreamIn}, {"out", s.StreamOut}} {
+		emit(descSRanges, true, float64(d.s.Ranges), d.name)
+		emit(descSRows, true, float64(d.s.Rows), d.name)
+		emit(descSCells, true, float64(d.s.Cells), d.name)
+		emit(descSBytes, true, float64(d.s.Bytes), d.name)
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

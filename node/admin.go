@@ -17,6 +17,7 @@ import (
 	"github.com/idemkv/idemkv/admin"
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/cellcache"
+	"github.com/idemkv/idemkv/gossip"
 	"github.com/idemkv/idemkv/metrics"
 	"github.com/idemkv/idemkv/replica"
 	"github.com/idemkv/idemkv/ring"
@@ -107,8 +108,9 @@ func (n *Node) startAdmin() {
 type adminNode struct{ n *Node }
 
 var (
-	_ admin.Node     = adminNode{}
-	_ metrics.Source = adminNode{}
+	_ admin.Node           = adminNode{}
+	_ admin.Decommissioner = adminNode{}
+	_ metrics.Source       = adminNode{}
 )
 
 func (a adminNode) Info() admin.Info {
@@ -122,7 +124,15 @@ func (a adminNode) Info() admin.Info {
 		pending += c
 	}
 	mode := "NORMAL"
-	if n.drained.Load() {
+	switch self.Status {
+	case gossip.StatusJoining:
+		mode = "JOINING"
+	case gossip.StatusLeaving:
+		mode = "LEAVING"
+	case gossip.StatusLeft:
+		mode = "DECOMMISSIONED"
+	}
+	if n.drained.Load() && self.Status != gossip.StatusLeft {
 		mode = "DRAINED"
 	}
 	return admin.Info{
@@ -388,6 +398,15 @@ func (a adminNode) Compact(_ context.Context, keyspace, table string) error {
 
 func (a adminNode) Drain(ctx context.Context) error { return a.n.Drain(ctx) }
 
+// Decommission implements admin.Decommissioner; a refusal is a bad request.
+func (a adminNode) Decommission(ctx context.Context) error {
+	err := a.n.Decommission(ctx)
+	if errors.Is(err, ErrDecommissionRefused) {
+		return fmt.Errorf("%w: %w", admin.ErrBadRequest, err)
+	}
+	return err
+}
+
 // MetricsSnapshot implements metrics.Source.
 func (a adminNode) MetricsSnapshot() metrics.Snapshot {
 	n := a.n
@@ -403,6 +422,9 @@ func (a adminNode) MetricsSnapshot() metrics.Snapshot {
 	}
 	s.HintsStored, s.HintsDelivered = n.hints.Counts()
 	s.HintsExpired = n.hints.Expired()
+	st := n.StreamStats()
+	s.StreamIn = metrics.Stream{Ranges: st.RangesIn, Rows: st.RowsIn, Cells: st.CellsIn, Bytes: st.BytesIn}
+	s.StreamOut = metrics.Stream{Ranges: st.RangesOut, Rows: st.RowsOut, Cells: st.CellsOut, Bytes: st.BytesOut}
 	for _, p := range n.gossip.Nodes() {
 		s.Nodes = append(s.Nodes, metrics.Node{HostID: p.HostID, Addr: string(p.Addr), DC: p.DC, Rack: p.Rack, Status: string(p.Status), Up: p.Up})
 	}

@@ -85,6 +85,13 @@ type Config struct {
 	// calls (docs/operations.md). 0 (or absent) is 9180, the port
 	// ScyllaDB serves its metrics on; -1 serves none.
 	AdminPort int `yaml:"admin_port"`
+
+	// AutoBootstrap: a node that starts for the first time (no saved
+	// tokens) and finds an existing ring streams the data of the ranges it
+	// takes from their current replicas before it serves them, as
+	// cassandra.yaml's auto_bootstrap (default true); seeds never do.
+	// false joins at once, without the data (docs/operations.md).
+	AutoBootstrap *bool `yaml:"auto_bootstrap"`
 }
 
 // LoadConfig reads a YAML configuration file with idemkv's keys and

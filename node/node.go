@@ -147,6 +147,8 @@ type Node struct {
 	drained   atomic.Bool
 	started   time.Time
 
+	stream streamCounters // stream.go
+
 	ready    atomic.Bool
 	cancel   context.CancelFunc
 	bg       sync.WaitGroup
@@ -235,7 +237,11 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	if n.schema, err = schema.OpenFS(opts.FS, cfg.DataDirectory, rep); err != nil {
 		return fail(err)
 	}
-	tokens, err := loadTokens(opts.FS, cfg.DataDirectory, cfg.NumTokens, rng, len(rep.Tables()) > 0)
+	if n.fileExists(decommissionedFile) {
+		return fail(fmt.Errorf("node: this node was decommissioned and will not rejoin the ring (%s in %s); start it from an empty data directory to add it as a new node",
+			decommissionedFile, cfg.DataDirectory))
+	}
+	tokens, fresh, err := loadTokens(opts.FS, cfg.DataDirectory, cfg.NumTokens, rng, len(rep.Tables()) > 0)
 	if err != nil {
 		return fail(err)
 	}
@@ -272,12 +278,30 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		}
 		seeds = append(seeds, transport.Addr(s))
 	}
+	// A node that starts for the first time (or did not finish its
+	// bootstrap) in an existing ring streams its ranges before it serves
+	// them, as Cassandra's auto_bootstrap; seeds do not (stream.go).
+	bootstrap := (cfg.AutoBootstrap == nil || *cfg.AutoBootstrap) && !opts.Stepped && !n.isSeed(seeds) &&
+		(fresh || n.fileExists(bootstrapFile))
+	if bootstrap && !n.fileExists(bootstrapFile) {
+		// A ring whose schema holds no table has nothing to stream: the
+		// node joins it at once (so do the nodes of a new cluster started
+		// together).
+		bootstrap = n.probeSeeds(seeds)
+	}
+	status := gossip.StatusNormal
+	if bootstrap {
+		status = gossip.StatusJoining
+		if err := vfs.WriteFileAtomic(opts.FS, cfg.DataDirectory, bootstrapFile, []byte("bootstrapping\n")); err != nil {
+			return fail(fmt.Errorf("node: bootstrap: %w", err))
+		}
+	}
 	n.peers = loadPeers(opts.FS, cfg.DataDirectory, hostID, logger)
 	n.gossip, err = gossip.New(gossip.Config{
 		Known: n.peers.known(),
 		Self: gossip.NodeState{
 			HostID: hostID, Addr: transport.Addr(cfg.PeerAddr()), CQLAddr: cfg.CQLAddr(),
-			DC: cfg.DC, Rack: cfg.Rack, Tokens: tokens, Status: gossip.StatusNormal,
+			DC: cfg.DC, Rack: cfg.Rack, Tokens: tokens, Status: status,
 			SchemaVersion: n.schema.Version(), ReleaseVersion: ReleaseVersion,
 			Generation: opts.Clock().UnixNano(),
 		},
@@ -374,7 +398,15 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		defer n.bg.Done()
 		n.reportLoad(ctx)
 	}()
-	logger.Info("node started", "host_id", hostID, "peer", cfg.PeerAddr(), "cql", cfg.CQLAddr(), "dc", cfg.DC, "rack", cfg.Rack, "tokens", len(tokens))
+	logger.Info("node started", "host_id", hostID, "peer", cfg.PeerAddr(), "cql", cfg.CQLAddr(), "dc", cfg.DC, "rack", cfg.Rack, "tokens", len(tokens), "status", status)
+	if bootstrap {
+		// As Cassandra's, Start returns once the node is normal: a
+		// failed bootstrap stops it (the next start streams again).
+		if err := n.bootstrap(ctx); err != nil {
+			_ = n.Stop()
+			return nil, fmt.Errorf("node: bootstrap: %w", err)
+		}
+	}
 	return n, nil
 }
 
@@ -536,6 +568,8 @@ func (n *Node) handle(ctx context.Context, from transport.Addr, m transport.Mess
 	case TypeStatus:
 		b, err := json.Marshal(n.Status())
 		return transport.Message{Type: TypeStatus, Body: b}, err
+	case TypeStreamPull, TypeStreamPush:
+		return n.handleStream(m)
 	case TypeClientWrite:
 		cl, u, err := coordinator.DecodeWriteRequest(m.Body)
 		if err != nil {
@@ -703,6 +737,9 @@ func (n *Node) Status() []PeerStatus {
 	}
 	var out []PeerStatus
 	for _, p := range n.gossip.Nodes() {
+		if p.Status == gossip.StatusLeft {
+			continue // decommissioned: out of the ring, as Cassandra's nodetool status
+		}
 		out = append(out, PeerStatus{
 			HostID: p.HostID, Addr: string(p.Addr), CQLAddr: p.CQLAddr, DC: p.DC, Rack: p.Rack,
 			Up: p.Up, Status: string(p.Status), Tokens: p.Tokens, Load: p.Load, Owns: own[p.HostID],
@@ -720,28 +757,29 @@ func (n *Node) Status() []PeerStatus {
 // first start. A node that holds tables (hasData) and has lost its tokens
 // does not draw new ones: the ranges it held would move away from its
 // data; it refuses to start.
-func loadTokens(fsys vfs.FS, dir string, n int, rng *rand.Rand, hasData bool) ([]int64, error) {
+// fresh reports that the tokens were drawn now.
+func loadTokens(fsys vfs.FS, dir string, n int, rng *rand.Rand, hasData bool) (tokens []int64, fresh bool, err error) {
 	p := filepath.Join(dir, "tokens.json")
 	b, err := fsys.ReadFile(p)
 	if err == nil {
 		var t []int64
 		if err := json.Unmarshal(b, &t); err != nil || len(t) == 0 {
-			return nil, fmt.Errorf("node: %s is corrupt", p)
+			return nil, false, fmt.Errorf("node: %s is corrupt", p)
 		}
-		return t, nil
+		return t, false, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("node: read tokens: %w", err)
+		return nil, false, fmt.Errorf("node: read tokens: %w", err)
 	}
 	if hasData {
-		return nil, fmt.Errorf("node: %s is missing but the node holds tables: new tokens would move its ranges away from its data; restore the file (or start from an empty data directory)", p)
+		return nil, false, fmt.Errorf("node: %s is missing but the node holds tables: new tokens would move its ranges away from its data; restore the file (or start from an empty data directory)", p)
 	}
 	t := ring.RandomTokens(rng, n)
 	b, _ = json.Marshal(t)
 	if err := vfs.WriteFileAtomic(fsys, dir, "tokens.json", b); err != nil {
-		return nil, fmt.Errorf("node: save tokens: %w", err)
+		return nil, false, fmt.Errorf("node: save tokens: %w", err)
 	}
-	return t, nil
+	return t, true, nil
 }
 
 // clusterView is the coordinator's view of the ring, rebuilt from gossip.
@@ -750,7 +788,7 @@ type clusterView struct {
 	self   ring.Endpoint
 	logger *slog.Logger
 	mu     sync.Mutex
-	meta   atomic.Pointer[ring.Metadata]
+	rings  atomic.Pointer[rings]
 	// heldDown (tests) holds nodes down whatever gossip says: the stepped
 	// scenario tests convict nodes without running the failure detector.
 	heldDown atomic.Pointer[map[string]bool]
@@ -765,23 +803,63 @@ func newClusterView(g *gossip.Gossiper, self ring.Endpoint, logger *slog.Logger)
 func (v *clusterView) rebuild() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	tokens := map[ring.Endpoint][]int64{}
+	// A leaving node replicates its ranges until it has left; a joining
+	// one is only a pending replica (Pending) until it is normal.
+	tokens, future := map[ring.Endpoint][]int64{}, map[ring.Endpoint][]int64{}
+	moving := false
 	for _, p := range v.g.Nodes() {
-		if len(p.Tokens) == 0 || (p.Status != gossip.StatusNormal && p.Status != gossip.StatusShutdown) {
+		if len(p.Tokens) == 0 {
 			continue
 		}
-		tokens[ring.Endpoint{ID: p.HostID, DC: p.DC, Rack: p.Rack}] = p.Tokens
+		e := ring.Endpoint{ID: p.HostID, DC: p.DC, Rack: p.Rack}
+		switch p.Status {
+		case gossip.StatusNormal, gossip.StatusShutdown:
+			tokens[e], future[e] = p.Tokens, p.Tokens
+		case gossip.StatusLeaving:
+			tokens[e], moving = p.Tokens, true
+		case gossip.StatusJoining:
+			// One that stopped (a failed bootstrap announces nothing)
+			// is no pending replica while it is down.
+			if p.Up {
+				future[e], moving = p.Tokens, true
+			}
+		}
 	}
 	m, err := ring.NewMetadata(tokens)
 	if err != nil {
 		v.logger.Error("token map not rebuilt", "err", err)
 		return
 	}
-	v.meta.Store(m)
+	var f *ring.Metadata
+	if moving {
+		if f, err = ring.NewMetadata(future); err != nil {
+			v.logger.Error("future token map not built", "err", err)
+			f = nil
+		}
+	}
+	v.rings.Store(&rings{current: m, future: f})
 }
 
-func (v *clusterView) Self() ring.Endpoint      { return v.self }
-func (v *clusterView) Metadata() *ring.Metadata { return v.meta.Load() }
+// rings is one snapshot of the ring: the current token map and, while
+// nodes join or leave, the map once they are done (joining nodes in,
+// leaving ones out); future is nil when no movement is under way.
+type rings struct{ current, future *ring.Metadata }
+
+// Rings implements the coordinator's pendingCluster: a leader sends its
+// writes to the future map's replicas too.
+func (v *clusterView) Rings() (current, future *ring.Metadata) {
+	r := v.rings.Load()
+	if r == nil {
+		return nil, nil
+	}
+	return r.current, r.future
+}
+
+func (v *clusterView) Self() ring.Endpoint { return v.self }
+func (v *clusterView) Metadata() *ring.Metadata {
+	m, _ := v.Rings()
+	return m
+}
 func (v *clusterView) IsUp(hostID string) bool {
 	if d := v.heldDown.Load(); d != nil && (*d)[hostID] {
 		return false

@@ -233,6 +233,11 @@ func (s *peerStore) observe(ev gossip.Event) {
 			return
 		}
 		delete(s.peers, ev.Node.HostID)
+	case ev.Node.Status == gossip.StatusJoining && !had:
+		// Not in the ring until it is normal: remembered, it would come
+		// back into the ring view at a restart (remembered peers are
+		// loaded as shut down).
+		return
 	case ev.Kind == gossip.EventJoined || ev.Kind == gossip.EventRestarted || ev.Kind == gossip.EventChanged:
 		r := recordOf(ev.Node)
 		if had && old.equal(r) {

@@ -34,6 +34,7 @@ var nodetoolVerbs = map[string]nodetoolVerb{
 	"flush":        {"[KEYSPACE [TABLE...]]", "write memtables to SSTables (every table when no keyspace is given)", ntFlush},
 	"compact":      {"[KEYSPACE [TABLE...]]", "merge each table's SSTables into one (a major compaction)", ntCompact},
 	"drain":        {"", "flush every table, stop serving CQL and leave the ring, before the process is stopped", ntDrain},
+	"decommission": {"", "stream the node's ranges to the nodes that take them over, leave the ring for good (UL, then gone from status)", ntDecommission},
 	"tablestats":   {"[KEYSPACE[.TABLE]...]", "per table: SSTables, sizes, memtable, counter columns' filters and design statistics", ntTableStats},
 	"cfstats":      {"[KEYSPACE[.TABLE]...]", "the old name of tablestats", ntTableStats},
 	"describering": {"KEYSPACE", "the token ranges of a keyspace and their replicas", ntDescribeRing},
@@ -283,6 +284,13 @@ func ntDrain(ctx context.Context, c *admin.Client, fs *flag.FlagSet, args []stri
 		return err
 	}
 	return c.Drain(ctx)
+}
+
+func ntDecommission(ctx context.Context, c *admin.Client, fs *flag.FlagSet, args []string, w io.Writer) error {
+	if _, err := nargs(fs, args, 0, 0); err != nil {
+		return err
+	}
+	return c.Decommission(ctx)
 }
 
 func ntTableStats(ctx context.Context, c *admin.Client, fs *flag.FlagSet, args []string, w io.Writer) error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkv/idemkv/internal/testseed"
 	"github.com/idemkv/idemkv/node"
+	"github.com/idemkv/idemkv/schema"
 )
 
 // startAdminRing runs n nodes on 127.0.0.1..n with peer port p, CQL p+1
@@ -210,5 +211,44 @@ func TestNodetoolHelp(t *testing.T) {
 	errOut.Reset()
 	if code := run([]string{"nodetool", "nope"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), `unknown command "nope"`) {
 		t.Errorf("nodetool nope: %d %q", code, errOut.String())
+	}
+}
+
+// TestNodetoolDecommission: nodetool decommission removes a node of 3 from
+// a ring at RF 2 (the others stop listing it), and is refused, with
+// Cassandra's message, on a node of the 2 left.
+func TestNodetoolDecommission(t *testing.T) {
+	port, nodes := startAdminRing(t, 3)
+	if err := nodes[0].Schema().CreateKeyspace(schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "2"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	nt := func(host string, args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := run(append([]string{"nodetool", "--host", host, "--port", strconv.Itoa(port + 2)}, args...), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	for deadline := time.Now().Add(10 * time.Second); nodes[2].Schema().Version() != nodes[0].Schema().Version(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no schema agreement")
+		}
+	}
+	if code, out, errOut := nt("127.0.0.3", "decommission"); code != 0 {
+		t.Fatalf("decommission: %d %s %s", code, out, errOut)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, out, _ := nt("127.0.0.1", "status")
+		if strings.Count(out, "UN  ") == 2 && !strings.Contains(out, "127.0.0.3") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status after the decommission:\n%s", out)
+		}
+	}
+	if _, out, _ := nt("127.0.0.3", "info"); !strings.Contains(out, "DECOMMISSIONED") {
+		t.Errorf("info of the decommissioned node:\n%s", out)
+	}
+	code, _, errOut := nt("127.0.0.2", "decommission")
+	if code != 1 || !strings.Contains(errOut, "Not enough live nodes to maintain replication factor in keyspace ks (RF = 2, N = 2)") {
+		t.Fatalf("decommission below RF: %d %q", code, errOut)
 	}
 }

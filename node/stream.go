@@ -1,0 +1,750 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/resetcol"
+	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/gossip"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/row"
+	"github.com/idemkv/idemkv/schema"
+	"github.com/idemkv/idemkv/transport"
+	"github.com/idemkv/idemkv/vfs"
+)
+
+// This file is range streaming: the bootstrap of a joining node and the
+// decommission of a leaving one (docs/operations.md, "Adding and removing
+// nodes").
+//
+// # Stream messages
+//
+// Two node message types carry rows between nodes, every integer big-endian:
+//
+//	TypeStreamPull request:  u64 table | i64 start | i64 end | u32 limit |
+//	                         u8 hasAfter | [u32 len | after key bytes]
+//	TypeStreamPull response: a batch
+//	TypeStreamPush request:  a batch
+//	TypeStreamPush response: empty
+//
+//	batch: u8 flags | u32 rows | u32 len | last key bytes | u32 n |
+//	       n × (u32 len | mutation bytes, as coordinator.EncodeMutation)
+//
+// A pull asks the receiver for up to limit rows of a table whose token lies
+// in (start, end] and, when hasAfter is 1, whose key is after the given key
+// (token order, then key bytes), from its memtables and SSTables; limit is
+// at most 4096. The answer's rows is how many rows it holds (fewer than
+// limit: the range is done), the last key that of the last row (empty when
+// rows is 0), and each cell of each row is one mutation. A push hands such
+// a batch to a node that becomes a replica of its rows; flags bit 0 (flush)
+// asks it to flush every table before it answers, which the sender sets on
+// its last, empty, batch. Every other flag bit must be 0, and no byte may
+// follow the last mutation. The receiver applies each mutation as a
+// replica mutation (replica.ApplyMutation: each column type's merge, a
+// counter's shards by clock), so that a row streamed twice, or streamed and
+// also replicated live, is counted once.
+
+// Stream message types, in the node's 48–63 range.
+const (
+	TypeStreamPull transport.Type = 54
+	TypeStreamPush transport.Type = 55
+)
+
+const (
+	streamPage     = 512  // rows per stream message
+	maxStreamPage  = 4096 // the most rows a pull may ask for
+	maxStreamCells = 1 << 20
+	flagFlush      = 1
+	// bootstrapFile marks a data directory whose node has not finished its
+	// bootstrap: the next start streams again.
+	bootstrapFile = "bootstrapping"
+	// decommissionedFile marks a data directory whose node was
+	// decommissioned: it refuses to start.
+	decommissionedFile = "decommissioned"
+)
+
+// StreamStats counts the rows a node streamed, both ways.
+type StreamStats struct {
+	// RangesIn, RowsIn, CellsIn, BytesIn: received by this node's bootstrap
+	// (or from a decommissioning node's pushes).
+	RangesIn, RowsIn, CellsIn, BytesIn uint64
+	// RangesOut, RowsOut, CellsOut, BytesOut: sent by this node's
+	// decommission (or served to a bootstrapping node's pulls).
+	RangesOut, RowsOut, CellsOut, BytesOut uint64
+}
+
+type streamCounters struct {
+	rangesIn, rowsIn, cellsIn, bytesIn     atomic.Uint64
+	rangesOut, rowsOut, cellsOut, bytesOut atomic.Uint64
+}
+
+// StreamStats returns the node's stream counts since it started.
+func (n *Node) StreamStats() StreamStats {
+	s := &n.stream
+	return StreamStats{
+		RangesIn: s.rangesIn.Load(), RowsIn: s.rowsIn.Load(), CellsIn: s.cellsIn.Load(), BytesIn: s.bytesIn.Load(),
+		RangesOut: s.rangesOut.Load(), RowsOut: s.rowsOut.Load(), CellsOut: s.cellsOut.Load(), BytesOut: s.bytesOut.Load(),
+	}
+}
+
+// batch is a decoded batch.
+type batch struct {
+	flags uint8
+	rows  int
+	last  []byte
+	muts  []coltype.Mutation
+}
+
+func encodeBatch(flags uint8, rows []row.Row, table uint64) (b []byte, cells int) {
+	b = append(b, flags)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(rows)))
+	var last []byte
+	if len(rows) > 0 {
+		last = rows[len(rows)-1].Key.Partition
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(last)))
+	b = append(b, last...)
+	at := len(b)
+	b = binary.BigEndian.AppendUint32(b, 0)
+	for _, r := range rows {
+		for _, c := range r.Cells {
+			m := coordinator.EncodeMutation(coltype.Mutation{Table: table, Key: r.Key.Partition, Cell: c})
+			b = binary.BigEndian.AppendUint32(b, uint32(len(m)))
+			b = append(b, m...)
+			cells++
+		}
+	}
+	binary.BigEndian.PutUint32(b[at:], uint32(cells))
+	return b, cells
+}
+
+// streamDec reads a stream message; the first error sticks.
+type streamDec struct {
+	b   []byte
+	err error
+}
+
+func (d *streamDec) take(n int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(d.b) {
+		d.err = errors.New("node: stream message truncated")
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *streamDec) u8() uint8 {
+	if v := d.take(1); v != nil {
+		return v[0]
+	}
+	return 0
+}
+
+func (d *streamDec) u32() uint32 {
+	if v := d.take(4); v != nil {
+		return binary.BigEndian.Uint32(v)
+	}
+	return 0
+}
+
+func (d *streamDec) u64() uint64 {
+	if v := d.take(8); v != nil {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+func (d *streamDec) end() error {
+	if d.err == nil && len(d.b) > 0 {
+		d.err = fmt.Errorf("node: %d bytes after a stream message", len(d.b))
+	}
+	return d.err
+}
+
+func decodeBatch(b []byte) (batch, error) {
+	d := &streamDec{b: b}
+	bt := batch{flags: d.u8(), rows: int(d.u32())}
+	bt.last = d.take(int(d.u32()))
+	n := d.u32()
+	if d.err == nil && (bt.flags&^flagFlush != 0 || bt.rows > maxStreamPage || n > maxStreamCells) {
+		return batch{}, fmt.Errorf("node: bad stream batch (flags %#x, %d rows, %d cells)", bt.flags, bt.rows, n)
+	}
+	for i := uint32(0); i < n && d.err == nil; i++ {
+		mb := d.take(int(d.u32()))
+		if d.err != nil {
+			break
+		}
+		m, err := coordinator.DecodeMutation(mb)
+		if err != nil {
+			return batch{}, fmt.Errorf("node: stream batch: %w", err)
+		}
+		bt.muts = append(bt.muts, m)
+	}
+	return bt, d.end()
+}
+
+type pullRequest struct {
+	table      uint64
+	start, end int64
+	limit      int
+	after      *row.Key
+}
+
+func encodePull(r pullRequest) []byte {
+	b := binary.BigEndian.AppendUint64(nil, r.table)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.start))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.end))
+	b = binary.BigEndian.AppendUint32(b, uint32(r.limit))
+	if r.after == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.after.Partition)))
+	return append(b, r.after.Partition...)
+}
+
+func decodePull(b []byte) (pullRequest, error) {
+	d := &streamDec{b: b}
+	r := pullRequest{table: d.u64(), start: int64(d.u64()), end: int64(d.u64()), limit: int(d.u32())}
+	switch d.u8() {
+	case 0:
+	case 1:
+		k := d.take(int(d.u32()))
+		r.after = &row.Key{Token: ring.Token(k), Partition: k}
+	default:
+		return r, errors.New("node: bad stream pull (hasAfter)")
+	}
+	if err := d.end(); err != nil {
+		return r, err
+	}
+	if r.limit <= 0 || r.limit > maxStreamPage {
+		return r, fmt.Errorf("node: stream pull of %d rows", r.limit)
+	}
+	return r, nil
+}
+
+// handleStream serves TypeStreamPull and TypeStreamPush.
+func (n *Node) handleStream(m transport.Message) (transport.Message, error) {
+	switch m.Type {
+	case TypeStreamPull:
+		r, err := decodePull(m.Body)
+		if err != nil {
+			return transport.Message{}, err
+		}
+		rows, err := n.replica.Scan(r.table, r.after, r.start, r.end, r.limit)
+		if err != nil {
+			return transport.Message{}, fmt.Errorf("node: stream pull: %w", err)
+		}
+		b, cells := encodeBatch(0, rows, r.table)
+		n.stream.rowsOut.Add(uint64(len(rows)))
+		n.stream.cellsOut.Add(uint64(cells))
+		n.stream.bytesOut.Add(uint64(len(b)))
+		return transport.Message{Type: TypeStreamPull, Body: b}, nil
+	default: // TypeStreamPush
+		bt, err := decodeBatch(m.Body)
+		if err != nil {
+			return transport.Message{}, err
+		}
+		if err := n.applyBatch(bt, len(m.Body)); err != nil {
+			return transport.Message{}, err
+		}
+		if bt.flags&flagFlush != 0 {
+			if err := n.replica.FlushAll(); err != nil {
+				return transport.Message{}, fmt.Errorf("node: stream flush: %w", err)
+			}
+		}
+		return transport.Message{Type: TypeStreamPush}, nil
+	}
+}
+
+// applyBatch merges a batch's cells into the local replica.
+func (n *Node) applyBatch(bt batch, size int) error {
+	for _, m := range bt.muts {
+		if err := n.replica.ApplyMutation(m); err != nil {
+			return fmt.Errorf("node: apply streamed row: %w", err)
+		}
+	}
+	n.stream.rowsIn.Add(uint64(bt.rows))
+	n.stream.cellsIn.Add(uint64(len(bt.muts)))
+	n.stream.bytesIn.Add(uint64(size))
+	return nil
+}
+
+// tokenRange is a range (lo, hi] of tokens; at is the ring token that owns
+// it (the range of the first ring token wraps: it is streamed as two
+// ranges with the same at).
+type tokenRange struct{ lo, hi, at int64 }
+
+// ringRanges returns the ranges of a ring, the wrapping one split in two.
+func ringRanges(m *ring.Metadata) []tokenRange {
+	r := m.Ring()
+	if len(r) == 0 {
+		return nil
+	}
+	first, last := r[0].Token, r[len(r)-1].Token
+	out := []tokenRange{{lo: ring.MinToken, hi: first, at: first}}
+	for i := 1; i < len(r); i++ {
+		out = append(out, tokenRange{lo: r[i-1].Token, hi: r[i].Token, at: r[i].Token})
+	}
+	if last != ring.MaxToken {
+		out = append(out, tokenRange{lo: last, hi: ring.MaxToken, at: first})
+	}
+	return out
+}
+
+func hasEndpoint(es []ring.Endpoint, id string) bool {
+	return slices.ContainsFunc(es, func(e ring.Endpoint) bool { return e.ID == id })
+}
+
+// refuseResetColumns returns an error naming the first reset_counter column
+// of the node's tables: its per-cell channel state (C) cannot be moved to a
+// new replica by a merge (docs/reset-counter.md), so ranges holding one are
+// not streamed.
+func (n *Node) refuseResetColumns(what string) error {
+	for _, d := range n.replica.Tables() {
+		for _, c := range d.Columns {
+			if c.Type == resetcol.TypeName {
+				return fmt.Errorf("node: %s refused: %s.%s has %s column %s, whose per-cell channel state cannot be streamed to a new replica (docs/reset-counter.md); drop the table first, or (bootstrap) start with auto_bootstrap: false to join without its data",
+					what, d.Keyspace, d.Name, resetcol.TypeName, c.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// probeSeeds asks the seeds for the cluster's schema before the node
+// joins, merges the first answer, and reports whether it holds a table
+// (then there is data to stream). No answer: no ring to join, false.
+func (n *Node) probeSeeds(seeds []transport.Addr) bool {
+	for _, a := range seeds {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		resp, err := n.tr.Request(ctx, a, transport.Message{Type: TypeSchemaPull})
+		cancel()
+		if err != nil {
+			continue
+		}
+		var d schema.Doc
+		if err := json.Unmarshal(resp.Body, &d); err != nil {
+			continue
+		}
+		if _, err := n.schema.Merge(d); err != nil {
+			n.logger.Warn("bootstrap: schema merge failed", "err", err)
+		}
+		for id := range d.Tables {
+			if !d.DroppedTables[id] {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// isSeed reports whether this node is one of its own seeds.
+func (n *Node) isSeed(seeds []transport.Addr) bool {
+	return slices.Contains(seeds, transport.Addr(n.cfg.PeerAddr()))
+}
+
+// fileExists reports whether name exists in the data directory.
+func (n *Node) fileExists(name string) bool {
+	_, err := n.fsys.Stat(filepath.Join(n.cfg.DataDirectory, name))
+	return err == nil || !errors.Is(err, fs.ErrNotExist)
+}
+
+// confirmStatus waits until every other live node reports this node as
+// want (a left node: not listed), up to limit; it returns the nodes that
+// did not confirm.
+func (n *Node) confirmStatus(ctx context.Context, want gossip.Status, limit time.Duration) []string {
+	deadline := time.Now().Add(limit)
+	self := n.HostID()
+	for {
+		var missing []string
+		for _, p := range n.gossip.Nodes() {
+			if p.HostID == self || !p.Up {
+				continue
+			}
+			if !n.peerSees(ctx, p.Addr, self, want) {
+				missing = append(missing, string(p.Addr))
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return missing
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(ms(n.cfg.GossipIntervalMS)):
+		}
+	}
+}
+
+// peerSees asks a peer for its view of the ring (TypeStatus) and reports
+// whether it holds node id in status want.
+func (n *Node) peerSees(ctx context.Context, addr transport.Addr, id string, want gossip.Status) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := n.tr.Request(ctx, addr, transport.Message{Type: TypeStatus})
+	if err != nil {
+		return false
+	}
+	var ps []PeerStatus
+	if err := json.Unmarshal(resp.Body, &ps); err != nil {
+		return false
+	}
+	for _, p := range ps {
+		if p.HostID == id {
+			return p.Status == string(want)
+		}
+	}
+	return want == gossip.StatusLeft
+}
+
+// settle waits for the updates that leaders chose their replicas for
+// before they learned this node's new status: their replication ends
+// within the counter write timeout (then it is a hint). It is idemkv's
+// counterpart of Cassandra's RING_DELAY, once every live node has confirmed
+// the status.
+func (n *Node) settle(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(ms(n.cfg.CounterWriteTimeoutMS)):
+		return nil
+	}
+}
+
+// setStatus announces a new status and rebuilds the node's own ring view.
+func (n *Node) setStatus(s gossip.Status) {
+	n.gossip.UpdateSelf(func(st *gossip.NodeState) { st.Status = s })
+	n.view.rebuild()
+}
+
+// bootstrap runs a joining node's bootstrap: it finds the ring, learns
+// its schema, waits until every live node sends it the writes of the
+// ranges it gains, streams those ranges from their current replicas,
+// flushes, and announces normal.
+func (n *Node) bootstrap(ctx context.Context) error {
+	start := time.Now()
+	wait := max(20*ms(n.cfg.GossipIntervalMS), 2*time.Second)
+	var from transport.Addr
+	for deadline := time.Now().Add(wait); from == "" && time.Now().Before(deadline); {
+		for _, p := range n.gossip.Nodes() {
+			if p.HostID != n.HostID() && p.Up && p.Status == gossip.StatusNormal {
+				from = p.Addr
+				break
+			}
+		}
+		if from == "" {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(ms(n.cfg.GossipIntervalMS) / 2):
+			}
+		}
+	}
+	if from == "" {
+		n.logger.Info("bootstrap: no ring found through the seeds; starting as its first node")
+		return n.finishBootstrap(0)
+	}
+	n.pullSchema(ctx, from)
+	actx, cancel := context.WithTimeout(ctx, wait)
+	err := n.WaitSchemaAgreement(actx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("node: bootstrap: %w", err)
+	}
+	if len(n.replica.Tables()) == 0 {
+		n.logger.Info("bootstrap: the ring holds no tables; nothing to stream")
+		return n.finishBootstrap(0)
+	}
+	if err := n.refuseResetColumns("bootstrap"); err != nil {
+		return err
+	}
+	n.logger.Info("bootstrap: joining; waiting for the ring to send this node its writes")
+	if missing := n.confirmStatus(ctx, gossip.StatusJoining, 30*time.Second); len(missing) > 0 {
+		n.logger.Warn("bootstrap: nodes did not confirm the joining status; streaming anyway", "nodes", missing)
+	}
+	if err := n.settle(ctx); err != nil {
+		return err
+	}
+	cur, fut := n.view.Rings()
+	if fut == nil {
+		return errors.New("node: bootstrap: this node is not in the ring's future view")
+	}
+	self := n.HostID()
+	ranges := 0
+	for _, d := range n.replica.Tables() {
+		s, err := n.schema.Strategy(d.ID)
+		if err != nil {
+			continue // dropped meanwhile
+		}
+		before, tableRanges := n.StreamStats(), 0
+		for _, r := range ringRanges(fut) {
+			if !hasEndpoint(s.Replicas(fut, r.at), self) {
+				continue
+			}
+			var sources []ring.Endpoint
+			for _, e := range s.Replicas(cur, r.at) {
+				if e.ID != self && n.view.IsUp(e.ID) {
+					sources = append(sources, e)
+				}
+			}
+			if len(sources) == 0 {
+				return fmt.Errorf("node: bootstrap: no live replica of range (%d, %d] of %s.%s to stream from", r.lo, r.hi, d.Keyspace, d.Name)
+			}
+			if err := n.pullRange(ctx, d, r, sources); err != nil {
+				return err
+			}
+			ranges++
+			tableRanges++
+			n.stream.rangesIn.Add(1)
+		}
+		after := n.StreamStats()
+		n.logger.Info("bootstrap: table streamed", "keyspace", d.Keyspace, "table", d.Name, "ranges", tableRanges,
+			"rows", after.RowsIn-before.RowsIn, "bytes", after.BytesIn-before.BytesIn)
+	}
+	if err := n.replica.FlushAll(); err != nil {
+		return fmt.Errorf("node: bootstrap: flush: %w", err)
+	}
+	st := n.StreamStats()
+	n.logger.Info("bootstrap: streamed", "ranges", ranges, "rows", st.RowsIn, "cells", st.CellsIn, "bytes", st.BytesIn, "took", time.Since(start))
+	return n.finishBootstrap(ranges)
+}
+
+// finishBootstrap marks the bootstrap done and announces normal.
+func (n *Node) finishBootstrap(ranges int) error {
+	if err := n.fsys.Remove(filepath.Join(n.cfg.DataDirectory, bootstrapFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("node: bootstrap: %w", err)
+	}
+	n.setStatus(gossip.StatusNormal)
+	n.logger.Info("bootstrap complete: normal", "ranges", ranges)
+	return nil
+}
+
+// pullRange streams one range of a table from the first source that
+// serves it, page by page.
+func (n *Node) pullRange(ctx context.Context, d coltype.TableDef, r tokenRange, sources []ring.Endpoint) error {
+	var after *row.Key
+	var last error
+	for attempt := 0; attempt < 50*len(sources); attempt++ {
+		e := sources[attempt%len(sources)]
+		addr, ok := n.view.Addr(e.ID)
+		if !ok {
+			continue
+		}
+		for {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			resp, err := n.tr.Request(rctx, addr, transport.Message{Type: TypeStreamPull,
+				Body: encodePull(pullRequest{table: d.ID, start: r.lo, end: r.hi, limit: streamPage, after: after})})
+			cancel()
+			if err != nil {
+				last = err
+				break
+			}
+			bt, err := decodeBatch(resp.Body)
+			if err != nil {
+				return fmt.Errorf("node: bootstrap: from %s: %w", addr, err)
+			}
+			if err := n.applyBatch(bt, len(resp.Body)); err != nil {
+				return err
+			}
+			if bt.rows < streamPage {
+				return nil
+			}
+			after = &row.Key{Token: ring.Token(bt.last), Partition: bt.last}
+		}
+		n.logger.Debug("bootstrap: stream pull failed; trying again", "from", addr, "err", last)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("node: bootstrap: range (%d, %d] of %s.%s: %w", r.lo, r.hi, d.Keyspace, d.Name, last)
+}
+
+// ErrDecommissionRefused wraps the reasons a decommission is refused
+// before it starts.
+var ErrDecommissionRefused = errors.New("decommission refused")
+
+// Decommission removes the node from the ring as nodetool decommission
+// does: it announces leaving, waits until every live node sends the
+// writes of its ranges to the nodes that take them over as well, streams
+// every range it replicates to those nodes (which flush them), announces
+// left, and stops serving (the admin endpoint stays up until Stop). The
+// data directory is marked: the node refuses to start again from it. It is
+// refused, before anything changes, when the node is not normal, when no
+// other node is in the ring, or when a keyspace's replication factor would
+// exceed the nodes left (Cassandra's messages).
+func (n *Node) Decommission(ctx context.Context) error {
+	if err := n.checkDecommission(); err != nil {
+		return err
+	}
+	if err := n.refuseResetColumns("decommission"); err != nil {
+		return fmt.Errorf("%w: %w", ErrDecommissionRefused, err)
+	}
+	start := time.Now()
+	n.setStatus(gossip.StatusLeaving)
+	n.logger.Info("decommission: leaving; waiting for the ring to send the new replicas the writes")
+	if missing := n.confirmStatus(ctx, gossip.StatusLeaving, 30*time.Second); len(missing) > 0 {
+		n.logger.Warn("decommission: nodes did not confirm the leaving status; streaming anyway", "nodes", missing)
+	}
+	if err := n.settle(ctx); err != nil {
+		return err
+	}
+	cur, fut := n.view.Rings()
+	if fut == nil {
+		return errors.New("node: decommission: no future ring view")
+	}
+	self := n.HostID()
+	targets := map[string]bool{}
+	for _, d := range n.replica.Tables() {
+		s, err := n.schema.Strategy(d.ID)
+		if err != nil {
+			continue
+		}
+		before := n.StreamStats()
+		for _, r := range ringRanges(cur) {
+			now := s.Replicas(cur, r.at)
+			if !hasEndpoint(now, self) {
+				continue
+			}
+			var to []ring.Endpoint
+			for _, e := range s.Replicas(fut, r.at) {
+				if !hasEndpoint(now, e.ID) {
+					to = append(to, e)
+					targets[e.ID] = true
+				}
+			}
+			if len(to) == 0 {
+				continue
+			}
+			if err := n.pushRange(ctx, d, r, to); err != nil {
+				return err
+			}
+			n.stream.rangesOut.Add(1)
+		}
+		after := n.StreamStats()
+		n.logger.Info("decommission: table streamed", "keyspace", d.Keyspace, "table", d.Name, "ranges", after.RangesOut-before.RangesOut,
+			"rows", after.RowsOut-before.RowsOut, "bytes", after.BytesOut-before.BytesOut)
+	}
+	for id := range targets {
+		if err := n.push(ctx, id, flagFlush, nil, 0); err != nil {
+			return fmt.Errorf("node: decommission: flush on %s: %w", id, err)
+		}
+	}
+	st := n.StreamStats()
+	n.logger.Info("decommission: streamed", "ranges", st.RangesOut, "rows", st.RowsOut, "cells", st.CellsOut, "bytes", st.BytesOut, "took", time.Since(start))
+	// Hints this node holds go out before it leaves.
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_ = n.hints.Deliver(hctx, n.view, n.tr)
+	cancel()
+	if err := vfs.WriteFileAtomic(n.fsys, n.cfg.DataDirectory, decommissionedFile, []byte("decommissioned\n")); err != nil {
+		return fmt.Errorf("node: decommission: %w", err)
+	}
+	n.setStatus(gossip.StatusLeft)
+	if missing := n.confirmStatus(ctx, gossip.StatusLeft, 10*time.Second); len(missing) > 0 {
+		n.logger.Warn("decommission: nodes did not confirm the left status", "nodes", missing)
+	}
+	n.logger.Info("decommissioned", "took", time.Since(start))
+	return n.Drain(ctx)
+}
+
+// checkDecommission refuses a decommission as Cassandra's
+// StorageService.decommission does.
+func (n *Node) checkDecommission() error {
+	if st := n.gossip.Self().Status; st != gossip.StatusNormal {
+		return fmt.Errorf("%w: Node in %s state; wait for status to become normal or restart", ErrDecommissionRefused, st)
+	}
+	m := n.view.Metadata()
+	if m == nil || len(m.Endpoints()) < 2 {
+		return fmt.Errorf("%w: no other normal nodes in the ring; decommission would be pointless", ErrDecommissionRefused)
+	}
+	doc := n.schema.Doc()
+	names := make([]string, 0, len(doc.Keyspaces))
+	for name := range doc.Keyspaces {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		k := doc.Keyspaces[name]
+		s, err := ring.ParseStrategy(k.Class, k.Options)
+		if err != nil {
+			continue
+		}
+		rf, nodes := s.ReplicationFactor(), len(m.Endpoints())
+		if _, ok := s.(ring.NetworkTopologyStrategy); ok {
+			rf, nodes = ring.DCFactor(s, n.cfg.DC), m.DataCenters()[n.cfg.DC]
+		}
+		if rf > 0 && nodes <= rf {
+			return fmt.Errorf("%w: Not enough live nodes to maintain replication factor in keyspace %s (RF = %d, N = %d). Perform a forceful decommission to ignore",
+				ErrDecommissionRefused, name, rf, nodes)
+		}
+	}
+	return nil
+}
+
+// pushRange sends one range of a local table to the nodes that take it
+// over, page by page.
+func (n *Node) pushRange(ctx context.Context, d coltype.TableDef, r tokenRange, to []ring.Endpoint) error {
+	var after *row.Key
+	for {
+		rows, err := n.replica.Scan(d.ID, after, r.lo, r.hi, streamPage)
+		if err != nil {
+			return fmt.Errorf("node: decommission: scan %s.%s: %w", d.Keyspace, d.Name, err)
+		}
+		b, cells := encodeBatch(0, rows, d.ID)
+		for _, e := range to {
+			if err := n.push(ctx, e.ID, 0, b, len(rows)); err != nil {
+				return fmt.Errorf("node: decommission: range (%d, %d] of %s.%s to %s: %w", r.lo, r.hi, d.Keyspace, d.Name, e.ID, err)
+			}
+			n.stream.cellsOut.Add(uint64(cells))
+		}
+		if len(rows) < streamPage {
+			return nil
+		}
+		after = &rows[len(rows)-1].Key
+	}
+}
+
+// push sends one batch (nil: an empty one with flags) to a node, trying
+// again for a while when it fails.
+func (n *Node) push(ctx context.Context, id string, flags uint8, b []byte, rows int) error {
+	if b == nil {
+		b, _ = encodeBatch(flags, nil, 0)
+	}
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		addr, ok := n.view.Addr(id)
+		if !ok {
+			return fmt.Errorf("node: no address for %s", id)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err = n.tr.Request(rctx, addr, transport.Message{Type: TypeStreamPush, Body: b})
+		cancel()
+		if err == nil {
+			n.stream.rowsOut.Add(uint64(rows))
+			n.stream.bytesOut.Add(uint64(len(b)))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return err
+}
