@@ -998,6 +998,8 @@ type leader struct {
 	t *table
 }
 
+var _ coltype.LogSyncer = leader{}
+
 func (l leader) CounterID() counters.ID { return l.r.counterIDs.current }
 
 func (l leader) Now() time.Time { return l.r.cfg.Now() }
@@ -1047,6 +1049,9 @@ func (l leader) LocalShard(key row.Key, column string) (int64, int64, error) {
 func (l leader) Write(key row.Key, m coltype.Mutation, kind commitlog.PayloadKind) error {
 	return l.t.write(key, m, kind)
 }
+
+// SyncLog implements coltype.LogSyncer: it fsyncs the commit log.
+func (l leader) SyncLog() error { return l.r.log.Sync() }
 
 func (l leader) CacheLocalShard(key row.Key, column string, clock, count int64) {
 	if !l.r.cfg.NoCounterCache {

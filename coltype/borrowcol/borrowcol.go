@@ -232,24 +232,51 @@ func closeUnlearnt(me borrow.ID, s *borrow.State) int {
 }
 
 // commit writes s as the cell if it differs from prev (the stored
-// encoding) and returns its encoding; dirty marks the cell for the next
-// anti-entropy round when it changed. The cell's lock is held.
+// encoding), makes the log durable (syncLog, whether it wrote or not: the
+// stored cell may hold what the engine merged without a sync) and returns
+// its encoding; dirty marks the cell for the next anti-entropy round when
+// it changed. The cell's lock is held. Every path calls it before anything
+// derived from the cell leaves the replica.
 func (col *Column) commit(l coltype.Leader, key []byte, s *borrow.State, prev []byte, dirty bool) ([]byte, error) {
 	enc, err := EncodeCell(s)
 	if err != nil {
 		return nil, err
 	}
-	if bytes.Equal(enc, prev) {
-		return enc, nil
+	if !bytes.Equal(enc, prev) {
+		m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: enc, Timestamp: l.Now().UnixMicro()}}
+		if err := l.Write(rowKey(key), m, commitlog.PayloadShard); err != nil {
+			return nil, err
+		}
+		if dirty {
+			col.MarkDirty(col.ref(key))
+		}
 	}
-	m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: enc, Timestamp: l.Now().UnixMicro()}}
-	if err := l.Write(rowKey(key), m, commitlog.PayloadShard); err != nil {
+	if err := syncLog(l); err != nil {
 		return nil, err
 	}
-	if dirty {
-		col.MarkDirty(col.ref(key))
-	}
 	return enc, nil
+}
+
+// syncLog makes everything the replica's commit log holds durable against
+// a machine crash (coltype.LogSyncer; a Leader without it, a test's, is
+// taken as durable already). In periodic mode a write is acknowledged
+// once it reaches the operating system, and a machine crash may take the
+// last records back; a creator brought back to an older state could lend a
+// dot it already lent, and counting on from an older count of its own dot
+// forks it (the join keeps one branch's max and loses the other's
+// increments). A new identity after an unclean start does not cure the
+// fork: the transfers of the dots lent under the old identity cannot be
+// made safe (see docs/borrow-counter.md, Durability). So a borrow column
+// never answers from a state that is not fsynced, whatever the log's mode.
+func syncLog(l coltype.Leader) error {
+	ls, ok := l.(coltype.LogSyncer)
+	if !ok {
+		return nil
+	}
+	if err := ls.SyncLog(); err != nil {
+		return fmt.Errorf("borrow: sync the commit log: %w", err)
+	}
+	return nil
 }
 
 // Lead implements coltype.Leading: a plain driver update adds its delta to

@@ -19,6 +19,9 @@ type fakeLeader struct {
 	mu    sync.Mutex
 	cells map[string]row.Cell
 	locks sync.Mutex
+	// unsynced counts the writes since the last SyncLog (a periodic-mode
+	// commit log: what a machine crash may take back).
+	unsynced int
 }
 
 func newFake(id byte) *fakeLeader {
@@ -41,6 +44,7 @@ func (f *fakeLeader) LocalShard(row.Key, string) (int64, int64, error) { return 
 func (f *fakeLeader) Write(k row.Key, m coltype.Mutation, _ commitlog.PayloadKind) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.unsynced++
 	cur, ok := f.cells[string(k.Partition)]
 	if !ok {
 		f.cells[string(k.Partition)] = m.Cell
@@ -51,6 +55,12 @@ func (f *fakeLeader) Write(k row.Key, m coltype.Mutation, _ commitlog.PayloadKin
 		return err
 	}
 	f.cells[string(k.Partition)] = out
+	return nil
+}
+func (f *fakeLeader) SyncLog() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unsynced = 0
 	return nil
 }
 func (f *fakeLeader) CacheLocalShard(row.Key, string, int64, int64) {}
@@ -319,5 +329,65 @@ func TestPayloadErrors(t *testing.T) {
 	}
 	if err := (Type{}).CheckDelta(-1); err == nil {
 		t.Error("a negative delta was accepted")
+	}
+}
+
+// TestAnswersSynced: every path makes the commit log durable (SyncLog)
+// before it returns, after its own write and after the engine's unsynced
+// ones (a periodic-mode log; replica's TestBorrowMachineCrashPeriodic
+// crashes one for real).
+func TestAnswersSynced(t *testing.T) {
+	fa, fb := newFake(1), newFake(2)
+	ca := newColumn(t, fa)
+	key := []byte("k")
+	synced := func(what string) {
+		t.Helper()
+		if fa.unsynced != 0 {
+			t.Fatalf("%s returned with %d unsynced writes", what, fa.unsynced)
+		}
+	}
+	if _, err := ca.Lead(fa, coltype.Update{Table: 7, Key: key, Column: "c", Delta: 2}); err != nil {
+		t.Fatal(err)
+	}
+	synced("a lead")
+	cl := borrow.ID{0xcc}
+	if _, err := ca.Exchange(fa, 7, key, "c", EncodeBorrow(cl)); err != nil {
+		t.Fatal(err)
+	}
+	synced("a borrow")
+	d := state(t, fa, "k").Dots()[0].Dot
+	if d.Creator == borrow.ID(fa.id) && d.Seq == 1 {
+		d = state(t, fa, "k").Dots()[1].Dot
+	}
+	// The engine writes a replicated state without a sync; a duplicate
+	// write (nothing changes) must still be answered from a synced log.
+	fa.unsynced++
+	p, _ := EncodeWrite(borrow.Write(cl, d, borrow.Cell{Count: 1}))
+	for range 2 {
+		if _, err := ca.Exchange(fa, 7, key, "c", p); err != nil {
+			t.Fatal(err)
+		}
+		synced("a client write")
+		fa.unsynced++
+	}
+	if _, err := ca.View(fa, key, fb.id); err != nil {
+		t.Fatal(err)
+	}
+	synced("a view")
+	ret, _ := EncodeWrite(borrow.Write(cl, d, borrow.Cell{Frozen: true, Count: 1}))
+	c, _, _ := fa.Cell(row.Key{Partition: key}, "c")
+	s, _ := DecodeCell(c.Value)
+	var retSt borrow.State
+	if err := retSt.UnmarshalBinary(ret[2:]); err != nil {
+		t.Fatal(err)
+	}
+	s.Join(&retSt)
+	v, _ := EncodeCell(s)
+	if err := ca.Observe(fa, coltype.Mutation{Table: 7, Key: key, Cell: row.Cell{Column: "c", Value: v}}); err != nil {
+		t.Fatal(err)
+	}
+	synced("an observed retirement (transferred)")
+	if st := state(t, fa, "k"); st.Borrowed() != 0 || st.Value() != 3 {
+		t.Fatalf("after the observed retirement: value %d, %d borrowed; want 3, 0", st.Value(), st.Borrowed())
 	}
 }

@@ -7,15 +7,18 @@
 // A replica's id in the counter is its host id, stable across restarts,
 // so that after any restart it transfers the dots it lent before. This
 // relies on the durability rules of counters/borrow: a replica writes
-// every change through the commit log before anything derived from it
-// leaves (a borrow answer, an acknowledgement, a state), which survives a
-// process crash in every sync mode (periodic acknowledges once written to
-// the operating system). A machine crash with periodic sync may lose the
-// last acknowledged records and bring a creator back to an older state
-// (it could lend a dot twice, or redo a transfer over a count that moved
-// on); vanilla counters cover that window with a new counter id after an
-// unclean start, borrow_counter does not: run it with commitlog_sync batch
-// or group where machine crashes matter.
+// every change through the commit log and fsyncs it before anything
+// derived from it leaves (a borrow answer, an acknowledgement, a state, a
+// leader's mutation), whatever the log's sync mode (coltype.LogSyncer; in
+// batch and group modes the write already waited for it, in periodic mode
+// it costs an fsync per borrow-column write). A machine crash therefore
+// never brings a creator back to a state older than one others have seen:
+// it could otherwise lend a dot twice, or fork its own dot (the join keeps
+// one branch's count and loses the other's). Vanilla counters cover that
+// window with a new counter id after an unclean start; for a Borrow-Counter
+// a new id is not enough, because the dots lent under the old one must
+// still be transferred and neither place to fold them is safe
+// (counters/borrow's TestRollbackFreshIdentityUnsound).
 //
 // The cell is the replica's joined borrow.State, encoded as
 // borrow.State.MarshalBinary (version byte 1, kind byte 1). It is a
