@@ -108,6 +108,16 @@
 // request, before a write and before retiring. The checker crashes
 // permanent nodes, which resume from what they persisted.
 //
+// Persisting means surviving the crashes that may happen: where a machine
+// crash can take back what was written but not fsynced (a periodic-mode
+// commit log), the node fsyncs before anything leaves. The checker's
+// machine crashes resume from the last fsync; a node that answers before
+// its fsync is caught (periodicWindow). A fresh identity after a crash, as
+// vanilla counters take, is not a substitute: the dots lent under the old
+// identity must still be transferred, and folding them into the old own
+// dot loses increments while folding them into the new one counts some
+// twice (TestRollbackFreshIdentityUnsound).
+//
 // # Encoding
 //
 // Every encoding starts with the version byte (Version = 1) and a kind

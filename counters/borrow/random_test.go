@@ -48,9 +48,14 @@ const stepsEnv = "IDEMKV_BORROW_STEPS"
 //     later;
 //   - transfer: a permanent node runs TransferAll on its own state;
 //   - read: a permanent node persists (an answer is output) and reads;
-//   - persist; crash (a permanent node resumes from its last persisted
-//     state); a link goes down (one time in three) or comes up (a
-//     partition).
+//   - persist (written to the operating system, not fsynced); sync (a
+//     periodic fsync); crash (a permanent node resumes from its last
+//     persisted state); machine crash (it resumes from its last fsynced
+//     state, older: what was written since is lost); a link goes down (one
+//     time in three) or comes up (a partition). A node fsyncs before
+//     anything derived from its state leaves it (an answer, an
+//     acknowledgement, a state sent, a value read), so a machine crash
+//     takes back only what nobody saw (periodicWindow breaks that).
 //
 // After every step it checks: every permanent node's value ≤ increments
 // issued; conservation (issued = the permanent nodes' own dots, each read at
@@ -73,9 +78,11 @@ const (
 type permNode struct {
 	id       ID
 	mem      *State
-	disk     []byte
+	disk     []byte   // written to the operating system: survives a process crash
 	diskSt   *State   // decoded disk, for the checks
-	history  [][]byte // last persisted states, oldest first
+	synced   []byte   // fsynced: survives a machine crash
+	syncedSt *State   // decoded synced, for the checks
+	history  [][]byte // last states that left the node, oldest first
 	lastVal  uint64   // value of mem after the previous step
 	lastRead uint64   // value at the last read (persisted)
 }
@@ -115,6 +122,12 @@ type checkerConfig struct {
 	// answer it lost (Client.Abandon) instead of asking them again
 	// (decision (c) broken).
 	abandonUnknown bool
+	// periodicWindow: a permanent node lets its state leave (an answer, an
+	// acknowledgement, a state sent, a value read) once written to the
+	// operating system, not fsynced, as a periodic-mode commit log
+	// acknowledges; a machine crash then takes it back to an older state
+	// that others have seen beyond (the durability rule broken).
+	periodicWindow bool
 }
 
 type sim struct {
@@ -135,7 +148,7 @@ type sim struct {
 
 	// report
 	delivered, lost, duplicated, replayed, crashes, borrows, lostAnswers int
-	retirements, transfers, healRounds                                   int
+	retirements, transfers, healRounds, machineCrashes                   int
 }
 
 func permID(i int) ID {
@@ -159,7 +172,7 @@ func newSim(seed uint64, cfg checkerConfig) *sim {
 		st.Create(permID(i), permID(i))
 		n := &permNode{id: permID(i), mem: st}
 		s.perm = append(s.perm, n)
-		s.persist(i)
+		s.sync(i)
 	}
 	for range s.r.IntN(9) {
 		s.places = append(s.places, nil)
@@ -205,6 +218,8 @@ func (s *sim) reborn(p int) {
 	s.note("client %v born in place %d, links %v", id, p, c.links)
 }
 
+// persist writes node i's state to the operating system (the disk): a
+// process crash resumes from it, a machine crash may not.
 func (s *sim) persist(i int) {
 	n := s.perm[i]
 	b, err := n.mem.MarshalBinary()
@@ -213,7 +228,27 @@ func (s *sim) persist(i int) {
 	}
 	n.disk = b
 	n.diskSt = n.mem.Clone()
-	n.history = append(n.history, b)
+}
+
+// sync persists node i's state and fsyncs it: a machine crash resumes
+// from it.
+func (s *sim) sync(i int) {
+	s.persist(i)
+	n := s.perm[i]
+	n.synced, n.syncedSt = n.disk, n.diskSt // diskSt is never modified
+}
+
+// durable is what node i does before anything derived from its state
+// leaves it: persist and fsync (with periodicWindow, persist only), and
+// record the state in its history (states that left, for replays).
+func (s *sim) durable(i int) {
+	if s.cfg.periodicWindow {
+		s.persist(i)
+	} else {
+		s.sync(i)
+	}
+	n := s.perm[i]
+	n.history = append(n.history, n.disk)
 	if len(n.history) > 4 {
 		n.history = n.history[1:]
 	}
@@ -256,7 +291,7 @@ func (s *sim) deliver(m message) error {
 		n.mem.Join(&st)
 		s.delivered++
 		if m.kind == msgRetire {
-			s.persist(m.to)
+			s.durable(m.to)
 			s.note("node %d holds the retirement of %v", m.to, m.client.cl.ID())
 			s.send(message{kind: msgRetired, to: m.to, client: m.client})
 		}
@@ -285,7 +320,7 @@ func (s *sim) ask(c *simClient, l int, loseAnswers bool) error {
 	}
 	n := s.perm[l]
 	d := n.mem.Create(n.id, c.cl.ID())
-	s.persist(l)
+	s.durable(l)
 	s.borrows++
 	if loseAnswers && s.r.IntN(3) == 0 {
 		s.lostAnswers++
@@ -350,8 +385,13 @@ func (s *sim) transfer(i int) error {
 	return nil
 }
 
-func (s *sim) crash(i int) error {
+// crash restarts node i from what it persisted (a process crash) or, for
+// a machine crash, from what it fsynced.
+func (s *sim) crash(i int, machine bool) error {
 	n := s.perm[i]
+	if machine {
+		n.disk, n.diskSt = n.synced, n.syncedSt
+	}
 	var st State
 	if err := st.UnmarshalBinary(n.disk); err != nil {
 		return s.fail("recover: %v", err)
@@ -365,11 +405,16 @@ func (s *sim) crash(i int) error {
 		}
 	}
 	v := st.Value()
+	what := "crashed"
+	if machine {
+		what = "machine crashed"
+		s.machineCrashes++
+	}
 	if v < n.lastRead {
-		return s.fail("node %d resumed at value %d below its last read %d", i, v, n.lastRead)
+		return s.fail("node %d %s, resumed at value %d below its last read %d", i, what, v, n.lastRead)
 	}
 	n.lastVal = v
-	s.note("node %d crashed, resumed at value %d", i, v)
+	s.note("node %d %s, resumed at value %d", i, what, v)
 	return nil
 }
 
@@ -424,7 +469,7 @@ func (s *sim) check() error {
 			if !dotMoved(creator.mem, l.Dot) {
 				sum += l.Count
 				left = true
-			} else if !dotMoved(creator.diskSt, l.Dot) {
+			} else if !dotMoved(creator.syncedSt, l.Dot) {
 				left = true
 			}
 		}
@@ -455,7 +500,7 @@ func (s *sim) randomStep() error {
 		if err := s.perm[i].mem.Inc(s.perm[i].id, k); err != nil {
 			return s.fail("Inc at node %d: %v", i, err)
 		}
-		s.persist(i)
+		s.durable(i)
 		s.issued += k
 	case x < 22: // client step
 		if c == nil {
@@ -531,7 +576,7 @@ func (s *sim) randomStep() error {
 		if j == i {
 			return nil
 		}
-		s.persist(i)
+		s.durable(i)
 		n := s.perm[i]
 		data := n.disk
 		if s.cfg.naiveDeltas && r.IntN(2) == 0 {
@@ -579,17 +624,21 @@ func (s *sim) randomStep() error {
 	case x < 86:
 		return s.transfer(i)
 	case x < 89: // read
-		s.persist(i)
+		s.durable(i)
 		n := s.perm[i]
 		v := n.mem.Value()
 		if v < n.lastRead {
 			return s.fail("node %d read %d after %d", i, v, n.lastRead)
 		}
 		n.lastRead = v
-	case x < 91:
+	case x < 90: // the state written, not fsynced (a periodic log's write)
 		s.persist(i)
+	case x < 91: // a periodic fsync
+		s.sync(i)
+	case x < 92:
+		return s.crash(i, false)
 	case x < 93:
-		return s.crash(i)
+		return s.crash(i, true)
 	case x < 96: // permanent link
 		j := r.IntN(np)
 		if j != i {
@@ -639,7 +688,7 @@ func (s *sim) heal() error {
 		}
 		l := c.links[0]
 		s.perm[l].mem.Join(ret)
-		s.persist(l)
+		s.durable(l)
 		c.phase = clGone
 		s.retirements++
 	}
@@ -649,7 +698,7 @@ func (s *sim) heal() error {
 			if err := s.transfer(i); err != nil {
 				return err
 			}
-			s.persist(i)
+			s.durable(i)
 		}
 		for i := range s.perm {
 			for j := range s.perm {
@@ -699,8 +748,8 @@ func (s *sim) run() error {
 }
 
 func (s *sim) stats() string {
-	return fmt.Sprintf("%d permanent, %d client places, %d clients, %d increments, %d borrows (%d answers lost), %d retirements, %d dots transferred, %d delivered, %d lost, %d duplicated, %d replayed, %d crashes, %d heal rounds",
-		len(s.perm), len(s.places), s.nextCl, s.issued, s.borrows, s.lostAnswers, s.retirements, s.transfers, s.delivered, s.lost, s.duplicated, s.replayed, s.crashes, s.healRounds)
+	return fmt.Sprintf("%d permanent, %d client places, %d clients, %d increments, %d borrows (%d answers lost), %d retirements, %d dots transferred, %d delivered, %d lost, %d duplicated, %d replayed, %d crashes (%d of the machine), %d heal rounds",
+		len(s.perm), len(s.places), s.nextCl, s.issued, s.borrows, s.lostAnswers, s.retirements, s.transfers, s.delivered, s.lost, s.duplicated, s.replayed, s.crashes, s.machineCrashes, s.healRounds)
 }
 
 func checkerSteps(t *testing.T) int {
@@ -756,6 +805,7 @@ func TestRandomCatchesBrokenRules(t *testing.T) {
 		{"create not idempotent", mutCreateNotIdempotent, checkerConfig{}},
 		{"deltas of a permanent node's own dot alone", mutNone, checkerConfig{naiveDeltas: true}},
 		{"clients retire without learning every dot lent", mutNone, checkerConfig{abandonUnknown: true}},
+		{"answers before the fsync (periodic window), machine crashes", mutNone, checkerConfig{periodicWindow: true}},
 	}
 	for k, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
