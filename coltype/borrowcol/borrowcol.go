@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
@@ -158,8 +159,12 @@ type Column struct {
 	dirtyMu sync.Mutex
 	dirty   map[string]coltype.CellRef
 
-	borrows, writes, transferred, closed, leads atomic.Uint64
-	views, syncBytes                            atomic.Uint64
+	retiredMu    sync.Mutex
+	retired      map[retiredKey]time.Time // retired clients seen, by cell: when last seen
+	retiredPrune time.Time                // the last prune of retired
+
+	borrows, writes, transferred, closed, leads, late atomic.Uint64
+	views, syncBytes                                  atomic.Uint64
 }
 
 var (
@@ -242,6 +247,7 @@ func (col *Column) commit(l coltype.Leader, key []byte, s *borrow.State, prev []
 	if err != nil {
 		return nil, err
 	}
+	col.noteRetired(l.Now(), key, s)
 	if !bytes.Equal(enc, prev) {
 		m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: enc, Timestamp: l.Now().UnixMicro()}}
 		if err := l.Write(rowKey(key), m, commitlog.PayloadShard); err != nil {
@@ -323,6 +329,7 @@ func (col *Column) Observe(l coltype.Leader, m coltype.Mutation) error {
 	if err != nil {
 		return err
 	}
+	col.noteRetired(l.Now(), m.Key, in)
 	me := col.self
 	if !concerns(me, in) {
 		return nil
@@ -384,6 +391,9 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 	if err != nil {
 		return nil, err
 	}
+	if p.State != nil {
+		col.noteRetired(l.Now(), key, p.State)
+	}
 	me := col.self
 	var owner borrow.ID
 	// The cell goes to anti-entropy if it changed by a borrow (the new
@@ -399,8 +409,14 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 		if owner == me {
 			return nil, errors.New("borrow exchange: a client with this replica's id")
 		}
+		if s.Retired(owner) || col.retiredRecently(l.Now(), key, owner) {
+			col.late.Add(1)
+			return nil, fmt.Errorf("borrow exchange: client %v: %w", owner, borrow.ErrLateBorrow)
+		}
 		if len(ClientDots(s, owner).Dots()) == 0 {
-			s.Create(me, owner)
+			if _, err := s.Lend(me, owner); err != nil {
+				return nil, err
+			}
 		}
 		col.borrows.Add(1)
 	case KindWrite:
@@ -424,6 +440,58 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 		return EncodeState(s)
 	}
 	return ClientDots(s, owner).MarshalBinary()
+}
+
+// RetiredRetention is how long a replica remembers a retired client of a
+// cell after it last saw one of its frozen dots, to refuse a late borrow
+// request from it (borrow.ErrLateBorrow) once the frozen dots are
+// transferred away and the state no longer shows the retirement. A client
+// asks for every loan before it retires, so only a request delayed longer
+// than this past the client's retirement (or across a restart of the
+// replica: the memory is not persisted) can still lend a dot that nobody
+// will retire; its count stays 0 and the value right, the dot is never
+// collected. Far above the coordinator's request timeouts.
+const RetiredRetention = 10 * time.Minute
+
+type retiredKey struct {
+	cell   string
+	client borrow.ID
+}
+
+// noteRetired remembers, at now, every client with a frozen dot in s, the
+// cell key's state.
+func (col *Column) noteRetired(now time.Time, key []byte, s *borrow.State) {
+	var ids []borrow.ID
+	for _, o := range s.Dots() {
+		if o.Cell.Frozen && o.Owner != o.Dot.Creator {
+			ids = append(ids, o.Owner)
+		}
+	}
+	col.retiredMu.Lock()
+	defer col.retiredMu.Unlock()
+	if col.retired == nil {
+		col.retired = map[retiredKey]time.Time{}
+	}
+	for _, id := range ids {
+		col.retired[retiredKey{string(key), id}] = now
+	}
+	if now.Sub(col.retiredPrune) >= RetiredRetention/10 {
+		col.retiredPrune = now
+		for k, t := range col.retired {
+			if now.Sub(t) > RetiredRetention {
+				delete(col.retired, k)
+			}
+		}
+	}
+}
+
+// retiredRecently reports whether client retired in the cell key less
+// than RetiredRetention ago, as far as this replica saw.
+func (col *Column) retiredRecently(now time.Time, key []byte, client borrow.ID) bool {
+	col.retiredMu.Lock()
+	defer col.retiredMu.Unlock()
+	t, ok := col.retired[retiredKey{string(key), client}]
+	return ok && now.Sub(t) <= RetiredRetention
 }
 
 // MarkDirty implements coltype.AntiEntropy.
@@ -476,6 +544,7 @@ type Stats struct {
 	Writes      uint64 // client writes joined
 	Transferred uint64 // increments folded from frozen dots into own dots
 	Closed      uint64 // unlearnt loans of retired clients frozen
+	LateBorrows uint64 // borrow requests of retired clients refused
 	// Views: full states given for anti-entropy (each one sync exchange,
 	// a request and its answer); SyncBytes: the bytes of the full states
 	// received in sync exchanges, both ways (requests and answers).
@@ -486,7 +555,7 @@ type Stats struct {
 // Stats returns the column's running counts.
 func (col *Column) Stats() Stats {
 	return Stats{Leads: col.leads.Load(), Borrows: col.borrows.Load(), Writes: col.writes.Load(),
-		Transferred: col.transferred.Load(), Closed: col.closed.Load(), Views: col.views.Load(), SyncBytes: col.syncBytes.Load()}
+		Transferred: col.transferred.Load(), Closed: col.closed.Load(), LateBorrows: col.late.Load(), Views: col.views.Load(), SyncBytes: col.syncBytes.Load()}
 }
 
 // ColumnLister is what ReplicaStats needs of a replica (replica.Replica
@@ -509,6 +578,7 @@ func ReplicaStats(r ColumnLister) Stats {
 		out.Writes += s.Writes
 		out.Transferred += s.Transferred
 		out.Closed += s.Closed
+		out.LateBorrows += s.LateBorrows
 		out.Views += s.Views
 		out.SyncBytes += s.SyncBytes
 	}

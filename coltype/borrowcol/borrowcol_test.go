@@ -1,6 +1,7 @@
 package borrowcol
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ type fakeLeader struct {
 	// unsynced counts the writes since the last SyncLog (a periodic-mode
 	// commit log: what a machine crash may take back).
 	unsynced int
+	now      time.Time // the clock, time.Unix(1, 0) when zero
 }
 
 func newFake(id byte) *fakeLeader {
@@ -29,7 +31,12 @@ func newFake(id byte) *fakeLeader {
 }
 
 func (f *fakeLeader) CounterID() counters.ID { return f.id }
-func (f *fakeLeader) Now() time.Time         { return time.Unix(1, 0) }
+func (f *fakeLeader) Now() time.Time {
+	if f.now.IsZero() {
+		return time.Unix(1, 0)
+	}
+	return f.now
+}
 func (f *fakeLeader) Lock(row.Key, string) func() {
 	f.locks.Lock()
 	return f.locks.Unlock
@@ -389,5 +396,61 @@ func TestAnswersSynced(t *testing.T) {
 	synced("an observed retirement (transferred)")
 	if st := state(t, fa, "k"); st.Borrowed() != 0 || st.Value() != 3 {
 		t.Fatalf("after the observed retirement: value %d, %d borrowed; want 3, 0", st.Value(), st.Borrowed())
+	}
+}
+
+// TestLateBorrowRefused: a client borrows at a, counts, and retires at a,
+// which transfers its dot at once. A late copy of its borrow request then
+// reaches a (its state no longer shows the client) and b (which holds the
+// frozen dot): both refuse it with borrow.ErrLateBorrow and create nothing.
+// After RetiredRetention a's memory is gone and the late request lends an
+// orphan (the gap left, count 0).
+func TestLateBorrowRefused(t *testing.T) {
+	fa, fb := newFake(1), newFake(2)
+	ca, cb := newColumn(t, fa), newColumn(t, fb)
+	key := []byte("k")
+	cl := borrow.ID{0xcc}
+	borrowAt := func(c *Column, f *fakeLeader) error {
+		_, err := c.Exchange(f, 7, key, "c", EncodeBorrow(cl))
+		return err
+	}
+	if err := borrowAt(ca, fa); err != nil {
+		t.Fatal(err)
+	}
+	d := ClientDots(state(t, fa, "k"), cl).Dots()[0].Dot
+	ret, _ := EncodeWrite(borrow.Write(cl, d, borrow.Cell{Frozen: true, Count: 3}))
+	for _, x := range []struct {
+		c *Column
+		f *fakeLeader
+	}{{ca, fa}, {cb, fb}} {
+		if _, err := x.c.Exchange(x.f, 7, key, "c", ret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := state(t, fa, "k"); st.Borrowed() != 0 || st.Value() != 3 {
+		t.Fatalf("creator after the retirement: value %d, %d borrowed; want 3, 0", st.Value(), st.Borrowed())
+	}
+	for _, x := range []struct {
+		name string
+		c    *Column
+		f    *fakeLeader
+	}{{"the creator (dot transferred)", ca, fa}, {"another replica (frozen dot held)", cb, fb}} {
+		before := state(t, x.f, "k")
+		if err := borrowAt(x.c, x.f); !errors.Is(err, borrow.ErrLateBorrow) {
+			t.Fatalf("%s: late borrow request answered with %v, want ErrLateBorrow", x.name, err)
+		}
+		if !state(t, x.f, "k").Equal(before) {
+			t.Fatalf("%s: a refused request changed the cell", x.name)
+		}
+	}
+	if n := ca.Stats().LateBorrows + cb.Stats().LateBorrows; n != 2 {
+		t.Fatalf("LateBorrows %d, want 2", n)
+	}
+	fa.now = time.Unix(1, 0).Add(RetiredRetention + time.Second)
+	if err := borrowAt(ca, fa); err != nil {
+		t.Fatalf("after the retention: %v", err)
+	}
+	if n := state(t, fa, "k").Borrowed(); n != 1 {
+		t.Fatalf("after the retention: %d borrowed dots, want the one orphan", n)
 	}
 }

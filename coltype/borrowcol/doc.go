@@ -66,5 +66,11 @@
 // stays: the value is right, the dot is not collected (a known gap, see
 // docs/borrow-counter.md).
 //
+// A borrow request from a client that has retired is a late copy (a
+// client asks for every loan before it retires): it is refused with
+// borrow.ErrLateBorrow when the state shows the client retired or the
+// replica saw one of its frozen dots in the cell less than
+// RetiredRetention ago, instead of lending a dot nobody would retire.
+//
 // Importing the package registers the type (init).
 package borrowcol

@@ -21,7 +21,8 @@
 // size grows with the creators (the permanent nodes), not with the clients.
 //
 //	Figure 1 join (DotMap of DotFun)   State.Join
-//	create_i((m, c), j)                State.Create(i, j), idempotent (c)
+//	create_i((m, c), j)                State.Create(i, j), idempotent (c);
+//	                                   State.Lend refuses retired clients
 //	inc_i((m, c), n)                   State.Inc(i, n); a client: Client.Add
 //	retire_i((m, c))                   State.Retire(i); a client: Client.Retire
 //	transfer_i((m, c), j)              State.Transfer(i, j), restricted (a)
@@ -92,11 +93,14 @@
 // transfer the dots the gone node created (it must never act again), which
 // this package does not implement.
 //
-// A borrow request delayed in the network past the client's retirement and
-// the creator's transfer would make a new dot for the gone client, active
-// for ever. The checker models borrow requests as request/response calls
-// (the answer may be lost, the request is not replayed late); the ring must
-// not queue borrow requests beyond the client's own retry horizon.
+// A borrow request delayed in the network past the client's retirement
+// would make a new dot for the gone client, active for ever. Lend (Create
+// for a client's request) refuses it (ErrLateBorrow) while the state shows
+// the client retired; once its frozen dots are transferred the state cannot
+// tell, so whoever serves borrow requests must remember retired clients for
+// as long as a request may be late (TestLateBorrowRequest). The checker
+// models borrow requests as request/response calls (the answer may be lost,
+// the request is not replayed late) and requires Lend never to refuse one.
 //
 // # Durability (what the caller must do)
 //

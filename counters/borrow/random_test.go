@@ -319,7 +319,10 @@ func (s *sim) ask(c *simClient, l int, loseAnswers bool) error {
 		return nil
 	}
 	n := s.perm[l]
-	d := n.mem.Create(n.id, c.cl.ID())
+	d, err := n.mem.Lend(n.id, c.cl.ID())
+	if err != nil {
+		return s.fail("node %d refused %v's borrow request: %v", l, c.cl.ID(), err)
+	}
 	s.durable(l)
 	s.borrows++
 	if loseAnswers && s.r.IntN(3) == 0 {
