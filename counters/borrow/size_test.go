@@ -2,13 +2,27 @@ package borrow
 
 import (
 	"encoding/binary"
+	"flag"
 	"fmt"
+	"image/color"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
 	"github.com/idemkv/idemkv/counters/handoff"
 )
+
+// flagPlotDir names the directory TestStateSize writes its plot to (as in
+// counters/handoff):
+//
+//	go test -run '^TestStateSize$' ./counters/borrow/ -args -plotdir "$PWD/docs"
+var flagPlotDir = flag.String("plotdir", "", "directory where TestStateSize writes borrow-state-size.png")
 
 // gcounterBytes is the size of a naive G-counter holding one entry per
 // client that ever incremented: a count of entries, then per entry a 16-byte
@@ -270,6 +284,9 @@ func sizeRun(clients int, seed uint64) sizeRow {
 // three creators is down from the middle of the run to its end:
 //
 //	go test -run TestStateSize -v ./counters/borrow/
+//
+// It fails if the quiescent or peak server state grows with the clients,
+// and with -plotdir DIR writes DIR/borrow-state-size.png.
 func TestStateSize(t *testing.T) {
 	sizes := []int{1, 10, 100, 1000, 10_000}
 	if testing.Short() {
@@ -279,13 +296,79 @@ func TestStateSize(t *testing.T) {
 	fmt.Fprintf(&b, "%8s %12s %13s %13s %13s %13s %13s %15s %15s %14s\n",
 		"clients", "G-counter B", "handoff end", "handoff peak", "borrow end", "borrow peak", "peak borrowed",
 		"down: peak B", "down: borrowed", "down: end B")
+	var rows []sizeRow
 	for _, n := range sizes {
 		row := sizeRun(n, 1)
+		rows = append(rows, row)
 		fmt.Fprintf(&b, "%8d %12d %13d %13d %13d %13d %13d %15d %15d %14d\n",
 			row.clients, row.gcounter, row.handoffEnd, row.handoffPeak, row.borrowEnd, row.borrowPeak, row.peakBorrowed,
 			row.downPeak, row.downBorrowed, row.downEnd)
 	}
 	t.Logf("state bytes per cell, 3 servers, clients come and go %d at a time:\n%s", sizeConcurrent, b.String())
+	// Flat in the clients: the quiescent state holds the 3 servers' dots,
+	// the peak at most the 50 active clients' dots on top.
+	for _, r := range rows {
+		if r.borrowEnd > 200 || r.borrowPeak > 3*40+sizeConcurrent*30 || r.downEnd > 200 {
+			t.Errorf("borrow state grew with the clients: %+v", r)
+		}
+	}
+	if *flagPlotDir != "" {
+		path, err := plotSizes(*flagPlotDir, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", path)
+	}
+}
+
+// plotSizes writes the state-size table as dir/borrow-state-size.png: the
+// bytes of the largest server state against the clients that ever
+// incremented, log-log, for a naive G-counter, handoff and borrow.
+func plotSizes(dir string, rows []sizeRow) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("plot: %w", err)
+	}
+	p := plot.New()
+	p.Title.Text = "Largest server state per cell vs clients that ever incremented (50 at a time)"
+	p.X.Label.Text = "clients"
+	p.Y.Label.Text = "bytes"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{}, plot.LogTicks{}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	series := []struct {
+		name   string
+		y      func(sizeRow) int
+		c      color.Color
+		dashed bool
+	}{
+		{"naive G-counter", func(r sizeRow) int { return r.gcounter }, color.RGBA{0xd6, 0x27, 0x28, 0xff}, false},
+		{"handoff, peak", func(r sizeRow) int { return r.handoffPeak }, color.RGBA{0xff, 0x7f, 0x0e, 0xff}, true},
+		{"handoff, quiescent", func(r sizeRow) int { return r.handoffEnd }, color.RGBA{0xff, 0x7f, 0x0e, 0xff}, false},
+		{"borrow, peak", func(r sizeRow) int { return r.borrowPeak }, color.RGBA{0x1f, 0x77, 0xb4, 0xff}, true},
+		{"borrow, quiescent", func(r sizeRow) int { return r.borrowEnd }, color.RGBA{0x1f, 0x77, 0xb4, 0xff}, false},
+	}
+	for _, s := range series {
+		var xys plotter.XYs
+		for _, r := range rows {
+			xys = append(xys, plotter.XY{X: float64(r.clients), Y: float64(s.y(r))})
+		}
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return "", fmt.Errorf("plot: %w", err)
+		}
+		l.Color, pts.Color = s.c, s.c
+		if s.dashed {
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		}
+		p.Add(l, pts)
+		p.Legend.Add(s.name, l, pts)
+	}
+	path := filepath.Join(dir, "borrow-state-size.png")
+	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
+		return "", fmt.Errorf("plot: %w", err)
+	}
+	return path, nil
 }
 
 // BenchmarkStateSize reports the same figures as metrics, for one size:
