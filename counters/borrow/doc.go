@@ -89,8 +89,9 @@
 // or gives up on it (Client.Abandon): the dot that creator may have lent
 // (count 0) then stays active in the cell for ever, never counted wrong,
 // never collected. A creator gone for good leaves its frozen dots behind the
-// same way; collecting them needs an operator decision that a successor may
-// transfer the dots the gone node created (it must never act again), which
+// same way; collecting them needs one successor per gone node, decided once
+// and for ever (two folders over-count, decision (a)), starting from the
+// gone node's last state (else it redoes a fold the gone node made), which
 // this package does not implement.
 //
 // A borrow request delayed in the network past the client's retirement
