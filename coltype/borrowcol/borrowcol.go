@@ -237,12 +237,12 @@ func closeUnlearnt(me borrow.ID, s *borrow.State) int {
 }
 
 // commit writes s as the cell if it differs from prev (the stored
-// encoding), makes the log durable (syncLog, whether it wrote or not: the
-// stored cell may hold what the engine merged without a sync) and returns
-// its encoding; dirty marks the cell for the next anti-entropy round when
-// it changed. The cell's lock is held. Every path calls it before anything
-// derived from the cell leaves the replica.
-func (col *Column) commit(l coltype.Leader, key []byte, s *borrow.State, prev []byte, dirty bool) ([]byte, error) {
+// encoding) and returns its encoding; dirty marks the cell for the next
+// anti-entropy round when it changed. With fsync, it then makes the log
+// durable (syncLog): the caller sets it when s holds something this
+// replica authored (a loan, its own dot's count, a fold, a closed loan) or
+// a retirement it is about to acknowledge. The cell's lock is held.
+func (col *Column) commit(l coltype.Leader, key []byte, s *borrow.State, prev []byte, dirty, fsync bool) ([]byte, error) {
 	enc, err := EncodeCell(s)
 	if err != nil {
 		return nil, err
@@ -257,8 +257,10 @@ func (col *Column) commit(l coltype.Leader, key []byte, s *borrow.State, prev []
 			col.MarkDirty(col.ref(key))
 		}
 	}
-	if err := syncLog(l); err != nil {
-		return nil, err
+	if fsync {
+		if err := syncLog(l); err != nil {
+			return nil, err
+		}
 	}
 	return enc, nil
 }
@@ -267,13 +269,20 @@ func (col *Column) commit(l coltype.Leader, key []byte, s *borrow.State, prev []
 // a machine crash (coltype.LogSyncer; a Leader without it, a test's, is
 // taken as durable already). In periodic mode a write is acknowledged
 // once it reaches the operating system, and a machine crash may take the
-// last records back; a creator brought back to an older state could lend a
-// dot it already lent, and counting on from an older count of its own dot
-// forks it (the join keeps one branch's max and loses the other's
-// increments). A new identity after an unclean start does not cure the
-// fork: the transfers of the dots lent under the old identity cannot be
-// made safe (see docs/borrow-counter.md, Durability). So a borrow column
-// never answers from a state that is not fsynced, whatever the log's mode.
+// last records back. What this replica authors must not go back once
+// anything derived from it may have left: a creator brought back to an
+// older state could lend a dot it already lent, count on from an older
+// count of its own dot, or fold differently what it already folded; the
+// join keeps one branch and loses or doubles the other's counts. A new
+// identity after an unclean start does not cure it: the dots lent under
+// the old identity must still be folded, and neither place to fold them is
+// safe (see docs/borrow-counter.md, Durability). What others authored (a
+// client's write, a peer's state) may go back at this replica: its author
+// or another replica still holds it, and the join restores it. So the
+// column fsyncs after every change it authors and before acknowledging a
+// retirement (the client leaves on it), whatever the log's mode; a
+// client's plain write is acknowledged as the mode promises, as for any
+// other column.
 func syncLog(l coltype.Leader) error {
 	ls, ok := l.(coltype.LogSyncer)
 	if !ok {
@@ -308,7 +317,7 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 			return coltype.Mutation{}, err
 		}
 	}
-	enc, err := col.commit(l, u.Key, s, prev, false)
+	enc, err := col.commit(l, u.Key, s, prev, false, true)
 	if err != nil {
 		return coltype.Mutation{}, err
 	}
@@ -341,8 +350,8 @@ func (col *Column) Observe(l coltype.Leader, m coltype.Mutation) error {
 		return err
 	}
 	s.Join(in)
-	col.settle(me, s)
-	_, err = col.commit(l, m.Key, s, prev, true)
+	settled := col.settle(me, s)
+	_, err = col.commit(l, m.Key, s, prev, true, settled)
 	return err
 }
 
@@ -403,6 +412,7 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 	// gets it with the retirement, which carries the final count, or by
 	// read repair.
 	spread := p.Kind != KindWrite
+	fsync := false // something authored here, or a retirement acknowledged
 	switch p.Kind {
 	case KindBorrow:
 		owner = p.Client
@@ -417,6 +427,7 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 			if _, err := s.Lend(me, owner); err != nil {
 				return nil, err
 			}
+			fsync = true
 		}
 		col.borrows.Add(1)
 	case KindWrite:
@@ -425,15 +436,16 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 		col.writes.Add(1)
 		for _, o := range p.State.Dots() {
 			spread = spread || o.Cell.Frozen
+			fsync = fsync || o.Cell.Frozen
 		}
 	case KindState:
 		s.Join(p.State)
 		col.syncBytes.Add(uint64(len(incoming)))
 	}
 	if col.settle(me, s) {
-		spread = true
+		spread, fsync = true, true
 	}
-	if _, err := col.commit(l, key, s, prev, spread); err != nil {
+	if _, err := col.commit(l, key, s, prev, spread, fsync); err != nil {
 		return nil, err
 	}
 	if p.Kind == KindState {
@@ -526,8 +538,8 @@ func (col *Column) View(l coltype.Leader, key []byte, _ counters.ID) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
-	col.settle(col.self, s)
-	if _, err := col.commit(l, key, s, prev, false); err != nil {
+	settled := col.settle(col.self, s)
+	if _, err := col.commit(l, key, s, prev, false, settled); err != nil {
 		return nil, err
 	}
 	col.views.Add(1)

@@ -339,63 +339,63 @@ func TestPayloadErrors(t *testing.T) {
 	}
 }
 
-// TestAnswersSynced: every path makes the commit log durable (SyncLog)
-// before it returns, after its own write and after the engine's unsynced
-// ones (a periodic-mode log; replica's TestBorrowMachineCrashPeriodic
-// crashes one for real).
+// TestAnswersSynced: every path that changes what this replica authors (a
+// lead, a loan, a transfer) and the acknowledgement of a retirement make
+// the commit log durable (SyncLog) before they return, after their own
+// write and the engine's unsynced ones (a periodic-mode log; replica's
+// TestBorrowMachineCrashPeriodic crashes one for real). A client's plain
+// write is acknowledged as the log's mode promises.
 func TestAnswersSynced(t *testing.T) {
 	fa, fb := newFake(1), newFake(2)
-	ca := newColumn(t, fa)
+	ca, cb := newColumn(t, fa), newColumn(t, fb)
 	key := []byte("k")
-	synced := func(what string) {
+	synced := func(f *fakeLeader, what string) {
 		t.Helper()
-		if fa.unsynced != 0 {
-			t.Fatalf("%s returned with %d unsynced writes", what, fa.unsynced)
+		if f.unsynced != 0 {
+			t.Fatalf("%s returned with %d unsynced writes", what, f.unsynced)
 		}
 	}
 	if _, err := ca.Lead(fa, coltype.Update{Table: 7, Key: key, Column: "c", Delta: 2}); err != nil {
 		t.Fatal(err)
 	}
-	synced("a lead")
+	synced(fa, "a lead")
 	cl := borrow.ID{0xcc}
+	fa.unsynced++ // the engine merged a replicated state, unsynced
 	if _, err := ca.Exchange(fa, 7, key, "c", EncodeBorrow(cl)); err != nil {
 		t.Fatal(err)
 	}
-	synced("a borrow")
-	d := state(t, fa, "k").Dots()[0].Dot
-	if d.Creator == borrow.ID(fa.id) && d.Seq == 1 {
-		d = state(t, fa, "k").Dots()[1].Dot
-	}
-	// The engine writes a replicated state without a sync; a duplicate
-	// write (nothing changes) must still be answered from a synced log.
-	fa.unsynced++
+	synced(fa, "a loan")
+	d := ClientDots(state(t, fa, "k"), cl).Dots()[0].Dot
 	p, _ := EncodeWrite(borrow.Write(cl, d, borrow.Cell{Count: 1}))
-	for range 2 {
-		if _, err := ca.Exchange(fa, 7, key, "c", p); err != nil {
+	for _, x := range []struct {
+		c *Column
+		f *fakeLeader
+	}{{ca, fa}, {cb, fb}} {
+		if _, err := x.c.Exchange(x.f, 7, key, "c", p); err != nil {
 			t.Fatal(err)
 		}
-		synced("a client write")
-		fa.unsynced++
 	}
-	if _, err := ca.View(fa, key, fb.id); err != nil {
-		t.Fatal(err)
+	if fb.unsynced == 0 {
+		t.Fatal("a client's plain write was fsynced; it needs no more than the log's mode")
 	}
-	synced("a view")
 	ret, _ := EncodeWrite(borrow.Write(cl, d, borrow.Cell{Frozen: true, Count: 1}))
-	c, _, _ := fa.Cell(row.Key{Partition: key}, "c")
-	s, _ := DecodeCell(c.Value)
-	var retSt borrow.State
-	if err := retSt.UnmarshalBinary(ret[2:]); err != nil {
+	if _, err := cb.Exchange(fb, 7, key, "c", ret); err != nil {
 		t.Fatal(err)
 	}
-	s.Join(&retSt)
-	v, _ := EncodeCell(s)
-	if err := ca.Observe(fa, coltype.Mutation{Table: 7, Key: key, Cell: row.Cell{Column: "c", Value: v}}); err != nil {
+	synced(fb, "a retirement acknowledged by a replica that did not create the dot")
+	c, _, _ := fb.Cell(row.Key{Partition: key}, "c")
+	fa.unsynced++
+	if err := ca.Observe(fa, coltype.Mutation{Table: 7, Key: key, Cell: c}); err != nil {
 		t.Fatal(err)
 	}
-	synced("an observed retirement (transferred)")
+	synced(fa, "an observed retirement (transferred)")
 	if st := state(t, fa, "k"); st.Borrowed() != 0 || st.Value() != 3 {
 		t.Fatalf("after the observed retirement: value %d, %d borrowed; want 3, 0", st.Value(), st.Borrowed())
+	}
+	// b's view after a's transferred state arrives: nothing of b's to fold.
+	syncCells(t, ca, fa, cb, fb, "k")
+	if st := state(t, fb, "k"); st.Borrowed() != 0 || st.Value() != 3 {
+		t.Fatalf("b after anti-entropy: value %d, %d borrowed; want 3, 0", st.Value(), st.Borrowed())
 	}
 }
 

@@ -7,14 +7,15 @@
 // A replica's id in the counter is its host id, stable across restarts,
 // so that after any restart it transfers the dots it lent before. This
 // relies on the durability rules of counters/borrow: a replica writes
-// every change through the commit log and fsyncs it before anything
-// derived from it leaves (a borrow answer, an acknowledgement, a state, a
-// leader's mutation), whatever the log's sync mode (coltype.LogSyncer; in
-// batch and group modes the write already waited for it, in periodic mode
-// it costs an fsync per borrow-column write). A machine crash therefore
-// never brings a creator back to a state older than one others have seen:
-// it could otherwise lend a dot twice, or fork its own dot (the join keeps
-// one branch's count and loses the other's). Vanilla counters cover that
+// every change through the commit log before anything derived from it
+// leaves, and fsyncs what it authored (a loan, its own dot's count, a
+// transfer, a closed loan) and a retirement before it returns, whatever the
+// log's sync mode (coltype.LogSyncer; in batch and group modes the write
+// already waited for it, in periodic mode it costs an fsync on those
+// paths, not on a client's plain write). A machine crash therefore never
+// brings a creator back to an older state of what it authored: it could
+// otherwise lend a dot twice, or fork its own dot (the join keeps one
+// branch's count and loses the other's). Vanilla counters cover that
 // window with a new counter id after an unclean start; for a Borrow-Counter
 // a new id is not enough, because the dots lent under the old one must
 // still be transferred and neither place to fold them is safe

@@ -115,9 +115,11 @@
 //
 // Persisting means surviving the crashes that may happen: where a machine
 // crash can take back what was written but not fsynced (a periodic-mode
-// commit log), the node fsyncs before anything leaves. The checker's
-// machine crashes resume from the last fsync; a node that answers before
-// its fsync is caught (periodicWindow). A fresh identity after a crash, as
+// commit log), a node fsyncs after every change it authors (a loan, its own
+// dot's count, a transfer) and before acknowledging a retirement; what a
+// crash then takes back was authored by others, who still hold it, and the
+// join restores it. The checker's machine crashes resume from the last
+// fsync; a node that skips those fsyncs is caught (periodicWindow). A fresh identity after a crash, as
 // vanilla counters take, is not a substitute: the dots lent under the old
 // identity must still be transferred, and folding them into the old own
 // dot loses increments while folding them into the new one counts some

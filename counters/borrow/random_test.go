@@ -52,10 +52,12 @@ const stepsEnv = "IDEMKV_BORROW_STEPS"
 //     periodic fsync); crash (a permanent node resumes from its last
 //     persisted state); machine crash (it resumes from its last fsynced
 //     state, older: what was written since is lost); a link goes down (one
-//     time in three) or comes up (a partition). A node fsyncs before
-//     anything derived from its state leaves it (an answer, an
-//     acknowledgement, a state sent, a value read), so a machine crash
-//     takes back only what nobody saw (periodicWindow breaks that).
+//     time in three) or comes up (a partition). A node fsyncs after every
+//     change it authors (a loan, an increment of its own dot, a transfer)
+//     and before acknowledging a retirement, so a machine crash takes back
+//     only what others authored and still hold (periodicWindow breaks
+//     that); a value read may then go back, as any periodic-mode write may,
+//     but never after a process crash.
 //
 // After every step it checks: every permanent node's value ≤ increments
 // issued; conservation (issued = the permanent nodes' own dots, each read at
@@ -238,15 +240,25 @@ func (s *sim) sync(i int) {
 	n.synced, n.syncedSt = n.disk, n.diskSt // diskSt is never modified
 }
 
-// durable is what node i does before anything derived from its state
-// leaves it: persist and fsync (with periodicWindow, persist only), and
-// record the state in its history (states that left, for replays).
-func (s *sim) durable(i int) {
+// authored is what node i does after a change it authored (a loan, an
+// increment of its own dot, a transfer) and before acknowledging a
+// retirement: persist and fsync (with periodicWindow, persist only), so
+// that a machine crash never takes back what it authored once anything
+// derived from it may have left (as coltype/borrowcol does).
+func (s *sim) authored(i int) {
 	if s.cfg.periodicWindow {
 		s.persist(i)
 	} else {
 		s.sync(i)
 	}
+}
+
+// leave persists node i's state, which then leaves it (gossip), and
+// records it in its history (for replays). It does not fsync: whatever of
+// it a machine crash takes back was authored by others (authored fsyncs
+// the rest), who still hold it.
+func (s *sim) leave(i int) {
+	s.persist(i)
 	n := s.perm[i]
 	n.history = append(n.history, n.disk)
 	if len(n.history) > 4 {
@@ -291,7 +303,7 @@ func (s *sim) deliver(m message) error {
 		n.mem.Join(&st)
 		s.delivered++
 		if m.kind == msgRetire {
-			s.durable(m.to)
+			s.authored(m.to)
 			s.note("node %d holds the retirement of %v", m.to, m.client.cl.ID())
 			s.send(message{kind: msgRetired, to: m.to, client: m.client})
 		}
@@ -323,7 +335,7 @@ func (s *sim) ask(c *simClient, l int, loseAnswers bool) error {
 	if err != nil {
 		return s.fail("node %d refused %v's borrow request: %v", l, c.cl.ID(), err)
 	}
-	s.durable(l)
+	s.authored(l)
 	s.borrows++
 	if loseAnswers && s.r.IntN(3) == 0 {
 		s.lostAnswers++
@@ -385,6 +397,7 @@ func (s *sim) transfer(i int) error {
 		s.transfers++
 		s.note("node %d transferred %v (%d)", i, o.Dot, o.Cell.Count)
 	}
+	s.authored(i)
 	return nil
 }
 
@@ -413,10 +426,13 @@ func (s *sim) crash(i int, machine bool) error {
 		what = "machine crashed"
 		s.machineCrashes++
 	}
-	if v < n.lastRead {
+	// What a machine crash takes back was authored by others, who hold
+	// it: a value read may go back there (as any periodic-mode write may),
+	// never after a process crash.
+	if v < n.lastRead && !machine {
 		return s.fail("node %d %s, resumed at value %d below its last read %d", i, what, v, n.lastRead)
 	}
-	n.lastVal = v
+	n.lastVal, n.lastRead = v, min(n.lastRead, v)
 	s.note("node %d %s, resumed at value %d", i, what, v)
 	return nil
 }
@@ -503,7 +519,7 @@ func (s *sim) randomStep() error {
 		if err := s.perm[i].mem.Inc(s.perm[i].id, k); err != nil {
 			return s.fail("Inc at node %d: %v", i, err)
 		}
-		s.durable(i)
+		s.authored(i)
 		s.issued += k
 	case x < 22: // client step
 		if c == nil {
@@ -579,7 +595,7 @@ func (s *sim) randomStep() error {
 		if j == i {
 			return nil
 		}
-		s.durable(i)
+		s.leave(i)
 		n := s.perm[i]
 		data := n.disk
 		if s.cfg.naiveDeltas && r.IntN(2) == 0 {
@@ -627,7 +643,7 @@ func (s *sim) randomStep() error {
 	case x < 86:
 		return s.transfer(i)
 	case x < 89: // read
-		s.durable(i)
+		s.persist(i)
 		n := s.perm[i]
 		v := n.mem.Value()
 		if v < n.lastRead {
@@ -691,7 +707,7 @@ func (s *sim) heal() error {
 		}
 		l := c.links[0]
 		s.perm[l].mem.Join(ret)
-		s.durable(l)
+		s.authored(l)
 		c.phase = clGone
 		s.retirements++
 	}
@@ -701,7 +717,7 @@ func (s *sim) heal() error {
 			if err := s.transfer(i); err != nil {
 				return err
 			}
-			s.durable(i)
+			s.leave(i)
 		}
 		for i := range s.perm {
 			for j := range s.perm {
