@@ -1050,8 +1050,15 @@ func (l leader) Write(key row.Key, m coltype.Mutation, kind commitlog.PayloadKin
 	return l.t.write(key, m, kind)
 }
 
-// SyncLog implements coltype.LogSyncer: it fsyncs the commit log.
-func (l leader) SyncLog() error { return l.r.log.Sync() }
+// SyncLog implements coltype.LogSyncer: it fsyncs the commit log in
+// periodic mode; in batch and group modes every Write has already waited
+// for its fsync, and a Sync would only queue behind the next one.
+func (l leader) SyncLog() error {
+	if l.r.cfg.CommitLog.Sync != commitlog.SyncPeriodic {
+		return nil
+	}
+	return l.r.log.Sync()
+}
 
 func (l leader) CacheLocalShard(key row.Key, column string, clock, count int64) {
 	if !l.r.cfg.NoCounterCache {
