@@ -385,10 +385,12 @@ func concerns(me borrow.ID, s *borrow.State) bool {
 // cell's lock it joins what it receives (a client's write, a peer's full
 // state) or lends a dot (a borrow request: the client's dots already in
 // the state, from any creator, else a new dot of this replica's, Create
-// being idempotent per (creator, client)), settles (closeUnlearnt,
-// transfers), writes the cell if it changed and only then answers:
-// nothing derived from the state leaves before it is durable as the log's
-// sync mode promises.
+// being idempotent per (creator, client); a retired client's late request
+// is refused, borrow.ErrLateBorrow), settles (closeUnlearnt, transfers),
+// writes the cell if it changed and only then answers: nothing derived
+// from the state leaves before it is durable as the log's sync mode
+// promises, and a new loan, a transfer or a retirement not before it is
+// fsynced (syncLog).
 func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, incoming []byte) ([]byte, error) {
 	p, err := DecodePayload(incoming)
 	if err != nil {
