@@ -93,6 +93,17 @@ type Leader interface {
 	ForgetLocalShard(key row.Key, column string)
 }
 
+// LogSyncer is an optional capability of a Leader (the replica's has it):
+// SyncLog writes and fsyncs every record the commit log holds, so that what
+// was written survives a machine crash whatever the log's sync mode. In
+// batch and group modes Write has already waited for that and SyncLog
+// returns at once; in periodic mode it is one fsync. A type that must never lose a write
+// it answered for (a Borrow-Counter's creator: a lost loan is lent twice)
+// calls it before the answer leaves.
+type LogSyncer interface {
+	SyncLog() error
+}
+
 // Env is what a Configurable type may keep of its replica when it builds a
 // column instance.
 type Env interface {

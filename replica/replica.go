@@ -998,6 +998,8 @@ type leader struct {
 	t *table
 }
 
+var _ coltype.LogSyncer = leader{}
+
 func (l leader) CounterID() counters.ID { return l.r.counterIDs.current }
 
 func (l leader) Now() time.Time { return l.r.cfg.Now() }
@@ -1046,6 +1048,16 @@ func (l leader) LocalShard(key row.Key, column string) (int64, int64, error) {
 
 func (l leader) Write(key row.Key, m coltype.Mutation, kind commitlog.PayloadKind) error {
 	return l.t.write(key, m, kind)
+}
+
+// SyncLog implements coltype.LogSyncer: it fsyncs the commit log in
+// periodic mode; in batch and group modes every Write has already waited
+// for its fsync, and a Sync would only queue behind the next one.
+func (l leader) SyncLog() error {
+	if l.r.cfg.CommitLog.Sync != commitlog.SyncPeriodic {
+		return nil
+	}
+	return l.r.log.Sync()
 }
 
 func (l leader) CacheLocalShard(key row.Key, column string, clock, count int64) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/commitlog"
@@ -158,8 +159,12 @@ type Column struct {
 	dirtyMu sync.Mutex
 	dirty   map[string]coltype.CellRef
 
-	borrows, writes, transferred, closed, leads atomic.Uint64
-	views, syncBytes                            atomic.Uint64
+	retiredMu    sync.Mutex
+	retired      map[retiredKey]time.Time // retired clients seen, by cell: when last seen
+	retiredPrune time.Time                // the last prune of retired
+
+	borrows, writes, transferred, closed, leads, late atomic.Uint64
+	views, syncBytes                                  atomic.Uint64
 }
 
 var (
@@ -233,23 +238,60 @@ func closeUnlearnt(me borrow.ID, s *borrow.State) int {
 
 // commit writes s as the cell if it differs from prev (the stored
 // encoding) and returns its encoding; dirty marks the cell for the next
-// anti-entropy round when it changed. The cell's lock is held.
-func (col *Column) commit(l coltype.Leader, key []byte, s *borrow.State, prev []byte, dirty bool) ([]byte, error) {
+// anti-entropy round when it changed. With fsync, it then makes the log
+// durable (syncLog): the caller sets it when s holds something this
+// replica authored (a loan, its own dot's count, a fold, a closed loan) or
+// a retirement it is about to acknowledge. The cell's lock is held.
+func (col *Column) commit(l coltype.Leader, key []byte, s *borrow.State, prev []byte, dirty, fsync bool) ([]byte, error) {
 	enc, err := EncodeCell(s)
 	if err != nil {
 		return nil, err
 	}
-	if bytes.Equal(enc, prev) {
-		return enc, nil
+	col.noteRetired(l.Now(), key, s)
+	if !bytes.Equal(enc, prev) {
+		m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: enc, Timestamp: l.Now().UnixMicro()}}
+		if err := l.Write(rowKey(key), m, commitlog.PayloadShard); err != nil {
+			return nil, err
+		}
+		if dirty {
+			col.MarkDirty(col.ref(key))
+		}
 	}
-	m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: enc, Timestamp: l.Now().UnixMicro()}}
-	if err := l.Write(rowKey(key), m, commitlog.PayloadShard); err != nil {
-		return nil, err
-	}
-	if dirty {
-		col.MarkDirty(col.ref(key))
+	if fsync {
+		if err := syncLog(l); err != nil {
+			return nil, err
+		}
 	}
 	return enc, nil
+}
+
+// syncLog makes everything the replica's commit log holds durable against
+// a machine crash (coltype.LogSyncer; a Leader without it, a test's, is
+// taken as durable already). In periodic mode a write is acknowledged
+// once it reaches the operating system, and a machine crash may take the
+// last records back. What this replica authors must not go back once
+// anything derived from it may have left: a creator brought back to an
+// older state could lend a dot it already lent, count on from an older
+// count of its own dot, or fold differently what it already folded; the
+// join keeps one branch and loses or doubles the other's counts. A new
+// identity after an unclean start does not cure it: the dots lent under
+// the old identity must still be folded, and neither place to fold them is
+// safe (see docs/borrow-counter.md, Durability). What others authored (a
+// client's write, a peer's state) may go back at this replica: its author
+// or another replica still holds it, and the join restores it. So the
+// column fsyncs after every change it authors and before acknowledging a
+// retirement (the client leaves on it), whatever the log's mode; a
+// client's plain write is acknowledged as the mode promises, as for any
+// other column.
+func syncLog(l coltype.Leader) error {
+	ls, ok := l.(coltype.LogSyncer)
+	if !ok {
+		return nil
+	}
+	if err := ls.SyncLog(); err != nil {
+		return fmt.Errorf("borrow: sync the commit log: %w", err)
+	}
+	return nil
 }
 
 // Lead implements coltype.Leading: a plain driver update adds its delta to
@@ -275,7 +317,7 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 			return coltype.Mutation{}, err
 		}
 	}
-	enc, err := col.commit(l, u.Key, s, prev, false)
+	enc, err := col.commit(l, u.Key, s, prev, false, true)
 	if err != nil {
 		return coltype.Mutation{}, err
 	}
@@ -296,6 +338,7 @@ func (col *Column) Observe(l coltype.Leader, m coltype.Mutation) error {
 	if err != nil {
 		return err
 	}
+	col.noteRetired(l.Now(), m.Key, in)
 	me := col.self
 	if !concerns(me, in) {
 		return nil
@@ -307,8 +350,8 @@ func (col *Column) Observe(l coltype.Leader, m coltype.Mutation) error {
 		return err
 	}
 	s.Join(in)
-	col.settle(me, s)
-	_, err = col.commit(l, m.Key, s, prev, true)
+	settled := col.settle(me, s)
+	_, err = col.commit(l, m.Key, s, prev, true, settled)
 	return err
 }
 
@@ -342,10 +385,12 @@ func concerns(me borrow.ID, s *borrow.State) bool {
 // cell's lock it joins what it receives (a client's write, a peer's full
 // state) or lends a dot (a borrow request: the client's dots already in
 // the state, from any creator, else a new dot of this replica's, Create
-// being idempotent per (creator, client)), settles (closeUnlearnt,
-// transfers), writes the cell if it changed and only then answers:
-// nothing derived from the state leaves before it is durable as the log's
-// sync mode promises.
+// being idempotent per (creator, client); a retired client's late request
+// is refused, borrow.ErrLateBorrow), settles (closeUnlearnt, transfers),
+// writes the cell if it changed and only then answers: nothing derived
+// from the state leaves before it is durable as the log's sync mode
+// promises, and a new loan, a transfer or a retirement not before it is
+// fsynced (syncLog).
 func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, incoming []byte) ([]byte, error) {
 	p, err := DecodePayload(incoming)
 	if err != nil {
@@ -357,6 +402,9 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 	if err != nil {
 		return nil, err
 	}
+	if p.State != nil {
+		col.noteRetired(l.Now(), key, p.State)
+	}
 	me := col.self
 	var owner borrow.ID
 	// The cell goes to anti-entropy if it changed by a borrow (the new
@@ -366,14 +414,22 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 	// gets it with the retirement, which carries the final count, or by
 	// read repair.
 	spread := p.Kind != KindWrite
+	fsync := false // something authored here, or a retirement acknowledged
 	switch p.Kind {
 	case KindBorrow:
 		owner = p.Client
 		if owner == me {
 			return nil, errors.New("borrow exchange: a client with this replica's id")
 		}
+		if s.Retired(owner) || col.retiredRecently(l.Now(), key, owner) {
+			col.late.Add(1)
+			return nil, fmt.Errorf("borrow exchange: client %v: %w", owner, borrow.ErrLateBorrow)
+		}
 		if len(ClientDots(s, owner).Dots()) == 0 {
-			s.Create(me, owner)
+			if _, err := s.Lend(me, owner); err != nil {
+				return nil, err
+			}
+			fsync = true
 		}
 		col.borrows.Add(1)
 	case KindWrite:
@@ -382,21 +438,74 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 		col.writes.Add(1)
 		for _, o := range p.State.Dots() {
 			spread = spread || o.Cell.Frozen
+			fsync = fsync || o.Cell.Frozen
 		}
 	case KindState:
 		s.Join(p.State)
 		col.syncBytes.Add(uint64(len(incoming)))
 	}
 	if col.settle(me, s) {
-		spread = true
+		spread, fsync = true, true
 	}
-	if _, err := col.commit(l, key, s, prev, spread); err != nil {
+	if _, err := col.commit(l, key, s, prev, spread, fsync); err != nil {
 		return nil, err
 	}
 	if p.Kind == KindState {
 		return EncodeState(s)
 	}
 	return ClientDots(s, owner).MarshalBinary()
+}
+
+// RetiredRetention is how long a replica remembers a retired client of a
+// cell after it last saw one of its frozen dots, to refuse a late borrow
+// request from it (borrow.ErrLateBorrow) once the frozen dots are
+// transferred away and the state no longer shows the retirement. A client
+// asks for every loan before it retires, so only a request delayed longer
+// than this past the client's retirement (or across a restart of the
+// replica: the memory is not persisted) can still lend a dot that nobody
+// will retire; its count stays 0 and the value right, the dot is never
+// collected. Far above the coordinator's request timeouts.
+const RetiredRetention = 10 * time.Minute
+
+type retiredKey struct {
+	cell   string
+	client borrow.ID
+}
+
+// noteRetired remembers, at now, every client with a frozen dot in s, the
+// cell key's state.
+func (col *Column) noteRetired(now time.Time, key []byte, s *borrow.State) {
+	var ids []borrow.ID
+	for _, o := range s.Dots() {
+		if o.Cell.Frozen && o.Owner != o.Dot.Creator {
+			ids = append(ids, o.Owner)
+		}
+	}
+	col.retiredMu.Lock()
+	defer col.retiredMu.Unlock()
+	if col.retired == nil {
+		col.retired = map[retiredKey]time.Time{}
+	}
+	for _, id := range ids {
+		col.retired[retiredKey{string(key), id}] = now
+	}
+	if now.Sub(col.retiredPrune) >= RetiredRetention/10 {
+		col.retiredPrune = now
+		for k, t := range col.retired {
+			if now.Sub(t) > RetiredRetention {
+				delete(col.retired, k)
+			}
+		}
+	}
+}
+
+// retiredRecently reports whether client retired in the cell key less
+// than RetiredRetention ago, as far as this replica saw.
+func (col *Column) retiredRecently(now time.Time, key []byte, client borrow.ID) bool {
+	col.retiredMu.Lock()
+	defer col.retiredMu.Unlock()
+	t, ok := col.retired[retiredKey{string(key), client}]
+	return ok && now.Sub(t) <= RetiredRetention
 }
 
 // MarkDirty implements coltype.AntiEntropy.
@@ -431,8 +540,8 @@ func (col *Column) View(l coltype.Leader, key []byte, _ counters.ID) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
-	col.settle(col.self, s)
-	if _, err := col.commit(l, key, s, prev, false); err != nil {
+	settled := col.settle(col.self, s)
+	if _, err := col.commit(l, key, s, prev, false, settled); err != nil {
 		return nil, err
 	}
 	col.views.Add(1)
@@ -449,6 +558,7 @@ type Stats struct {
 	Writes      uint64 // client writes joined
 	Transferred uint64 // increments folded from frozen dots into own dots
 	Closed      uint64 // unlearnt loans of retired clients frozen
+	LateBorrows uint64 // borrow requests of retired clients refused
 	// Views: full states given for anti-entropy (each one sync exchange,
 	// a request and its answer); SyncBytes: the bytes of the full states
 	// received in sync exchanges, both ways (requests and answers).
@@ -459,7 +569,7 @@ type Stats struct {
 // Stats returns the column's running counts.
 func (col *Column) Stats() Stats {
 	return Stats{Leads: col.leads.Load(), Borrows: col.borrows.Load(), Writes: col.writes.Load(),
-		Transferred: col.transferred.Load(), Closed: col.closed.Load(), Views: col.views.Load(), SyncBytes: col.syncBytes.Load()}
+		Transferred: col.transferred.Load(), Closed: col.closed.Load(), LateBorrows: col.late.Load(), Views: col.views.Load(), SyncBytes: col.syncBytes.Load()}
 }
 
 // ColumnLister is what ReplicaStats needs of a replica (replica.Replica
@@ -482,6 +592,7 @@ func ReplicaStats(r ColumnLister) Stats {
 		out.Writes += s.Writes
 		out.Transferred += s.Transferred
 		out.Closed += s.Closed
+		out.LateBorrows += s.LateBorrows
 		out.Views += s.Views
 		out.SyncBytes += s.SyncBytes
 	}

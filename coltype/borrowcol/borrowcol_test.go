@@ -1,6 +1,7 @@
 package borrowcol
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,10 @@ type fakeLeader struct {
 	mu    sync.Mutex
 	cells map[string]row.Cell
 	locks sync.Mutex
+	// unsynced counts the writes since the last SyncLog (a periodic-mode
+	// commit log: what a machine crash may take back).
+	unsynced int
+	now      time.Time // the clock, time.Unix(1, 0) when zero
 }
 
 func newFake(id byte) *fakeLeader {
@@ -26,7 +31,12 @@ func newFake(id byte) *fakeLeader {
 }
 
 func (f *fakeLeader) CounterID() counters.ID { return f.id }
-func (f *fakeLeader) Now() time.Time         { return time.Unix(1, 0) }
+func (f *fakeLeader) Now() time.Time {
+	if f.now.IsZero() {
+		return time.Unix(1, 0)
+	}
+	return f.now
+}
 func (f *fakeLeader) Lock(row.Key, string) func() {
 	f.locks.Lock()
 	return f.locks.Unlock
@@ -41,6 +51,7 @@ func (f *fakeLeader) LocalShard(row.Key, string) (int64, int64, error) { return 
 func (f *fakeLeader) Write(k row.Key, m coltype.Mutation, _ commitlog.PayloadKind) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.unsynced++
 	cur, ok := f.cells[string(k.Partition)]
 	if !ok {
 		f.cells[string(k.Partition)] = m.Cell
@@ -51,6 +62,12 @@ func (f *fakeLeader) Write(k row.Key, m coltype.Mutation, _ commitlog.PayloadKin
 		return err
 	}
 	f.cells[string(k.Partition)] = out
+	return nil
+}
+func (f *fakeLeader) SyncLog() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unsynced = 0
 	return nil
 }
 func (f *fakeLeader) CacheLocalShard(row.Key, string, int64, int64) {}
@@ -319,5 +336,121 @@ func TestPayloadErrors(t *testing.T) {
 	}
 	if err := (Type{}).CheckDelta(-1); err == nil {
 		t.Error("a negative delta was accepted")
+	}
+}
+
+// TestAnswersSynced: every path that changes what this replica authors (a
+// lead, a loan, a transfer) and the acknowledgement of a retirement make
+// the commit log durable (SyncLog) before they return, after their own
+// write and the engine's unsynced ones (a periodic-mode log; replica's
+// TestBorrowMachineCrashPeriodic crashes one for real). A client's plain
+// write is acknowledged as the log's mode promises.
+func TestAnswersSynced(t *testing.T) {
+	fa, fb := newFake(1), newFake(2)
+	ca, cb := newColumn(t, fa), newColumn(t, fb)
+	key := []byte("k")
+	synced := func(f *fakeLeader, what string) {
+		t.Helper()
+		if f.unsynced != 0 {
+			t.Fatalf("%s returned with %d unsynced writes", what, f.unsynced)
+		}
+	}
+	if _, err := ca.Lead(fa, coltype.Update{Table: 7, Key: key, Column: "c", Delta: 2}); err != nil {
+		t.Fatal(err)
+	}
+	synced(fa, "a lead")
+	cl := borrow.ID{0xcc}
+	fa.unsynced++ // the engine merged a replicated state, unsynced
+	if _, err := ca.Exchange(fa, 7, key, "c", EncodeBorrow(cl)); err != nil {
+		t.Fatal(err)
+	}
+	synced(fa, "a loan")
+	d := ClientDots(state(t, fa, "k"), cl).Dots()[0].Dot
+	p, _ := EncodeWrite(borrow.Write(cl, d, borrow.Cell{Count: 1}))
+	for _, x := range []struct {
+		c *Column
+		f *fakeLeader
+	}{{ca, fa}, {cb, fb}} {
+		if _, err := x.c.Exchange(x.f, 7, key, "c", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fb.unsynced == 0 {
+		t.Fatal("a client's plain write was fsynced; it needs no more than the log's mode")
+	}
+	ret, _ := EncodeWrite(borrow.Write(cl, d, borrow.Cell{Frozen: true, Count: 1}))
+	if _, err := cb.Exchange(fb, 7, key, "c", ret); err != nil {
+		t.Fatal(err)
+	}
+	synced(fb, "a retirement acknowledged by a replica that did not create the dot")
+	c, _, _ := fb.Cell(row.Key{Partition: key}, "c")
+	fa.unsynced++
+	if err := ca.Observe(fa, coltype.Mutation{Table: 7, Key: key, Cell: c}); err != nil {
+		t.Fatal(err)
+	}
+	synced(fa, "an observed retirement (transferred)")
+	if st := state(t, fa, "k"); st.Borrowed() != 0 || st.Value() != 3 {
+		t.Fatalf("after the observed retirement: value %d, %d borrowed; want 3, 0", st.Value(), st.Borrowed())
+	}
+	// b's view after a's transferred state arrives: nothing of b's to fold.
+	syncCells(t, ca, fa, cb, fb, "k")
+	if st := state(t, fb, "k"); st.Borrowed() != 0 || st.Value() != 3 {
+		t.Fatalf("b after anti-entropy: value %d, %d borrowed; want 3, 0", st.Value(), st.Borrowed())
+	}
+}
+
+// TestLateBorrowRefused: a client borrows at a, counts, and retires at a,
+// which transfers its dot at once. A late copy of its borrow request then
+// reaches a (its state no longer shows the client) and b (which holds the
+// frozen dot): both refuse it with borrow.ErrLateBorrow and create nothing.
+// After RetiredRetention a's memory is gone and the late request lends an
+// orphan (the gap left, count 0).
+func TestLateBorrowRefused(t *testing.T) {
+	fa, fb := newFake(1), newFake(2)
+	ca, cb := newColumn(t, fa), newColumn(t, fb)
+	key := []byte("k")
+	cl := borrow.ID{0xcc}
+	borrowAt := func(c *Column, f *fakeLeader) error {
+		_, err := c.Exchange(f, 7, key, "c", EncodeBorrow(cl))
+		return err
+	}
+	if err := borrowAt(ca, fa); err != nil {
+		t.Fatal(err)
+	}
+	d := ClientDots(state(t, fa, "k"), cl).Dots()[0].Dot
+	ret, _ := EncodeWrite(borrow.Write(cl, d, borrow.Cell{Frozen: true, Count: 3}))
+	for _, x := range []struct {
+		c *Column
+		f *fakeLeader
+	}{{ca, fa}, {cb, fb}} {
+		if _, err := x.c.Exchange(x.f, 7, key, "c", ret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := state(t, fa, "k"); st.Borrowed() != 0 || st.Value() != 3 {
+		t.Fatalf("creator after the retirement: value %d, %d borrowed; want 3, 0", st.Value(), st.Borrowed())
+	}
+	for _, x := range []struct {
+		name string
+		c    *Column
+		f    *fakeLeader
+	}{{"the creator (dot transferred)", ca, fa}, {"another replica (frozen dot held)", cb, fb}} {
+		before := state(t, x.f, "k")
+		if err := borrowAt(x.c, x.f); !errors.Is(err, borrow.ErrLateBorrow) {
+			t.Fatalf("%s: late borrow request answered with %v, want ErrLateBorrow", x.name, err)
+		}
+		if !state(t, x.f, "k").Equal(before) {
+			t.Fatalf("%s: a refused request changed the cell", x.name)
+		}
+	}
+	if n := ca.Stats().LateBorrows + cb.Stats().LateBorrows; n != 2 {
+		t.Fatalf("LateBorrows %d, want 2", n)
+	}
+	fa.now = time.Unix(1, 0).Add(RetiredRetention + time.Second)
+	if err := borrowAt(ca, fa); err != nil {
+		t.Fatalf("after the retention: %v", err)
+	}
+	if n := state(t, fa, "k").Borrowed(); n != 1 {
+		t.Fatalf("after the retention: %d borrowed dots, want the one orphan", n)
 	}
 }

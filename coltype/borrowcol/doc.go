@@ -8,14 +8,18 @@
 // so that after any restart it transfers the dots it lent before. This
 // relies on the durability rules of counters/borrow: a replica writes
 // every change through the commit log before anything derived from it
-// leaves (a borrow answer, an acknowledgement, a state), which survives a
-// process crash in every sync mode (periodic acknowledges once written to
-// the operating system). A machine crash with periodic sync may lose the
-// last acknowledged records and bring a creator back to an older state
-// (it could lend a dot twice, or redo a transfer over a count that moved
-// on); vanilla counters cover that window with a new counter id after an
-// unclean start, borrow_counter does not: run it with commitlog_sync batch
-// or group where machine crashes matter.
+// leaves, and fsyncs what it authored (a loan, its own dot's count, a
+// transfer, a closed loan) and a retirement before it returns, whatever the
+// log's sync mode (coltype.LogSyncer; in batch and group modes the write
+// already waited for it, in periodic mode it costs an fsync on those
+// paths, not on a client's plain write). A machine crash therefore never
+// brings a creator back to an older state of what it authored: it could
+// otherwise lend a dot twice, or fork its own dot (the join keeps one
+// branch's count and loses the other's). Vanilla counters cover that
+// window with a new counter id after an unclean start; for a Borrow-Counter
+// a new id is not enough, because the dots lent under the old one must
+// still be transferred and neither place to fold them is safe
+// (counters/borrow's TestRollbackFreshIdentityUnsound).
 //
 // The cell is the replica's joined borrow.State, encoded as
 // borrow.State.MarshalBinary (version byte 1, kind byte 1). It is a
@@ -62,6 +66,12 @@
 // client's other dots are transferred away. Otherwise the loan (count 0)
 // stays: the value is right, the dot is not collected (a known gap, see
 // docs/borrow-counter.md).
+//
+// A borrow request from a client that has retired is a late copy (a
+// client asks for every loan before it retires): it is refused with
+// borrow.ErrLateBorrow when the state shows the client retired or the
+// replica saw one of its frozen dots in the cell less than
+// RetiredRetention ago, instead of lending a dot nobody would retire.
 //
 // Importing the package registers the type (init).
 package borrowcol

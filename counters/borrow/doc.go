@@ -21,7 +21,8 @@
 // size grows with the creators (the permanent nodes), not with the clients.
 //
 //	Figure 1 join (DotMap of DotFun)   State.Join
-//	create_i((m, c), j)                State.Create(i, j), idempotent (c)
+//	create_i((m, c), j)                State.Create(i, j), idempotent (c);
+//	                                   State.Lend refuses retired clients
 //	inc_i((m, c), n)                   State.Inc(i, n); a client: Client.Add
 //	retire_i((m, c))                   State.Retire(i); a client: Client.Retire
 //	transfer_i((m, c), j)              State.Transfer(i, j), restricted (a)
@@ -88,15 +89,19 @@
 // or gives up on it (Client.Abandon): the dot that creator may have lent
 // (count 0) then stays active in the cell for ever, never counted wrong,
 // never collected. A creator gone for good leaves its frozen dots behind the
-// same way; collecting them needs an operator decision that a successor may
-// transfer the dots the gone node created (it must never act again), which
+// same way; collecting them needs one successor per gone node, decided once
+// and for ever (two folders over-count, decision (a)), starting from the
+// gone node's last state (else it redoes a fold the gone node made), which
 // this package does not implement.
 //
-// A borrow request delayed in the network past the client's retirement and
-// the creator's transfer would make a new dot for the gone client, active
-// for ever. The checker models borrow requests as request/response calls
-// (the answer may be lost, the request is not replayed late); the ring must
-// not queue borrow requests beyond the client's own retry horizon.
+// A borrow request delayed in the network past the client's retirement
+// would make a new dot for the gone client, active for ever. Lend (Create
+// for a client's request) refuses it (ErrLateBorrow) while the state shows
+// the client retired; once its frozen dots are transferred the state cannot
+// tell, so whoever serves borrow requests must remember retired clients for
+// as long as a request may be late (TestLateBorrowRequest). The checker
+// models borrow requests as request/response calls (the answer may be lost,
+// the request is not replayed late) and requires Lend never to refuse one.
 //
 // # Durability (what the caller must do)
 //
@@ -107,6 +112,18 @@
 // undoes what others saw. A client persists its Client before a borrow
 // request, before a write and before retiring. The checker crashes
 // permanent nodes, which resume from what they persisted.
+//
+// Persisting means surviving the crashes that may happen: where a machine
+// crash can take back what was written but not fsynced (a periodic-mode
+// commit log), a node fsyncs after every change it authors (a loan, its own
+// dot's count, a transfer) and before acknowledging a retirement; what a
+// crash then takes back was authored by others, who still hold it, and the
+// join restores it. The checker's machine crashes resume from the last
+// fsync; a node that skips those fsyncs is caught (periodicWindow). A fresh identity after a crash, as
+// vanilla counters take, is not a substitute: the dots lent under the old
+// identity must still be transferred, and folding them into the old own
+// dot loses increments while folding them into the new one counts some
+// twice (TestRollbackFreshIdentityUnsound).
 //
 // # Encoding
 //

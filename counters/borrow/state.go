@@ -87,6 +87,37 @@ func (s *State) Create(creator, owner ID) Dot {
 	return d
 }
 
+// ErrLateBorrow is returned by Lend for a client that has retired.
+var ErrLateBorrow = errors.New("borrow: the client has retired; a late borrow request is refused")
+
+// Lend is Create for a client's borrow request: it refuses with ErrLateBorrow
+// when the state shows owner retired (Retired), and otherwise returns
+// Create(creator, owner). A client asks for loans only before it retires
+// (Client.Retire refuses while an answer is unknown, and a retired Client
+// asks no more), so a request that arrives once its retirement is here is
+// a late copy: a new dot would stay active for ever, since only its owner
+// freezes a dot. Once the client's frozen dots are transferred away the
+// state no longer shows the retirement; whoever serves borrow requests
+// must then remember it for as long as a request may be late
+// (coltype/borrowcol keeps the retired clients it saw for a while).
+func (s *State) Lend(creator, owner ID) (Dot, error) {
+	if s.Retired(owner) {
+		return Dot{}, ErrLateBorrow
+	}
+	return s.Create(creator, owner), nil
+}
+
+// Retired reports whether owner has a frozen dot in the store: it froze
+// its dots, so it has retired (a permanent node never freezes its own).
+func (s *State) Retired(owner ID) bool {
+	for _, c := range s.owners[owner] {
+		if c.Frozen {
+			return true
+		}
+	}
+	return false
+}
+
 // dotBy returns the smallest dot of owner's entry created by creator.
 func (s *State) dotBy(creator, owner ID) (Dot, bool) {
 	var best Dot

@@ -1,6 +1,7 @@
 package borrow
 
 import (
+	"errors"
 	"math/rand/v2"
 	"testing"
 
@@ -290,20 +291,47 @@ func TestJoinLaws(t *testing.T) {
 	}
 }
 
-// TestLateBorrowRequestKnownGap documents the gap of decision (c) that this
-// package leaves to the ring: a borrow request delayed past the client's
-// retirement and the creator's transfer makes a new dot that nobody will
-// ever freeze. Its count is 0, so the value stays right; the dot is never
-// collected.
-func TestLateBorrowRequestKnownGap(t *testing.T) {
+// TestLateBorrowRequest: a borrow request delayed past the client's
+// retirement is refused by Lend while the creator holds the client's frozen
+// dot (ErrLateBorrow, nothing created). Once the creator has transferred it,
+// the state no longer shows the retirement and Create would make a new dot
+// that nobody will ever freeze (count 0, the value stays right, the dot is
+// never collected): the gap that coltype/borrowcol closes by remembering
+// retired clients for a while (its TestLateBorrowRefused).
+func TestLateBorrowRequest(t *testing.T) {
 	a := New()
 	a.Create(idA, idA)
-	d := a.Create(idA, idB)
+	d, err := a.Lend(idA, idB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := a.Lend(idA, idB); err != nil || again != d {
+		t.Fatalf("a repeated request: %v, %v; want %v", again, err, d)
+	}
 	a.Join(Write(idB, d, Cell{Frozen: true, Count: 2}))
+	if !a.Retired(idB) || a.Retired(idA) {
+		t.Fatal("Retired: want b retired, a not")
+	}
+	before := a.Clone()
+	if _, err := a.Lend(idA, idB); !errors.Is(err, ErrLateBorrow) {
+		t.Fatalf("a late request while the frozen dot is held: %v, want ErrLateBorrow", err)
+	}
+	if !a.Equal(before) {
+		t.Fatal("a refused request changed the state")
+	}
+	// Another creator that holds the frozen dot refuses too.
+	c := New()
+	c.Join(a)
+	if _, err := c.Lend(idC, idB); !errors.Is(err, ErrLateBorrow) {
+		t.Fatalf("a late request at another creator: %v, want ErrLateBorrow", err)
+	}
 	a.TransferAll(idA)
-	late := a.Create(idA, idB) // the delayed duplicate of b's request
-	if late == d {
-		t.Fatal("the late request got the transferred dot back")
+	if a.Retired(idB) {
+		t.Fatal("still retired after the transfer")
+	}
+	late, err := a.Lend(idA, idB) // the gap: nothing here shows b retired
+	if err != nil || late == d {
+		t.Fatalf("after the transfer: %v, %v", late, err)
 	}
 	mustValue(t, a, 2)
 	if a.Borrowed() != 1 {
