@@ -274,7 +274,8 @@ func (f *loadFlags) emit(stdout, stderr io.Writer, command string, reports ...*R
 }
 
 const benchLegend = `
-# ops: acknowledged ops (latency: theirs, retries included); dismissed: updates the FBF leaders recognised as retries
+# ops: acknowledged ops (latency: theirs, retries included); dismissed: updates the FBF (or reset_counter) leaders
+# recognised as retries
 # expected: Σ acknowledged increments; final: Σ counters read at ALL after the run; unknown: Σ increments no attempt
 # of which was acknowledged; over: Σ per key above expected + unknown (counted twice); under: Σ per key below
 # expected (lost); error % = 100 · (over + under) / expected
