@@ -318,6 +318,10 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		}
 	}
 	start := time.Now()
+	finishOutboxes := func() *ResetOutboxResult { return nil }
+	if c := target.Cluster; c != nil && slices.Contains(cfg.Modes, ModeReset) {
+		finishOutboxes = watchResetOutboxes(c, start, r.stop.Load)
+	}
 	stopProgress := r.progress(start)
 	stopSampling := r.sample(ctx, start, setup)
 	var timer *time.Timer
@@ -370,6 +374,7 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
+	outboxes := finishOutboxes()
 	rep := &Report{Name: cfg.Name, Config: reportConfig(cfg, target, hosts), Series: r.series, faultEvents: r.log.Since(logStart)}
 	for _, mr := range r.modes {
 		var hres *HandoffResult
@@ -396,6 +401,9 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		res := mr.result(final)
 		if mr.resetBook != nil {
 			res.ResetSample = sampled
+		}
+		if mr.name == ModeReset {
+			res.ResetOutbox = outboxes
 		}
 		res.Handoff = hres
 		res.Borrow = bres

@@ -163,6 +163,8 @@ type ModeResult struct {
 	// ResetSample is the reset sampler's work (the reset mode with
 	// Config.ResetSampler); Final is then its Sampled + FinalRead.
 	ResetSample *ResetSampleResult `json:"reset_sample,omitempty"`
+	// ResetOutbox is what the reset mode's outboxes held (embedded ring).
+	ResetOutbox *ResetOutboxResult `json:"reset_outbox,omitempty"`
 
 	latency *hdrhistogram.Histogram
 }
@@ -347,6 +349,16 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 					"  %d reads failed; longest read-to-ack %.0f ms). over/under compare samples + final per key with the increments\n",
 					m.Mode, s.Sampled, s.FinalRead, s.PeriodMS, s.Keys, s.Samples, s.Ticks, s.DeleteAttempts, s.Failed,
 					s.DroppedAcks, s.ReadErrors, s.MaxResetMS)
+			}
+		}
+		for _, m := range r.Modes {
+			if o := m.ResetOutbox; o != nil {
+				drained := fmt.Sprintf("empty %.1f s later", o.DrainedS)
+				if !o.Drained {
+					drained = "NOT empty a minute later"
+				}
+				fmt.Fprintf(w, "  %s outboxes (ops a peer has not acknowledged, running nodes): peak %d at %.1f s; %d when the load ended, %s\n",
+					m.Mode, o.PeakPending, o.PeakAtS, o.EndPending, drained)
 			}
 		}
 		for _, m := range r.Modes {

@@ -285,3 +285,81 @@ func (r *runner) startResetSampler(ctx context.Context, mr *modeRun) func() (*Re
 
 // errNoResetMode: the sampler resets bench.reset.
 var errNoResetMode = errors.New("bench: the reset sampler needs the reset mode (--modes ...,reset)")
+
+// ResetOutboxResult is what the reset_counter outboxes of an embedded
+// ring's running nodes held during a run: the ops their peers had not
+// acknowledged (resetcol.Stats.Pending), sampled every 250 ms.
+type ResetOutboxResult struct {
+	PeakPending int     `json:"peak_pending"`
+	PeakAtS     float64 `json:"peak_at_s"` // seconds after the load started
+	// EndPending is what they held when the load ended; DrainedS how long
+	// after that until they held nothing (Drained false: not within a
+	// minute).
+	EndPending int     `json:"end_pending"`
+	DrainedS   float64 `json:"drained_s"`
+	Drained    bool    `json:"drained"`
+	// Series is (seconds after the start, ops pending) at every sample.
+	Series [][2]float64 `json:"series,omitempty"`
+}
+
+// ResetPending sums the ops in the reset_counter outboxes of the running
+// nodes (the cells they have in memory).
+func (c *Cluster) ResetPending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, nd := range c.nodes {
+		if nd != nil {
+			n += resetcol.ReplicaStats(nd.Replica()).Pending
+		}
+	}
+	return n
+}
+
+// watchResetOutboxes samples c's reset outboxes from start: EndPending
+// is the first sample after stopped reports true (the load's end); the
+// returned function stops sampling, waits (up to a minute from the load's
+// end) until the outboxes are empty and returns the result.
+func watchResetOutboxes(c *Cluster, start time.Time, stopped func() bool) (finish func() *ResetOutboxResult) {
+	res := &ResetOutboxResult{}
+	var ended time.Time
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			end := stopped()
+			p, at := c.ResetPending(), time.Since(start).Seconds()
+			res.Series = append(res.Series, [2]float64{at, float64(p)})
+			if p > res.PeakPending {
+				res.PeakPending, res.PeakAtS = p, at
+			}
+			if end {
+				ended, res.EndPending = time.Now(), p
+				return
+			}
+		}
+	}()
+	return func() *ResetOutboxResult {
+		close(stop)
+		<-done
+		if ended.IsZero() {
+			ended, res.EndPending = time.Now(), c.ResetPending()
+		}
+		for time.Since(ended) < time.Minute {
+			if c.ResetPending() == 0 {
+				res.Drained, res.DrainedS = true, time.Since(ended).Seconds()
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return res
+	}
+}
