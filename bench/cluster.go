@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/coltype/handoffcol"
+	"github.com/idemkv/idemkv/coltype/resetcol"
 	"github.com/idemkv/idemkv/node"
 	"github.com/idemkv/idemkv/vfs"
 )
@@ -56,7 +57,10 @@ type Cluster struct {
 	// dismissedGone is what stopped node objects had counted; syncGone
 	// their handoff anti-entropy counts.
 	dismissedGone uint64
-	syncGone      [2]uint64
+	// resetDismissedGone is the part of dismissedGone that reset_counter
+	// columns dismissed.
+	resetDismissedGone uint64
+	syncGone           [2]uint64
 }
 
 // StartCluster starts the ring and waits until every node sees every other
@@ -164,6 +168,20 @@ func (c *Cluster) Dismissed() uint64 {
 	return n
 }
 
+// ResetDismissed is the part of Dismissed that reset_counter columns
+// (map form included) recognised as retries, stopped incarnations included.
+func (c *Cluster) ResetDismissed() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.resetDismissedGone
+	for _, nd := range c.nodes {
+		if nd != nil {
+			n += resetcol.ReplicaStats(nd.Replica()).Dismissed
+		}
+	}
+	return n
+}
+
 // ClusterHandoffStats are an embedded ring's handoff counter counts.
 type ClusterHandoffStats struct {
 	SyncMessages, SyncBytes uint64 // tier-0 anti-entropy, stopped incarnations included
@@ -226,6 +244,7 @@ func (c *Cluster) Kill(i int) error {
 	if n != nil {
 		st := n.Coordinator().Stats()
 		c.dismissedGone += st.Dismissed
+		c.resetDismissedGone += resetcol.ReplicaStats(n.Replica()).Dismissed
 		msgs, bytes := handoffSync(n)
 		c.syncGone[0] += msgs
 		c.syncGone[1] += bytes

@@ -58,6 +58,8 @@ type loadFlags struct {
 	pauseEvery, pauseFor       *time.Duration
 	sample                     *time.Duration
 	handoffExchanges           *int
+	resetSampler               *time.Duration
+	resetSampleKeys            *int
 	seed                       *uint64
 	format, out, dir           *string
 	quiet, check               *bool
@@ -86,7 +88,7 @@ func addLoadFlags(fs *flag.FlagSet, d loadDefaults) *loadFlags {
 		nodes:               fs.Int("nodes", 3, "nodes of the embedded ring (node i on 127.0.0.i)"),
 		rf:                  fs.Int("rf", 3, "replication factor of keyspace bench when the run creates it"),
 		cl:                  fs.String("cl", "QUORUM", "consistency level of the updates (final values are read at ALL)"),
-		modes:               fs.String("modes", "vanilla,fbf", "counter modes run side by side: tables vanilla, fbf, handoff (a handoff_counter column; clients are tier-1 participants) reset (a reset_counter column, updated like vanilla) and borrow (a borrow_counter column; clients borrow a dot)"),
+		modes:               fs.String("modes", "vanilla,fbf", "counter modes run side by side: tables vanilla, fbf, handoff (a handoff_counter column; clients are tier-1 participants) reset (a reset_counter column, with op ids like every mode; see --reset-sampler) and borrow (a borrow_counter column; clients borrow a dot)"),
 		clients:             fs.Int("clients", 16, "concurrent clients per mode, each with its own op-id client id"),
 		rate:                fs.Float64("rate", 0, "open loop: ops/s per mode on a fixed schedule (0: closed loop)"),
 		ops:                 fs.Int64("ops", d.ops, "ops per mode (0: run for --duration)"),
@@ -122,6 +124,8 @@ func addLoadFlags(fs *flag.FlagSet, d loadDefaults) *loadFlags {
 		proxy:               fs.Bool("proxy", false, "start a fault proxy in front of every host (--hosts or the embedded ring) and send the load through them: --lost-ack and --delay are injected by the proxies, for any CQL server alike"),
 		proxyListen:         fs.String("proxy-listen", "", "with --proxy: the proxies' listen addresses, comma-separated, one per host (default 127.0.2.i on the host's port)"),
 		proxyReset:          fs.Float64("proxy-reset", 0, "with --proxy: probability that a proxy closes the connection after forwarding an attempt"),
+		resetSampler:        fs.Duration("reset-sampler", 0, "reset mode: every period a sampler reads --reset-sample-keys random keys with their reset contexts and DELETEs each with its context at ALL (0: no sampler); the mode's accuracy is then the samples plus the final values against the increments"),
+		resetSampleKeys:     fs.Int("reset-sample-keys", 4, "keys the reset sampler reads and resets per period"),
 		handoffExchanges:    fs.Int("handoff-exchanges", 1, "handoff mode: exchanges per op and key (1: an op's increments are handed off by the next op on the key or the final flush; 2: within the op)"),
 	}
 }
@@ -155,6 +159,7 @@ func (f *loadFlags) config(name string, stderr io.Writer) (Config, error) {
 		Faults: Faults{LostAck: *f.lostAck, Delay: *f.delay, DelayBy: *f.delayBy, KillEvery: *f.killEvery, Down: *f.down,
 			PauseEvery: *f.pauseEvery, PauseFor: *f.pauseFor, Reset: *f.proxyReset},
 		Seed: *f.seed, RF: *f.rf, FBFOptions: fbf, SampleEvery: *f.sample, HandoffExchanges: *f.handoffExchanges,
+		ResetSampler: *f.resetSampler, ResetSampleKeys: *f.resetSampleKeys,
 	}
 	if !*f.quiet {
 		if file, ok := stderr.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
@@ -269,14 +274,17 @@ func (f *loadFlags) emit(stdout, stderr io.Writer, command string, reports ...*R
 }
 
 const benchLegend = `
-# ops: acknowledged ops (latency: theirs, retries included); dismissed: updates the FBF leaders recognised as retries
+# ops: acknowledged ops (latency: theirs, retries included); dismissed: updates the FBF (or reset_counter) leaders
+# recognised as retries
 # expected: Σ acknowledged increments; final: Σ counters read at ALL after the run; unknown: Σ increments no attempt
 # of which was acknowledged; over: Σ per key above expected + unknown (counted twice); under: Σ per key below
 # expected (lost); error % = 100 · (over + under) / expected
 `
 
 // checkReports fails when FBF counted a retry twice, lost more than its
-// false positives explain, or a retry left the horizon.
+// false positives explain, a retry left the horizon, the handoff or borrow
+// mode was not exact, or the reset mode's samples plus final values were
+// not (with --reset-sampler).
 func checkReports(reports []*Report) error {
 	for _, r := range reports {
 		if !r.Horizon.AllWithin {
@@ -287,6 +295,9 @@ func checkReports(reports []*Report) error {
 		}
 		if m, ok := r.Mode(ModeBorrow); ok && (m.Overcount > 0 || m.Undercount > 0) {
 			return fmt.Errorf("%s: borrow over-counted by %d and under-counted by %d", r.Name, m.Overcount, m.Undercount)
+		}
+		if m, ok := r.Mode(ModeReset); ok && m.ResetSample != nil && (m.Overcount > 0 || m.Undercount > 0) {
+			return fmt.Errorf("%s: reset samples + final over-counted by %d and under-counted by %d", r.Name, m.Overcount, m.Undercount)
 		}
 		m, ok := r.Mode(ModeFBF)
 		if !ok {

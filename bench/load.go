@@ -65,6 +65,13 @@ type Config struct {
 	// the total it reads (at QUORUM, over the keys touched so far) at that
 	// period: Report.Series.
 	SampleEvery time.Duration
+	// ResetSampler, when positive, runs the reset sampler (resetsample.go)
+	// at that period beside the reset mode's clients: it reads
+	// ResetSampleKeys (default 4) random keys with their reset contexts
+	// and resets each at ALL with its context; the mode's accuracy is
+	// then checked on the samples plus the final values.
+	ResetSampler    time.Duration
+	ResetSampleKeys int
 	// Progress receives a progress bar; nil shows none.
 	Progress io.Writer
 }
@@ -94,6 +101,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HandoffExchanges <= 0 {
 		c.HandoffExchanges = 1
+	}
+	if c.ResetSampleKeys <= 0 {
+		c.ResetSampleKeys = 4
 	}
 	if c.Faults.DelayBy <= 0 {
 		c.Faults.DelayBy = c.Timeout + 100*time.Millisecond
@@ -126,6 +136,9 @@ func (c Config) validate() error {
 			return fmt.Errorf("bench: counter mode %q given twice", m)
 		}
 		seen[m] = true
+	}
+	if c.ResetSampler > 0 && !seen[ModeReset] {
+		return errNoResetMode
 	}
 	for _, p := range []float64{c.Faults.LostAck, c.Faults.Delay, c.Faults.Reset} {
 		if p < 0 || p > 1 {
@@ -203,6 +216,7 @@ type modeRun struct {
 	dismissedPartial              atomic.Bool
 	handoff                       *handoffRun // the handoff mode's counters
 	borrow                        *borrowRun  // the borrow mode's counters
+	resetBook                     *resetBook  // the reset sampler's samples, if it runs
 }
 
 type runner struct {
@@ -253,10 +267,10 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	}
 	defer r.session.Close()
 
-	var dismissedBefore uint64
+	var dismissedBefore, resetDismissedBefore uint64
 	var dupsBefore map[string]int64
 	if c := target.Cluster; c != nil {
-		dismissedBefore, dupsBefore = c.Dismissed(), c.Injector().Duplicates()
+		dismissedBefore, resetDismissedBefore, dupsBefore = c.Dismissed(), c.ResetDismissed(), c.Injector().Duplicates()
 		if target.Proxies == nil && !target.ClientFaults {
 			c.Injector().Set(cfg.Faults)
 			defer c.Injector().Set(Faults{})
@@ -297,7 +311,17 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		borrowBefore = c.borrowStats()
 	}
 	faultsDone := r.scheduleFaults(ctx)
+	stopResetSampler := func() (*ResetSampleResult, error) { return nil, nil }
+	for _, mr := range r.modes {
+		if mr.name == ModeReset && cfg.ResetSampler > 0 {
+			stopResetSampler = r.startResetSampler(ctx, mr)
+		}
+	}
 	start := time.Now()
+	finishOutboxes := func() *ResetOutboxResult { return nil }
+	if c := target.Cluster; c != nil && slices.Contains(cfg.Modes, ModeReset) {
+		finishOutboxes = watchResetOutboxes(c, start, r.stop.Load)
+	}
 	stopProgress := r.progress(start)
 	stopSampling := r.sample(ctx, start, setup)
 	var timer *time.Timer
@@ -331,8 +355,12 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	stopProgress()
 	stopSlots()
 	faultErr := <-faultsDone
+	sampled, samplerErr := stopResetSampler()
 	if p := r.fatal.Load(); p != nil {
 		return nil, *p
+	}
+	if samplerErr != nil {
+		return nil, samplerErr
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("bench: run interrupted: %w", err)
@@ -346,6 +374,7 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
+	outboxes := finishOutboxes()
 	rep := &Report{Name: cfg.Name, Config: reportConfig(cfg, target, hosts), Series: r.series, faultEvents: r.log.Since(logStart)}
 	for _, mr := range r.modes {
 		var hres *HandoffResult
@@ -362,7 +391,20 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		if mr.resetBook != nil {
+			sampled.FinalRead = 0
+			for _, v := range final {
+				sampled.FinalRead += v
+			}
+			final = mr.resetBook.combine(final)
+		}
 		res := mr.result(final)
+		if mr.resetBook != nil {
+			res.ResetSample = sampled
+		}
+		if mr.name == ModeReset {
+			res.ResetOutbox = outboxes
+		}
 		res.Handoff = hres
 		res.Borrow = bres
 		rep.Modes = append(rep.Modes, res)
@@ -370,14 +412,18 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 	if c := target.Cluster; c != nil {
 		c.Injector().Forget()
 		dups := c.Injector().Duplicates()
-		dismissed := int64(c.Dismissed() - dismissedBefore)
+		resetDismissed := int64(c.ResetDismissed() - resetDismissedBefore)
+		dismissed := int64(c.Dismissed()-dismissedBefore) - resetDismissed
 		for i := range rep.Modes {
 			m := &rep.Modes[i]
 			m.Duplicates += dups[m.Mode] - dupsBefore[m.Mode]
 			m.DismissedKnown = true
-			if m.Mode == ModeFBF { // the only mode with a filter: every dismissal is its
+			switch m.Mode {
+			case ModeFBF: // the only mode with a filter: every other dismissal is its
 				m.Dismissed = dismissed
 				m.FalsePositives = max(0, m.Dismissed-m.Duplicates)
+			case ModeReset: // op ids kept by the cells for the op window: no false positive
+				m.Dismissed = resetDismissed
 			}
 		}
 	}
@@ -930,7 +976,7 @@ func (mr *modeRun) result(final map[int]int64) ModeResult {
 		Duplicates: mr.clientDups.Load(),
 		latency:    h,
 	}
-	if mr.name == ModeFBF && !mr.dismissedPartial.Load() {
+	if (mr.name == ModeFBF || mr.name == ModeReset) && !mr.dismissedPartial.Load() {
 		// What the answers said; an embedded ring's own counts replace
 		// these (Run). An abandoned attempt's answer is read too.
 		res.Dismissed, res.FalsePositives, res.DismissedKnown = mr.dismissedSeen.Load(), mr.firstDismissed.Load(), true

@@ -160,6 +160,11 @@ type ModeResult struct {
 	Handoff *HandoffResult `json:"handoff,omitempty"`
 	// Borrow is the borrow mode's costs (nil for the other modes).
 	Borrow *BorrowResult `json:"borrow,omitempty"`
+	// ResetSample is the reset sampler's work (the reset mode with
+	// Config.ResetSampler); Final is then its Sampled + FinalRead.
+	ResetSample *ResetSampleResult `json:"reset_sample,omitempty"`
+	// ResetOutbox is what the reset mode's outboxes held (embedded ring).
+	ResetOutbox *ResetOutboxResult `json:"reset_outbox,omitempty"`
 
 	latency *hdrhistogram.Histogram
 }
@@ -335,6 +340,26 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 		}
 		if err := tw.Flush(); err != nil {
 			return fmt.Errorf("bench: write table: %w", err)
+		}
+		for _, m := range r.Modes {
+			if s := m.ResetSample; s != nil {
+				fmt.Fprintf(w, "  %s: final = Σ samples + Σ read at ALL after the run = %d + %d. Every %.0f ms a sampler read %d random keys\n"+
+					"  with their reset contexts and DELETEd each with its context at ALL, replaying it until acknowledged, then\n"+
+					"  booked the value read: %d samples in %d periods (%d DELETE attempts, %d failed, %d acks dropped and replayed;\n"+
+					"  %d reads failed; longest read-to-ack %.0f ms). over/under compare samples + final per key with the increments\n",
+					m.Mode, s.Sampled, s.FinalRead, s.PeriodMS, s.Keys, s.Samples, s.Ticks, s.DeleteAttempts, s.Failed,
+					s.DroppedAcks, s.ReadErrors, s.MaxResetMS)
+			}
+		}
+		for _, m := range r.Modes {
+			if o := m.ResetOutbox; o != nil {
+				drained := fmt.Sprintf("empty %.1f s later", o.DrainedS)
+				if !o.Drained {
+					drained = "NOT empty a minute later"
+				}
+				fmt.Fprintf(w, "  %s outboxes (ops a peer has not acknowledged, running nodes): peak %d at %.1f s; %d when the load ended, %s\n",
+					m.Mode, o.PeakPending, o.PeakAtS, o.EndPending, drained)
+			}
 		}
 		for _, m := range r.Modes {
 			if m.Mode == ModeFBF && m.Undercount > 0 && m.DismissedKnown {

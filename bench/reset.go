@@ -3,11 +3,13 @@ package bench
 import "github.com/idemkv/idemkv/coltype/borrowcol"
 
 // ModeReset is bench.reset (c reset_counter, the observed-reset counter of
-// coltype/resetcol): updated like vanilla (`c = c + ?`, no op id, so a
-// client's retry after a timeout may count twice, as for vanilla); the
-// mode shows what the design's per-op channel costs in latency and
-// throughput. DELETE and the reset experiments are `idemkv experiment
-// reset` (bench/resetexp).
+// coltype/resetcol): updated like vanilla (`c = c + ?`), with the op id
+// every mode's clients send (package client): a retry after a lost answer
+// is dismissed by a leader that applied the first attempt (the cell keeps
+// op ids for reset_op_window). Config.ResetSampler adds a sampler that
+// reads keys with their reset contexts and DELETEs them with those
+// contexts during the run (resetsample.go); the other reset experiments
+// are `idemkv experiment reset` (bench/resetexp).
 const ModeReset = "reset"
 
 // modeColumnTypes are the column types of the modes whose table is not a

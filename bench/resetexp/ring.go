@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"time"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/resetcol"
@@ -54,6 +55,7 @@ type Ring struct {
 	typ  string
 	seed uint64
 	sync commitlog.SyncMode
+	now  func() time.Time // the replicas' clock; nil: time.Now
 	Reps []*replica.Replica
 	IDs  []counters.ID
 	Traffic
@@ -79,7 +81,13 @@ func Open(dir string, n int, typ string, seed uint64) (*Ring, error) {
 // OpenSync is Open with the commit logs' sync mode (SyncPeriodic for the
 // experiments' large runs, where no replica crashes).
 func OpenSync(dir string, n int, typ string, seed uint64, sync commitlog.SyncMode) (*Ring, error) {
-	r := &Ring{dir: dir, typ: typ, seed: seed, sync: sync}
+	return OpenClock(dir, n, typ, seed, sync, nil)
+}
+
+// OpenClock is OpenSync with the replicas' clock (nil: time.Now), e.g. a
+// fake one that a measure moves past the op window.
+func OpenClock(dir string, n int, typ string, seed uint64, sync commitlog.SyncMode, now func() time.Time) (*Ring, error) {
+	r := &Ring{dir: dir, typ: typ, seed: seed, sync: sync, now: now}
 	for i := range n {
 		rep, err := r.open(i)
 		if err != nil {
@@ -100,6 +108,7 @@ func (r *Ring) open(i int) (*replica.Replica, error) {
 		Dir:       filepath.Join(r.dir, fmt.Sprintf("r%d", i)),
 		CommitLog: commitlog.Options{Sync: r.sync},
 		IDs:       seededIDs{rand.New(rand.NewPCG(r.seed, uint64(i)))},
+		Now:       r.now,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 }
@@ -168,6 +177,11 @@ func (r *Ring) Inc(i int, key string, d int64) ([]Msg, error) {
 // retry the leader recognises returns its re-sent cell as the mutations.
 func (r *Ring) IncOp(i int, key string, d int64, opID [16]byte, opTime int64) ([]Msg, error) {
 	return r.lead(i, coltype.Update{Key: []byte(key), Delta: d, HasOp: true, OpID: opID, OpTime: opTime})
+}
+
+// IncElemOp is IncOp on key elem of a map column (m = m + {elem: d}).
+func (r *Ring) IncElemOp(i int, key, elem string, d int64, opID [16]byte, opTime int64) ([]Msg, error) {
+	return r.lead(i, coltype.Update{Key: []byte(key), Element: elem, Delta: d, HasOp: true, OpID: opID, OpTime: opTime})
 }
 
 // Delete leads DELETE c at replica i, with the client's reset context (nil:

@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/idemkv/idemkv/bench/resetexp"
+	"github.com/idemkv/idemkv/coltype/resetcol"
 )
 
 func init() {
 	experiments = append(experiments, struct {
 		name, summary string
 		run           func(args []string, stdout, stderr io.Writer) error
-	}{"reset", "the observed-reset counter (reset_counter): concurrent reset, obliviousness, messages", runExperimentReset})
+	}{"reset", "the observed-reset counter (reset_counter): concurrent reset, obliviousness, messages, sampling, partition, state against clients", runExperimentReset})
 }
 
 func runExperimentReset(args []string, stdout, stderr io.Writer) error {
@@ -24,7 +27,9 @@ func runExperimentReset(args []string, stdout, stderr io.Writer) error {
 	ops := fs.Int("ops", 1000, "ops of each kind in the messages measure")
 	seed := fs.Uint64("seed", 1, "seed of the replicas' ids and of the workload")
 	samples := fs.Int("sample-incs", 10000, "increments in the sample-and-reset run (a sample every 100)")
-	only := fs.String("only", "", "run one part: concurrent, oblivious, messages, sample or partition (default all)")
+	clients := fs.String("clients", "1,10,100,1000", "numbers of distinct clients in the state-against-clients measure")
+	mapKeys := fs.Int("map-keys", 4, "keys of the map cell in the state-against-clients measure")
+	only := fs.String("only", "", "run one part: concurrent, oblivious, messages, sample, partition or clients (default all)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -33,7 +38,18 @@ func runExperimentReset(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	fmt.Fprintf(stdout, "reproduce: idemkv experiment reset --keys %d --ops %d --sample-incs %d --seed %d\n", *keys, *ops, *samples, *seed)
+	var ns []int
+	for _, f := range strings.Split(*clients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("--clients %q: want positive numbers, comma-separated", *clients)
+		}
+		ns = append(ns, n)
+	}
+	if *mapKeys < 2 {
+		return fmt.Errorf("--map-keys %d: want at least 2", *mapKeys)
+	}
+	fmt.Fprintf(stdout, "reproduce: idemkv experiment reset --keys %d --ops %d --sample-incs %d --clients %s --map-keys %d --seed %d\n", *keys, *ops, *samples, *clients, *mapKeys, *seed)
 	fmt.Fprintln(stdout, "3 replicas (package replica: commit log, memtables, the column types) in one process; the coordinator's messages done by the harness (bench/resetexp)")
 	if *only == "" || *only == "concurrent" {
 		rows, err := resetexp.Concurrent(dir, *seed)
@@ -116,6 +132,27 @@ func runExperimentReset(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(tw, "phase\tops in outboxes\treplicas read")
 		for _, r := range rows {
 			fmt.Fprintf(tw, "%s\t%d\t%v\n", r.Phase, r.Pending, r.Reads)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if *only == "" || *only == "clients" {
+		fmt.Fprintf(stdout, "\n(f) state against clients: n distinct clients each increment one cell once with an op id, led by random replicas, delivered and healed; bytes per replica (mean of 3), within the op window (%s) and after it (one more increment delivered, which prunes)\n", resetcol.DefaultOpWindow)
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "cell	clients	bytes within window	op ids kept	bytes after window	op ids kept	counter entries")
+		for _, k := range []int{1, *mapKeys} {
+			rows, err := resetexp.ClientState(dir, k, ns, *seed)
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				cell := r.Type
+				if r.Keys > 1 {
+					cell = fmt.Sprintf("%s, %d keys", r.Type, r.Keys)
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\n", cell, r.Clients, r.Within, r.RecentWithin, r.After, r.RecentAfter, r.Entries)
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err
