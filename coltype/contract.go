@@ -35,6 +35,7 @@ import (
 //	CounterMap    a cell is a map of counters (map<text, bigint>) observed reset (map form)
 //	Channel       a per-cell exactly-once FIFO op channel      observed reset
 //	AntiEntropy   replicas reconcile cells in the background  handoff sync
+//	Unstreamable  cells a new replica cannot take by streaming observed reset (per-cell channel state)
 //
 // A type without a capability gets the default the capability's doc gives
 // (a vanilla counter's behaviour).
@@ -350,4 +351,16 @@ type CellRef struct {
 	Table  uint64
 	Key    []byte // serialized partition key
 	Column string
+}
+
+// Unstreamable is implemented by types whose cells a new replica cannot
+// take by merging a streamed copy (per-cell state that names the replicas
+// it was exchanged with, as an observed-reset cell's channel state does).
+// A node refuses to bootstrap into a ring that holds a column of such a
+// type, and to be decommissioned while it holds one; without the
+// capability a type's cells are streamed and merged like any replicated
+// state.
+type Unstreamable interface {
+	// StreamRefusal says why, for the operator's error message.
+	StreamRefusal() string
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
-	"github.com/idemkv/idemkv/coltype/resetcol"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/gossip"
 	"github.com/idemkv/idemkv/ring"
@@ -310,16 +309,20 @@ func hasEndpoint(es []ring.Endpoint, id string) bool {
 	return slices.ContainsFunc(es, func(e ring.Endpoint) bool { return e.ID == id })
 }
 
-// refuseResetColumns returns an error naming the first reset_counter column
-// of the node's tables: its per-cell channel state (C) cannot be moved to a
-// new replica by a merge (docs/reset-counter.md), so ranges holding one are
-// not streamed.
-func (n *Node) refuseResetColumns(what string) error {
+// refuseUnstreamable returns an error naming the first column of the
+// node's tables whose type cannot be streamed to a new replica
+// (coltype.Unstreamable: reset_counter and its map form), so that no range
+// holding one is moved.
+func (n *Node) refuseUnstreamable(what string) error {
 	for _, d := range n.replica.Tables() {
 		for _, c := range d.Columns {
-			if c.Type == resetcol.TypeName {
-				return fmt.Errorf("node: %s refused: %s.%s has %s column %s, whose per-cell channel state cannot be streamed to a new replica (docs/reset-counter.md); drop the table first, or (bootstrap) start with auto_bootstrap: false to join without its data",
-					what, d.Keyspace, d.Name, resetcol.TypeName, c.Name)
+			ct, ok := coltype.Lookup(c.Type)
+			if !ok {
+				continue
+			}
+			if u, ok := ct.(coltype.Unstreamable); ok {
+				return fmt.Errorf("node: %s refused: %s.%s has %s column %s: %s; drop the table first, or (bootstrap) start with auto_bootstrap: false to join without its data",
+					what, d.Keyspace, d.Name, c.Type, c.Name, u.StreamRefusal())
 			}
 		}
 	}
@@ -470,7 +473,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		n.logger.Info("bootstrap: the ring holds no tables; nothing to stream")
 		return n.finishBootstrap(0)
 	}
-	if err := n.refuseResetColumns("bootstrap"); err != nil {
+	if err := n.refuseUnstreamable("bootstrap"); err != nil {
 		return err
 	}
 	n.logger.Info("bootstrap: joining; waiting for the ring to send this node its writes")
@@ -593,7 +596,7 @@ func (n *Node) Decommission(ctx context.Context) error {
 	if err := n.checkDecommission(); err != nil {
 		return err
 	}
-	if err := n.refuseResetColumns("decommission"); err != nil {
+	if err := n.refuseUnstreamable("decommission"); err != nil {
 		return fmt.Errorf("%w: %w", ErrDecommissionRefused, err)
 	}
 	start := time.Now()

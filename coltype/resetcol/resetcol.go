@@ -66,6 +66,15 @@ func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev c
 // Name implements coltype.ColumnType.
 func (MapType) Name() string { return MapTypeName }
 
+// streamRefusal is why neither form's cells are streamed.
+const streamRefusal = "its per-cell channel state (the delivered counts C and the outboxes) cannot be moved to a new replica by a merge (docs/reset-counter.md)"
+
+// StreamRefusal implements coltype.Unstreamable.
+func (Type) StreamRefusal() string { return streamRefusal }
+
+// StreamRefusal implements coltype.Unstreamable.
+func (MapType) StreamRefusal() string { return streamRefusal }
+
 // CQLType implements coltype.CQL: drivers see a map<text, bigint>.
 func (MapType) CQLType() string { return "map<text, bigint>" }
 
