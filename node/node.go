@@ -568,7 +568,7 @@ func (n *Node) handle(ctx context.Context, from transport.Addr, m transport.Mess
 	case TypeStatus:
 		b, err := json.Marshal(n.Status())
 		return transport.Message{Type: TypeStatus, Body: b}, err
-	case TypeStreamPull, TypeStreamPush:
+	case TypeStreamPull, TypeStreamPullFor, TypeStreamPrepare, TypeStreamPush:
 		return n.handleStream(m)
 	case TypeClientWrite:
 		cl, u, err := coordinator.DecodeWriteRequest(m.Body)
