@@ -357,9 +357,8 @@ type CellRef struct {
 }
 
 // Unstreamable is implemented by types whose cells a new replica cannot
-// take by merging a streamed copy (per-cell state that names the replicas
-// it was exchanged with, as an observed-reset cell's channel state does).
-// A node refuses to bootstrap into a ring that holds a column of such a
+// take by merging a streamed copy, nor adopt (Joinable): no type has it
+// now (reset_counter, which had it, is Joinable). A node refuses to bootstrap into a ring that holds a column of such a
 // type, and to be decommissioned while it holds one; without the
 // capability a type's cells are streamed and merged like any replicated
 // state.
