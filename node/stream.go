@@ -935,13 +935,21 @@ func (n *Node) checkDecommission() error {
 	return nil
 }
 
-// drainJoinable waits until the Joinable columns' outboxes are empty
-// (every op this node generated acknowledged by every replica), up to
-// limit.
+// drainJoinable waits until the Joinable columns' outboxes to the nodes
+// of the ring are empty (every op this node generated acknowledged by
+// every replica), up to limit.
 func (n *Node) drainJoinable(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		held, err := n.replica.JoinablePending()
+		var peers []counters.ID
+		if m := n.view.Metadata(); m != nil {
+			for _, e := range m.Endpoints() {
+				if id, err := hostID(e.ID); err == nil && e.ID != n.HostID() {
+					peers = append(peers, id)
+				}
+			}
+		}
+		held, err := n.replica.JoinablePending(peers)
 		if err == nil && held == 0 {
 			return nil
 		}

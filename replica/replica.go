@@ -1327,15 +1327,19 @@ func (r *Replica) SnapshotFor(tableID uint64, key []byte, column string, joiner 
 	return j.SnapshotFor(leader{r: r, t: t}, key, joiner)
 }
 
-// JoinablePending is what the Joinable columns' anti-entropy still holds
-// (AntiEntropy.Sweep: an observed-reset cell's un-acknowledged ops): a
-// leaving node waits for 0.
-func (r *Replica) JoinablePending() (held int, err error) {
+// JoinablePending is what the Joinable columns' cells still hold for
+// the given peers (an observed-reset cell's ops in its outboxes to them):
+// a leaving node waits for 0.
+func (r *Replica) JoinablePending(peers []counters.ID) (held int, err error) {
+	type pendingTo interface {
+		PendingTo(l coltype.Leader, peers []counters.ID) (int, error)
+	}
 	r.antiEntropy(func(t *table, ae coltype.AntiEntropy) {
-		if _, ok := ae.(coltype.Joinable); !ok {
+		p, ok := ae.(pendingTo)
+		if !ok {
 			return
 		}
-		n, e := ae.Sweep(leader{r: r, t: t})
+		n, e := p.PendingTo(leader{r: r, t: t}, peers)
 		held += n
 		err = errors.Join(err, e)
 	})

@@ -530,9 +530,8 @@ func (col *Column) Delete(l coltype.Leader, d coltype.Deletion) (coltype.Mutatio
 
 // emit pushes an op this replica generated (and applied to c.b.State) to
 // the outbox of every peer (the natural and pending replicas given, and
-// those the cell already has an outbox for, except a replica that is
-// neither when the replicas are given: a node that left), writes the blob
-// and returns the mutation to replicate. c.mu is held.
+// those the cell already has an outbox for), writes the blob and returns
+// the mutation to replicate. c.mu is held.
 func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, rec *OpRecord, replicas, pending []counters.ID, ts int64) (coltype.Mutation, error) {
 	enc, err := op.MarshalBinary()
 	if err != nil {
@@ -540,22 +539,9 @@ func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, rec 
 		return coltype.Mutation{}, fmt.Errorf("%s: %w", TypeName, err)
 	}
 	payload := EncodeChannelOp(enc, rec)
-	if len(replicas) > 0 {
-		set := map[reset.ID]bool{}
-		for _, r := range slices.Concat(replicas, pending) {
-			set[reset.ID(r)] = true
-		}
-		for id := range c.b.Out {
-			if !set[id] {
-				// Not a replica of the key any more (it left the ring):
-				// nobody will acknowledge its ops.
-				delete(c.b.Out, id)
-			}
-		}
-		for id := range set {
-			if id != col.self && c.b.Out[id] == nil {
-				c.b.Out[id] = col.newOutbox(c, false)
-			}
+	for _, r := range slices.Concat(replicas, pending) {
+		if id := reset.ID(r); id != col.self && c.b.Out[id] == nil {
+			c.b.Out[id] = col.newOutbox(c, false)
 		}
 	}
 	var seqs []Seq
@@ -876,4 +862,28 @@ func ReplicaStats(r ColumnLister) Stats {
 		out.Pending += s.Pending
 	}
 	return out
+}
+
+// PendingTo returns the ops the column's cells hold in their outboxes to
+// the given peers (a leaving node waits until its peers in the ring
+// acknowledged everything; an outbox to a node that left the ring earlier
+// is kept, and not waited for).
+func (col *Column) PendingTo(l coltype.Leader, peers []counters.ID) (int, error) {
+	col.dirtyMu.Lock()
+	refs := slices.Collect(maps.Values(col.pending))
+	col.dirtyMu.Unlock()
+	n := 0
+	for _, p := range refs {
+		c, unlock, err := col.lock(l, p.ref.Key)
+		if err != nil {
+			return n, err
+		}
+		for _, id := range peers {
+			if o := c.b.Out[reset.ID(id)]; o != nil {
+				n += o.Len()
+			}
+		}
+		unlock()
+	}
+	return n, nil
 }
