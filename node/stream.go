@@ -851,6 +851,9 @@ func (n *Node) Decommission(ctx context.Context) error {
 				continue
 			}
 			tj := n.hasJoinable(d.ID, d)
+			if tj && n.skipJoinable {
+				continue
+			}
 			if tj {
 				for _, e := range to {
 					if err := n.prepareJoin(ctx, d, r, now, e.ID); err != nil {
