@@ -621,8 +621,11 @@ func (col *Column) applyCell(l coltype.Leader, m coltype.Mutation) error {
 	}
 	origin := b.State.Self()
 	if origin == col.self {
+		if b.Gen > 0 || len(b.Out) > 0 {
+			return nil // our own cell, echoed
+		}
 		// A snapshot made for this replica, joining the cell's replica
-		// set (SnapshotFor).
+		// set (SnapshotFor: no ops generated, no outboxes).
 		return col.adopt(l, m.Key, b)
 	}
 	out := b.Out[col.self]
