@@ -35,7 +35,8 @@ import (
 //	CounterMap    a cell is a map of counters (map<text, bigint>) observed reset (map form)
 //	Channel       a per-cell exactly-once FIFO op channel      observed reset
 //	AntiEntropy   replicas reconcile cells in the background  handoff sync
-//	Unstreamable  cells a new replica cannot take by streaming observed reset (per-cell channel state)
+//	Unstreamable  cells a new replica cannot take by streaming (none)
+//	Joinable      a new replica adopts a current one's cell    observed reset (per-cell channel state)
 //
 // A type without a capability gets the default the capability's doc gives
 // (a vanilla counter's behaviour).
@@ -159,6 +160,8 @@ type Deletion struct {
 	// Replicas are the key's natural replicas when the deletion is led by
 	// the coordinator (Update.Replicas); nil otherwise.
 	Replicas []counters.ID
+	// Pending are the key's pending replicas (Update.Pending).
+	Pending []counters.ID
 	// Element is the map key a DELETE m['key'] removes from a CounterMap
 	// cell (Update.Element); "" deletes the whole cell.
 	Element string
@@ -354,9 +357,8 @@ type CellRef struct {
 }
 
 // Unstreamable is implemented by types whose cells a new replica cannot
-// take by merging a streamed copy (per-cell state that names the replicas
-// it was exchanged with, as an observed-reset cell's channel state does).
-// A node refuses to bootstrap into a ring that holds a column of such a
+// take by merging a streamed copy, nor adopt (Joinable): no type has it
+// now (reset_counter, which had it, is Joinable). A node refuses to bootstrap into a ring that holds a column of such a
 // type, and to be decommissioned while it holds one; without the
 // capability a type's cells are streamed and merged like any replicated
 // state.
@@ -364,3 +366,31 @@ type Unstreamable interface {
 	// StreamRefusal says why, for the operator's error message.
 	StreamRefusal() string
 }
+
+// Joinable is implemented by types whose cells a new replica of a key
+// (a pending replica: a node joining the ring, or the new owner of a
+// leaving node's range) cannot take by merging a streamed copy, but can
+// adopt: one current replica makes it a snapshot of its own cell, after
+// every current replica has prepared the cell for it. Streaming calls
+// PrepareJoin on every current replica of a range first, then SnapshotFor
+// on the one it streams from, and applies the snapshot on the new replica
+// as a replicated mutation (Replicated.ApplyReplicated recognises it).
+type Joinable interface {
+	// PrepareJoin makes this (current) replica keep, for the joining
+	// replica, every op of the cell it has not seen acknowledged by all
+	// its peers, and send it every op it generates from now on.
+	PrepareJoin(l Leader, key []byte, joiner counters.ID) error
+	// SnapshotFor returns the cell the joiner adopts; ok is false when
+	// this replica holds nothing of the cell (the joiner starts empty).
+	SnapshotFor(l Leader, key []byte, joiner counters.ID) (c row.Cell, ok bool, err error)
+}
+
+// ErrStaleSnapshot is wrapped by a Joinable type's refusal to adopt a
+// snapshot that lacks ops the joining replica already delivered (its
+// source is behind the joiner): the streamer takes a new snapshot and
+// tries again. StaleSnapshotMessage is in its text, for an error that
+// crossed the network.
+var ErrStaleSnapshot = errors.New(StaleSnapshotMessage)
+
+// StaleSnapshotMessage is ErrStaleSnapshot's text.
+const StaleSnapshotMessage = "snapshot behind the joining replica"

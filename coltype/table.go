@@ -114,6 +114,11 @@ type Update struct {
 	// types that address each replica themselves (a per-replica outbox);
 	// nil when the update is applied outside the coordinator.
 	Replicas []counters.ID
+	// Pending are the key's pending replicas (a node joining the ring, or
+	// the new owner of a leaving node's range), set with Replicas: the
+	// leader sends them its replication too, and a type that addresses
+	// replicas itself addresses them as well (see Joinable).
+	Pending []counters.ID
 }
 
 // RowKey is the update's partition as the storage engine keys it.

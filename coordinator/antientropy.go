@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -89,16 +90,29 @@ func (c *Coordinator) AntiEntropyRound(ctx context.Context, h AntiEntropyStore) 
 	wg.Wait()
 }
 
-// syncCell exchanges one cell with every other natural replica; false if
-// some exchange did not complete.
+// joinableStore is implemented by stores that know which columns are
+// coltype.Joinable (replica.Replica): only their cells are exchanged with
+// pending replicas.
+type joinableStore interface {
+	Joinable(table uint64, column string) bool
+}
+
+// syncCell exchanges one cell with every other natural replica, and with
+// its pending replicas (a joining node, the new owner of a leaving node's
+// range: they get the leader's replication too) when its column is
+// coltype.Joinable; false if some exchange
+// did not complete.
 func (c *Coordinator) syncCell(ctx context.Context, h AntiEntropyStore, cell coltype.CellRef) bool {
-	s, err := c.cfg.Tables.Strategy(cell.Table)
+	natural, pending, _, _, err := c.placementPending(cell.Table, cell.Key, One)
 	if err != nil {
 		return true // a dropped table: nothing to do
 	}
+	if j, isJ := h.(joinableStore); !isJ || !j.Joinable(cell.Table, cell.Column) {
+		pending = nil
+	}
 	self := c.cfg.Cluster.Self().ID
 	ok := true
-	for _, e := range s.Replicas(c.cfg.Cluster.Metadata(), ring.Token(cell.Key)) {
+	for _, e := range slices.Concat(natural, pending) {
 		if e.ID == self {
 			continue
 		}

@@ -506,7 +506,7 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 	if w.u.HasOp {
 		c.learnOp(ctx, w.u) // free unless the filter may be incomplete
 	}
-	w.u.Replicas = replicaIDs(natural)
+	w.u.Replicas, w.u.Pending = replicaIDs(natural), replicaIDs(pending)
 	m, err := c.cfg.Store.Apply(w.u)
 	for errors.Is(err, coltype.ErrOpInDoubt) {
 		// A retry of the very update this node holds in doubt: it waits

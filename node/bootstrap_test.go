@@ -18,7 +18,6 @@ import (
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/counter"
-	"github.com/idemkv/idemkv/coltype/resetcol"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/gossip"
@@ -521,37 +520,5 @@ func TestDecommissionRefusedBelowRF(t *testing.T) {
 	}
 	if got := len(r.node(1).ClusterMetadata().Endpoints()); got != 3 {
 		t.Fatalf("ring has %d nodes after a refused decommission", got)
-	}
-}
-
-// TestBootstrapRefusedWithResetCounter: a node does not bootstrap into a
-// ring holding a reset_counter column, or its map form, whose channel
-// state a merge cannot move (coltype.Unstreamable, docs/reset-counter.md):
-// Start fails naming the column, and the ring keeps its 3 nodes.
-func TestBootstrapRefusedWithResetCounter(t *testing.T) {
-	for _, typ := range []string{resetcol.TypeName, resetcol.MapTypeName} {
-		t.Run(typ, func(t *testing.T) {
-			r := newTCPRing(t, 3)
-			n1 := r.node(1)
-			if err := n1.Schema().CreateKeyspace(schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "2"}}, false); err != nil {
-				t.Fatal(err)
-			}
-			if err := n1.Schema().CreateTable(coltype.TableDef{ID: 44, Keyspace: "ks", Name: "r", Columns: []coltype.ColumnDef{{Name: "c", Type: typ}}}, false); err != nil {
-				t.Fatal(err)
-			}
-			i := r.add(nil)
-			_, err := Start(r.cfgs[i-1], Options{Logger: quiet(), Seed: r.seed + uint64(i)})
-			if err == nil || !strings.Contains(err.Error(), "ks.r has "+typ+" column c") {
-				t.Fatalf("bootstrap into a ring with a %s column: %v, want a refusal", typ, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-			if got := len(n1.ClusterMetadata().Endpoints()); got != 3 {
-				t.Fatalf("ring has %d nodes after a refused bootstrap, want 3", got)
-			}
-			// Its own decommission is refused too, before anything changes.
-			if err := n1.Decommission(context.Background()); !errors.Is(err, ErrDecommissionRefused) || !strings.Contains(err.Error(), typ) {
-				t.Fatalf("decommission with a %s column: %v", typ, err)
-			}
-		})
 	}
 }

@@ -128,16 +128,20 @@ type Node struct {
 	logger  *slog.Logger
 	replica *replica.Replica
 	stepped bool // Options.Stepped
-	schema  *schema.Schema
-	tr      transport.Transport
-	gossip  *gossip.Gossiper
-	coord   *coordinator.Coordinator
-	hints   *coordinator.Hints
-	view    *clusterView
-	peers   *peerStore
-	events  *events
-	cql     *cql.Server
-	dirLock *os.File // the data directory's LOCK, held while the node runs; nil off the OS filesystem
+	// skipJoinable makes a decommission stream no table with a Joinable
+	// column (a seam for the tests that show such a decommission is
+	// caught).
+	skipJoinable bool
+	schema       *schema.Schema
+	tr           transport.Transport
+	gossip       *gossip.Gossiper
+	coord        *coordinator.Coordinator
+	hints        *coordinator.Hints
+	view         *clusterView
+	peers        *peerStore
+	events       *events
+	cql          *cql.Server
+	dirLock      *os.File // the data directory's LOCK, held while the node runs; nil off the OS filesystem
 
 	// The admin endpoint and the metrics (admin.go, metrics.go).
 	metrics   *metrics.Metrics
@@ -568,7 +572,7 @@ func (n *Node) handle(ctx context.Context, from transport.Addr, m transport.Mess
 	case TypeStatus:
 		b, err := json.Marshal(n.Status())
 		return transport.Message{Type: TypeStatus, Body: b}, err
-	case TypeStreamPull, TypeStreamPush:
+	case TypeStreamPull, TypeStreamPullFor, TypeStreamPrepare, TypeStreamPush:
 		return n.handleStream(m)
 	case TypeClientWrite:
 		cl, u, err := coordinator.DecodeWriteRequest(m.Body)

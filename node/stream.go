@@ -3,17 +3,20 @@ package node
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/gossip"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
@@ -53,10 +56,33 @@ import (
 // counter's shards by clock), so that a row streamed twice, or streamed and
 // also replicated live, is counted once.
 
+//
+// Columns whose type is coltype.Joinable (reset_counter and its map form)
+// are not streamed as stored cells: the new replica adopts a snapshot that
+// a current replica makes for it (docs/reset-counter.md, "Joining and
+// leaving"), after every current replica of the range has prepared its
+// cells for it. Two more message types carry that, the joiner's 16-byte
+// host id first:
+//
+//	TypeStreamPrepare request:  joiner (16 bytes) | u64 table | i64 start | i64 end
+//	TypeStreamPrepare response: empty
+//	TypeStreamPullFor request:  joiner (16 bytes) | a TypeStreamPull request
+//	TypeStreamPullFor response: a batch
+//
+// A prepare asks the receiver, a current replica of the range, to prepare
+// every Joinable cell it holds of the table in (start, end] for the joiner
+// (coltype.Joinable.PrepareJoin) before it answers. A pull-for is a pull
+// whose batch carries, in place of each Joinable cell, the snapshot the
+// receiver makes for the joiner (coltype.Joinable.SnapshotFor; no cell
+// when it holds nothing of it). A decommissioning node pushes batches
+// built the same way for each new owner.
+
 // Stream message types, in the node's 48–63 range.
 const (
-	TypeStreamPull transport.Type = 54
-	TypeStreamPush transport.Type = 55
+	TypeStreamPull    transport.Type = 54
+	TypeStreamPush    transport.Type = 55
+	TypeStreamPrepare transport.Type = 56
+	TypeStreamPullFor transport.Type = 57
 )
 
 const (
@@ -236,17 +262,44 @@ func decodePull(b []byte) (pullRequest, error) {
 	return r, nil
 }
 
-// handleStream serves TypeStreamPull and TypeStreamPush.
+// handleStream serves TypeStreamPull, TypeStreamPullFor, TypeStreamPrepare
+// and TypeStreamPush.
 func (n *Node) handleStream(m transport.Message) (transport.Message, error) {
 	switch m.Type {
-	case TypeStreamPull:
-		r, err := decodePull(m.Body)
+	case TypeStreamPrepare:
+		d := &streamDec{b: m.Body}
+		var joiner counters.ID
+		copy(joiner[:], d.take(len(joiner)))
+		table, start, end := d.u64(), int64(d.u64()), int64(d.u64())
+		if err := d.end(); err != nil {
+			return transport.Message{}, err
+		}
+		if err := n.prepareRange(table, start, end, joiner); err != nil {
+			return transport.Message{}, err
+		}
+		return transport.Message{Type: TypeStreamPrepare}, nil
+	case TypeStreamPull, TypeStreamPullFor:
+		body := m.Body
+		var joiner *counters.ID
+		if m.Type == TypeStreamPullFor {
+			if len(body) < len(counters.ID{}) {
+				return transport.Message{}, errors.New("node: stream pull-for truncated")
+			}
+			joiner = new(counters.ID)
+			body = body[copy(joiner[:], body):]
+		}
+		r, err := decodePull(body)
 		if err != nil {
 			return transport.Message{}, err
 		}
 		rows, err := n.replica.Scan(r.table, r.after, r.start, r.end, r.limit)
 		if err != nil {
 			return transport.Message{}, fmt.Errorf("node: stream pull: %w", err)
+		}
+		if joiner != nil {
+			if rows, err = n.snapshotRows(r.table, rows, *joiner); err != nil {
+				return transport.Message{}, fmt.Errorf("node: stream pull: %w", err)
+			}
 		}
 		b, cells := encodeBatch(0, rows, r.table)
 		n.stream.rowsOut.Add(uint64(len(rows)))
@@ -281,6 +334,130 @@ func (n *Node) applyBatch(bt batch, size int) error {
 	n.stream.cellsIn.Add(uint64(len(bt.muts)))
 	n.stream.bytesIn.Add(uint64(size))
 	return nil
+}
+
+// hasJoinable reports whether a table has a coltype.Joinable column.
+func (n *Node) hasJoinable(table uint64, d coltype.TableDef) bool {
+	return slices.ContainsFunc(d.Columns, func(c coltype.ColumnDef) bool { return n.replica.Joinable(table, c.Name) })
+}
+
+// snapshotRows replaces each Joinable cell of rows by the snapshot this
+// replica makes of it for the joiner (or drops it: nothing to adopt).
+func (n *Node) snapshotRows(table uint64, rows []row.Row, joiner counters.ID) ([]row.Row, error) {
+	out := make([]row.Row, 0, len(rows))
+	for _, rw := range rows {
+		cells := make([]row.Cell, 0, len(rw.Cells))
+		for _, c := range rw.Cells {
+			if !n.replica.Joinable(table, c.Column) {
+				cells = append(cells, c)
+				continue
+			}
+			sc, ok, err := n.replica.SnapshotFor(table, rw.Key.Partition, c.Column, joiner)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				cells = append(cells, sc)
+			}
+		}
+		rw.Cells = cells
+		out = append(out, rw) // kept when empty: the page's row count and last key stay the scan's
+	}
+	return out, nil
+}
+
+// prepareRange prepares every Joinable cell this replica holds of a table
+// in (start, end] for a joiner (coltype.Joinable.PrepareJoin).
+func (n *Node) prepareRange(table uint64, start, end int64, joiner counters.ID) error {
+	var after *row.Key
+	for {
+		rows, err := n.replica.Scan(table, after, start, end, streamPage)
+		if err != nil {
+			return fmt.Errorf("node: stream prepare: %w", err)
+		}
+		for _, rw := range rows {
+			for _, c := range rw.Cells {
+				if !n.replica.Joinable(table, c.Column) {
+					continue
+				}
+				if err := n.replica.PrepareJoin(table, rw.Key.Partition, c.Column, joiner); err != nil {
+					return fmt.Errorf("node: stream prepare: %w", err)
+				}
+			}
+		}
+		if len(rows) < streamPage {
+			return nil
+		}
+		after = &rows[len(rows)-1].Key
+	}
+}
+
+// prepareJoin asks every node of to (self included, locally) to prepare
+// the Joinable cells of a table's range for a joiner, trying each for a
+// while; every one must answer.
+func (n *Node) prepareJoin(ctx context.Context, d coltype.TableDef, r tokenRange, to []ring.Endpoint, joiner string) error {
+	jid, err := hostID(joiner)
+	if err != nil {
+		return err
+	}
+	body := append(jid[:len(jid):len(jid)], binary.BigEndian.AppendUint64(nil, d.ID)...)
+	body = binary.BigEndian.AppendUint64(body, uint64(r.lo))
+	body = binary.BigEndian.AppendUint64(body, uint64(r.hi))
+	for _, e := range to {
+		if e.ID == joiner {
+			continue
+		}
+		if e.ID == n.HostID() {
+			if err := n.prepareRange(d.ID, r.lo, r.hi, jid); err != nil {
+				return err
+			}
+			continue
+		}
+		var last error
+		for attempt := 0; ; attempt++ {
+			addr, ok := n.view.Addr(e.ID)
+			if !ok {
+				return fmt.Errorf("node: no address for %s", e.ID)
+			}
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, last = n.tr.Request(rctx, addr, transport.Message{Type: TypeStreamPrepare, Body: body})
+			cancel()
+			if last == nil {
+				break
+			}
+			if attempt == 20 {
+				return fmt.Errorf("node: prepare range (%d, %d] of %s.%s on %s for %s: %w", r.lo, r.hi, d.Keyspace, d.Name, e.ID, joiner, last)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// hostID parses a host id (32 hex digits).
+func hostID(s string) (counters.ID, error) {
+	var id counters.ID
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(id) {
+		return id, fmt.Errorf("node: host id %q is not 16 hex bytes", s)
+	}
+	copy(id[:], b)
+	return id, nil
+}
+
+// staleSnapshot reports whether a (possibly remote) error is a joiner's
+// refusal of a snapshot behind it (coltype.ErrStaleSnapshot).
+func staleSnapshot(err error) bool {
+	return errors.Is(err, coltype.ErrStaleSnapshot) || (err != nil && strings.Contains(err.Error(), coltype.StaleSnapshotMessage))
+}
+
+// anyJoinable reports whether a table of the node has a Joinable column.
+func (n *Node) anyJoinable() bool {
+	return slices.ContainsFunc(n.replica.Tables(), func(d coltype.TableDef) bool { return n.hasJoinable(d.ID, d) })
 }
 
 // tokenRange is a range (lo, hi] of tokens; at is the ring token that owns
@@ -478,6 +655,11 @@ func (n *Node) bootstrap(ctx context.Context) error {
 	}
 	n.logger.Info("bootstrap: joining; waiting for the ring to send this node its writes")
 	if missing := n.confirmStatus(ctx, gossip.StatusJoining, 30*time.Second); len(missing) > 0 {
+		if n.anyJoinable() {
+			// A leader that does not know this node is joining would not
+			// address its ops to it (docs/reset-counter.md).
+			return fmt.Errorf("node: bootstrap: nodes %v did not confirm the joining status, and a table has a column a new replica adopts", missing)
+		}
 		n.logger.Warn("bootstrap: nodes did not confirm the joining status; streaming anyway", "nodes", missing)
 	}
 	if err := n.settle(ctx); err != nil {
@@ -508,7 +690,15 @@ func (n *Node) bootstrap(ctx context.Context) error {
 			if len(sources) == 0 {
 				return fmt.Errorf("node: bootstrap: no live replica of range (%d, %d] of %s.%s to stream from", r.lo, r.hi, d.Keyspace, d.Name)
 			}
-			if err := n.pullRange(ctx, d, r, sources); err != nil {
+			joinable := n.hasJoinable(d.ID, d)
+			if joinable {
+				// Every current replica prepares its cells before any
+				// snapshot of them is taken.
+				if err := n.prepareJoin(ctx, d, r, s.Replicas(cur, r.at), self); err != nil {
+					return fmt.Errorf("node: bootstrap: %w", err)
+				}
+			}
+			if err := n.pullRange(ctx, d, r, sources, joinable); err != nil {
 				return err
 			}
 			ranges++
@@ -538,10 +728,20 @@ func (n *Node) finishBootstrap(ranges int) error {
 }
 
 // pullRange streams one range of a table from the first source that
-// serves it, page by page.
-func (n *Node) pullRange(ctx context.Context, d coltype.TableDef, r tokenRange, sources []ring.Endpoint) error {
+// serves it, page by page; joinable: the table has Joinable columns, whose
+// snapshots for this node the pages carry (TypeStreamPullFor).
+func (n *Node) pullRange(ctx context.Context, d coltype.TableDef, r tokenRange, sources []ring.Endpoint, joinable bool) error {
 	var after *row.Key
 	var last error
+	typ, prefix := TypeStreamPull, []byte(nil)
+	if joinable {
+		self, err := hostID(n.HostID())
+		if err != nil {
+			return err
+		}
+		typ, prefix = TypeStreamPullFor, self[:]
+	}
+	stale := 0
 	for attempt := 0; attempt < 50*len(sources); attempt++ {
 		e := sources[attempt%len(sources)]
 		addr, ok := n.view.Addr(e.ID)
@@ -550,8 +750,8 @@ func (n *Node) pullRange(ctx context.Context, d coltype.TableDef, r tokenRange, 
 		}
 		for {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			resp, err := n.tr.Request(rctx, addr, transport.Message{Type: TypeStreamPull,
-				Body: encodePull(pullRequest{table: d.ID, start: r.lo, end: r.hi, limit: streamPage, after: after})})
+			resp, err := n.tr.Request(rctx, addr, transport.Message{Type: typ,
+				Body: append(slices.Clone(prefix), encodePull(pullRequest{table: d.ID, start: r.lo, end: r.hi, limit: streamPage, after: after})...)})
 			cancel()
 			if err != nil {
 				last = err
@@ -562,7 +762,18 @@ func (n *Node) pullRange(ctx context.Context, d coltype.TableDef, r tokenRange, 
 				return fmt.Errorf("node: bootstrap: from %s: %w", addr, err)
 			}
 			if err := n.applyBatch(bt, len(resp.Body)); err != nil {
-				return err
+				if !staleSnapshot(err) || stale >= 200 {
+					return err
+				}
+				// The source is behind this node on some cell: it is
+				// asked again for the same page.
+				stale++
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(50 * time.Millisecond):
+				}
+				continue
 			}
 			if bt.rows < streamPage {
 				return nil
@@ -602,7 +813,11 @@ func (n *Node) Decommission(ctx context.Context) error {
 	start := time.Now()
 	n.setStatus(gossip.StatusLeaving)
 	n.logger.Info("decommission: leaving; waiting for the ring to send the new replicas the writes")
+	joinable := n.anyJoinable()
 	if missing := n.confirmStatus(ctx, gossip.StatusLeaving, 30*time.Second); len(missing) > 0 {
+		if joinable {
+			return fmt.Errorf("node: decommission: nodes %v did not confirm the leaving status, and a table has a column a new replica adopts", missing)
+		}
 		n.logger.Warn("decommission: nodes did not confirm the leaving status; streaming anyway", "nodes", missing)
 	}
 	if err := n.settle(ctx); err != nil {
@@ -635,7 +850,18 @@ func (n *Node) Decommission(ctx context.Context) error {
 			if len(to) == 0 {
 				continue
 			}
-			if err := n.pushRange(ctx, d, r, to); err != nil {
+			tj := n.hasJoinable(d.ID, d)
+			if tj && n.skipJoinable {
+				continue
+			}
+			if tj {
+				for _, e := range to {
+					if err := n.prepareJoin(ctx, d, r, now, e.ID); err != nil {
+						return fmt.Errorf("node: decommission: %w", err)
+					}
+				}
+			}
+			if err := n.pushRange(ctx, d, r, to, tj); err != nil {
 				return err
 			}
 			n.stream.rangesOut.Add(1)
@@ -661,6 +887,18 @@ func (n *Node) Decommission(ctx context.Context) error {
 	n.setStatus(gossip.StatusLeft)
 	if missing := n.confirmStatus(ctx, gossip.StatusLeft, 10*time.Second); len(missing) > 0 {
 		n.logger.Warn("decommission: nodes did not confirm the left status", "nodes", missing)
+	}
+	if joinable {
+		// The ops this node led must reach every replica (the new owners
+		// included) before it goes: it leads no more once the others see
+		// it left and its last leads are replicated (settle), and its
+		// anti-entropy runs until every peer acknowledged them.
+		if err := n.settle(ctx); err != nil {
+			return err
+		}
+		if err := n.drainJoinable(ctx, 20*time.Second); err != nil {
+			return fmt.Errorf("node: decommission: %w", err)
+		}
 	}
 	n.logger.Info("decommissioned", "took", time.Since(start))
 	return n.Drain(ctx)
@@ -700,9 +938,86 @@ func (n *Node) checkDecommission() error {
 	return nil
 }
 
+// drainJoinable waits until the Joinable columns' outboxes to the nodes
+// of the ring are empty (every op this node generated acknowledged by
+// every replica), up to limit.
+func (n *Node) drainJoinable(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		var peers []counters.ID
+		if m := n.view.Metadata(); m != nil {
+			for _, e := range m.Endpoints() {
+				if id, err := hostID(e.ID); err == nil && e.ID != n.HostID() {
+					peers = append(peers, id)
+				}
+			}
+		}
+		held, err := n.replica.JoinablePending(peers)
+		if err == nil && held == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d ops not acknowledged by their replicas after %v (err %v)", held, limit, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// pushSnapshots sends one range of a table with Joinable columns to a new
+// owner, page by page, each page's Joinable cells the snapshots this node
+// makes for it, taken again when the owner finds one behind it.
+func (n *Node) pushSnapshots(ctx context.Context, d coltype.TableDef, r tokenRange, e ring.Endpoint) error {
+	jid, err := hostID(e.ID)
+	if err != nil {
+		return err
+	}
+	var after *row.Key
+	for stale := 0; ; {
+		rows, err := n.replica.Scan(d.ID, after, r.lo, r.hi, streamPage)
+		if err != nil {
+			return fmt.Errorf("node: decommission: scan %s.%s: %w", d.Keyspace, d.Name, err)
+		}
+		srows, err := n.snapshotRows(d.ID, rows, jid)
+		if err != nil {
+			return fmt.Errorf("node: decommission: %w", err)
+		}
+		b, cells := encodeBatch(0, srows, d.ID)
+		if err := n.push(ctx, e.ID, 0, b, len(rows)); err != nil {
+			if !staleSnapshot(err) || stale >= 200 {
+				return fmt.Errorf("node: decommission: range (%d, %d] of %s.%s to %s: %w", r.lo, r.hi, d.Keyspace, d.Name, e.ID, err)
+			}
+			stale++
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		n.stream.cellsOut.Add(uint64(cells))
+		if len(rows) < streamPage {
+			return nil
+		}
+		after = &rows[len(rows)-1].Key
+	}
+}
+
 // pushRange sends one range of a local table to the nodes that take it
-// over, page by page.
-func (n *Node) pushRange(ctx context.Context, d coltype.TableDef, r tokenRange, to []ring.Endpoint) error {
+// over, page by page (joinable: the table has Joinable columns, see
+// pushSnapshots).
+func (n *Node) pushRange(ctx context.Context, d coltype.TableDef, r tokenRange, to []ring.Endpoint, joinable bool) error {
+	if joinable {
+		for _, e := range to {
+			if err := n.pushSnapshots(ctx, d, r, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	var after *row.Key
 	for {
 		rows, err := n.replica.Scan(d.ID, after, r.lo, r.hi, streamPage)
@@ -742,6 +1057,9 @@ func (n *Node) push(ctx context.Context, id string, flags uint8, b []byte, rows 
 			n.stream.rowsOut.Add(uint64(rows))
 			n.stream.bytesOut.Add(uint64(len(b)))
 			return nil
+		}
+		if staleSnapshot(err) {
+			return err // the caller takes new snapshots
 		}
 		select {
 		case <-ctx.Done():

@@ -694,7 +694,7 @@ func (r *Replica) leadDelete(t *table, col coltype.ColumnType, u coltype.Update)
 		if err := d.CheckDelete(u.Column); err != nil {
 			return coltype.Mutation{}, err
 		}
-		return d.Delete(l, coltype.Deletion{Table: u.Table, Key: u.Key, Column: u.Column, Timestamp: u.Timestamp, Context: u.Context, Replicas: u.Replicas, Element: u.Element})
+		return d.Delete(l, coltype.Deletion{Table: u.Table, Key: u.Key, Column: u.Column, Timestamp: u.Timestamp, Context: u.Context, Replicas: u.Replicas, Pending: u.Pending, Element: u.Element})
 	}
 	rk := u.RowKey()
 	m := coltype.Mutation{Table: u.Table, Key: u.Key, Cell: row.Cell{Column: u.Column, Timestamp: u.Timestamp, Tombstone: true}}
@@ -1286,4 +1286,62 @@ func (r *Replica) Repairs(tableID uint64, column string) bool {
 	}
 	col, ok := t.col(column)
 	return !ok || coltype.ReadRuleOf(col) == coltype.ReadMerge
+}
+
+// Joinable reports whether a column's type is coltype.Joinable: a new
+// replica adopts a current replica's cell instead of merging a streamed
+// copy, and anti-entropy exchanges its cells with pending replicas too.
+func (r *Replica) Joinable(tableID uint64, column string) bool {
+	_, col, err := r.designColumn(tableID, column)
+	if err != nil {
+		return false
+	}
+	_, ok := col.(coltype.Joinable)
+	return ok
+}
+
+// PrepareJoin and SnapshotFor call a coltype.Joinable column's methods for
+// one cell (streaming to a joining replica, see coltype.Joinable).
+func (r *Replica) PrepareJoin(tableID uint64, key []byte, column string, joiner counters.ID) error {
+	t, col, err := r.designColumn(tableID, column)
+	if err != nil {
+		return err
+	}
+	j, ok := col.(coltype.Joinable)
+	if !ok {
+		return nil
+	}
+	return j.PrepareJoin(leader{r: r, t: t}, key, joiner)
+}
+
+// SnapshotFor is the cell a joining replica adopts (coltype.Joinable).
+func (r *Replica) SnapshotFor(tableID uint64, key []byte, column string, joiner counters.ID) (row.Cell, bool, error) {
+	t, col, err := r.designColumn(tableID, column)
+	if err != nil {
+		return row.Cell{}, false, err
+	}
+	j, ok := col.(coltype.Joinable)
+	if !ok {
+		return row.Cell{}, false, fmt.Errorf("replica: column %s.%s.%s (%s) is not joinable", t.def.Keyspace, t.def.Name, column, col.Name())
+	}
+	return j.SnapshotFor(leader{r: r, t: t}, key, joiner)
+}
+
+// JoinablePending is what the Joinable columns' cells still hold for
+// the given peers (an observed-reset cell's ops in its outboxes to them):
+// a leaving node waits for 0.
+func (r *Replica) JoinablePending(peers []counters.ID) (held int, err error) {
+	type pendingTo interface {
+		PendingTo(l coltype.Leader, peers []counters.ID) (int, error)
+	}
+	r.antiEntropy(func(t *table, ae coltype.AntiEntropy) {
+		p, ok := ae.(pendingTo)
+		if !ok {
+			return
+		}
+		n, e := p.PendingTo(leader{r: r, t: t}, peers)
+		held += n
+		err = errors.Join(err, e)
+	})
+	return held, err
 }

@@ -117,13 +117,28 @@
 //
 // # Not done
 //
-// A replica joining a cell's replica set does not receive the ops sent
-// before it joined (no state transfer); a client's retry (same op id) is
+// A client's retry (same op id) is
 // dismissed only by a replica that applied the first attempt within the
 // op window (OpWindowSetting), so a retry led by a replica the first
 // attempt has not reached counts twice; and the ops' channel is carried
 // by the mutation and anti-entropy messages rather than by the contract's
 // Channel hook, which is not wired.
+//
+// # Joining and leaving
+//
+// Every outbox of a cell numbers its origin's ops by the origin's op
+// count: a peer that appears after the cell's first op gets a copy of the
+// outbox that holds the most ops, or an empty one numbered from the op
+// count (newOutbox). A replica joining the cell's replica set (a pending
+// replica, coltype.Update.Pending) adopts the snapshot a current replica
+// makes for it (Column.SnapshotFor: that replica's state owned by the
+// joiner, its delivered counts, no outboxes) after every current replica
+// gave the cell an outbox to the joiner (Column.PrepareJoin), so that
+// each origin still holds every op the snapshot lacks. The snapshot is a
+// FormatCell (FormatMapCell) cell whose state's owner is the receiving
+// replica; ApplyReplicated adopts it (ErrAdopt when the joiner already
+// delivered ops the snapshot lacks). The argument is in
+// docs/reset-counter.md, "Joining and leaving".
 //
 // # Op ids
 //

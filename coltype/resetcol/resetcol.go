@@ -66,15 +66,6 @@ func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev c
 // Name implements coltype.ColumnType.
 func (MapType) Name() string { return MapTypeName }
 
-// streamRefusal is why neither form's cells are streamed.
-const streamRefusal = "its per-cell channel state (the delivered counts C and the outboxes) cannot be moved to a new replica by a merge (docs/reset-counter.md)"
-
-// StreamRefusal implements coltype.Unstreamable.
-func (Type) StreamRefusal() string { return streamRefusal }
-
-// StreamRefusal implements coltype.Unstreamable.
-func (MapType) StreamRefusal() string { return streamRefusal }
-
 // CQLType implements coltype.CQL: drivers see a map<text, bigint>.
 func (MapType) CQLType() string { return "map<text, bigint>" }
 
@@ -472,7 +463,7 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 	if rec != nil {
 		remember(c.b, *rec)
 	}
-	return col.emit(l, u.Key, c, op, rec, u.Replicas, u.Timestamp)
+	return col.emit(l, u.Key, c, op, rec, u.Replicas, u.Pending, u.Timestamp)
 }
 
 // seen reports whether a client op id is among the cell's recent ones.
@@ -534,23 +525,23 @@ func (col *Column) Delete(l coltype.Leader, d coltype.Deletion) (coltype.Mutatio
 		c.loaded = false
 		return coltype.Mutation{}, fmt.Errorf("%s: %w", TypeName, err)
 	}
-	return col.emit(l, d.Key, c, op, nil, d.Replicas, d.Timestamp)
+	return col.emit(l, d.Key, c, op, nil, d.Replicas, d.Pending, d.Timestamp)
 }
 
 // emit pushes an op this replica generated (and applied to c.b.State) to
-// the outbox of every peer (the natural replicas given, and those the cell
-// already has an outbox for), writes the blob and returns the mutation to
-// replicate. c.mu is held.
-func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, rec *OpRecord, replicas []counters.ID, ts int64) (coltype.Mutation, error) {
+// the outbox of every peer (the natural and pending replicas given, and
+// those the cell already has an outbox for), writes the blob and returns
+// the mutation to replicate. c.mu is held.
+func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, rec *OpRecord, replicas, pending []counters.ID, ts int64) (coltype.Mutation, error) {
 	enc, err := op.MarshalBinary()
 	if err != nil {
 		c.loaded = false
 		return coltype.Mutation{}, fmt.Errorf("%s: %w", TypeName, err)
 	}
 	payload := EncodeChannelOp(enc, rec)
-	for _, r := range replicas {
+	for _, r := range slices.Concat(replicas, pending) {
 		if id := reset.ID(r); id != col.self && c.b.Out[id] == nil {
-			c.b.Out[id] = &reset.Outbox{}
+			c.b.Out[id] = col.newOutbox(c, false)
 		}
 	}
 	var seqs []Seq
@@ -629,8 +620,16 @@ func (col *Column) applyCell(l coltype.Leader, m coltype.Mutation) error {
 		return err
 	}
 	origin := b.State.Self()
+	if origin == col.self {
+		if b.Gen > 0 || len(b.Out) > 0 {
+			return nil // our own cell, echoed
+		}
+		// A snapshot made for this replica, joining the cell's replica
+		// set (SnapshotFor: no ops generated, no outboxes).
+		return col.adopt(l, m.Key, b)
+	}
 	out := b.Out[col.self]
-	if origin == col.self || out == nil || out.Len() == 0 {
+	if out == nil || out.Len() == 0 {
 		return nil
 	}
 	envs := out.Pending()
@@ -866,4 +865,28 @@ func ReplicaStats(r ColumnLister) Stats {
 		out.Pending += s.Pending
 	}
 	return out
+}
+
+// PendingTo returns the ops the column's cells hold in their outboxes to
+// the given peers (a leaving node waits until its peers in the ring
+// acknowledged everything; an outbox to a node that left the ring earlier
+// is kept, and not waited for).
+func (col *Column) PendingTo(l coltype.Leader, peers []counters.ID) (int, error) {
+	col.dirtyMu.Lock()
+	refs := slices.Collect(maps.Values(col.pending))
+	col.dirtyMu.Unlock()
+	n := 0
+	for _, p := range refs {
+		c, unlock, err := col.lock(l, p.ref.Key)
+		if err != nil {
+			return n, err
+		}
+		for _, id := range peers {
+			if o := c.b.Out[reset.ID(id)]; o != nil {
+				n += o.Len()
+			}
+		}
+		unlock()
+	}
+	return n, nil
 }

@@ -177,3 +177,37 @@ func (in *Inbox) UnmarshalBinary(b []byte) error {
 	*in = Inbox{delivered: d}
 	return nil
 }
+
+// OutboxAt returns an empty outbox whose next op gets sequence acked+1: the
+// channel to a replica that already has (from another replica's state it
+// adopted) every op of this sender numbered up to acked.
+func OutboxAt(acked uint64) *Outbox { return &Outbox{acked: acked} }
+
+// Fork returns a copy of the outbox: a channel to another destination that
+// numbers the same ops the same way and holds every op this one holds.
+func (o *Outbox) Fork() *Outbox {
+	return &Outbox{acked: o.acked, pending: slices.Clone(o.pending)}
+}
+
+// Acked returns the cumulative acknowledgement: every seq ≤ Acked arrived.
+func (o *Outbox) Acked() uint64 { return o.acked }
+
+// InboxAt returns an inbox that has delivered every seq ≤ delivered: the
+// channel from a sender whose ops up to delivered are in a state the
+// receiver adopted.
+func InboxAt(delivered uint64) *Inbox { return &Inbox{delivered: delivered} }
+
+// Skip counts every seq ≤ to delivered (their ops are in a state the
+// receiver adopted) and drops what it held of them; an inbox already
+// beyond to is left as is.
+func (in *Inbox) Skip(to uint64) {
+	if to <= in.delivered {
+		return
+	}
+	for s := range in.held {
+		if s <= to {
+			delete(in.held, s)
+		}
+	}
+	in.delivered = to
+}

@@ -390,3 +390,12 @@ func (s *State) Apply(op Op) error {
 	}
 	return ErrInvalidOp
 }
+
+// CloneAs returns a deep copy owned by replica self: the starting state of
+// a replica that joins the cell's replica set by adopting this one (it
+// holds every op this state applied, and generates its own from C[self]).
+func (s *State) CloneAs(self ID) *State {
+	d := s.Clone()
+	d.self = self
+	return d
+}
