@@ -2,16 +2,12 @@ package coordinator
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/row"
-	"github.com/idemkv/idemkv/transport"
 )
 
 // TestHintExpiry: a hint older than its table's gc_grace_seconds is dropped
@@ -19,31 +15,8 @@ import (
 // hints of a table the grace function does not know, are delivered; the
 // queue empties either way.
 func TestHintExpiry(t *testing.T) {
-	net := transport.NewMemNetwork(1)
-	var mu sync.Mutex
-	var got []int64
-	_, err := net.Listen("peer:7000", func(_ context.Context, _ transport.Addr, m transport.Message) (transport.Message, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		mut, err := DecodeMutation(m.Body)
-		if err != nil {
-			return transport.Message{}, err
-		}
-		got = append(got, mut.Cell.Timestamp)
-		return transport.Message{Type: TypeMutation}, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := net.Listen("self:7000", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := OpenHints(nil, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	b := newHintBed(t)
+	h, tr := b.h, b.tr
 	now := time.Unix(1_700_000_000, 0)
 	grace := map[uint64]time.Duration{1: time.Hour, 2: 0}
 	h.SetExpiry(func(table uint64) (time.Duration, bool) { g, ok := grace[table]; return g, ok }, func() time.Time { return now })
@@ -65,6 +38,7 @@ func TestHintExpiry(t *testing.T) {
 	if err != nil || left != 0 {
 		t.Fatalf("DeliverTo: left %d, %v", left, err)
 	}
+	got := b.delivered()
 	slices.Sort(got)
 	want := []int64{unknown, young}
 	if !slices.Equal(got, want) {

@@ -519,6 +519,19 @@ func (c *testCluster) createFBFTable() {
 	})
 }
 
+// soleFBFLeader returns the node whose FBF columns applied exactly one
+// update as leader (the node that led the one write so far).
+func (c *testCluster) soleFBFLeader() int {
+	c.t.Helper()
+	for i := range c.nodes {
+		if c.nodes[i] != nil && c.nodes[i].Replica().FBFStats().Applied == 1 {
+			return i + 1
+		}
+	}
+	c.t.Fatal("no node led the write")
+	return 0
+}
+
 func (c *testCluster) writeOp(via int, key string, delta int64, seq uint64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -602,15 +615,7 @@ func TestFBFRetryAfterLeaderRestart(t *testing.T) {
 	if err := c.writeOp(1, "r", 4, 77); err != nil {
 		t.Fatal(err)
 	}
-	leader := 0
-	for i := 1; i <= 3; i++ {
-		if c.node(i).Replica().FBFStats().Applied == 1 {
-			leader = i
-		}
-	}
-	if leader == 0 {
-		t.Fatal("no node led the write")
-	}
+	leader := c.soleFBFLeader()
 	c.stop(leader)
 	c.start(leader)
 	c.waitUp(3)

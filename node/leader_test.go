@@ -147,15 +147,7 @@ func TestFBFRestartedLeaderWaitsForPeersToSeeItUp(t *testing.T) {
 	if err := c.writeOp(1, "r", 4, 77); err != nil {
 		t.Fatal(err)
 	}
-	leader := 0
-	for i := 1; i <= 3; i++ {
-		if c.node(i).Replica().FBFStats().Applied == 1 {
-			leader = i
-		}
-	}
-	if leader == 0 {
-		t.Fatal("no node led the write")
-	}
+	leader := c.soleFBFLeader()
 	m, n := 1+leader%3, 1+(leader+1)%3
 	lid := c.node(leader).HostID()
 	c.stop(leader)
