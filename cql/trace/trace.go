@@ -8,8 +8,8 @@
 // them to a replicated keyspace, events from every replica): a Store keeps
 // the last MaxSessions sessions (DefaultMaxSessions), each for TTL
 // (DefaultTTL, 24 h, Cassandra's tracetype_query_ttl), and at most
-// MaxEvents events per session (DefaultMaxEvents; later ones are counted,
-// not kept).
+// MaxEvents events per session (DefaultMaxEvents; later ones are dropped,
+// but for the last, "Request complete").
 //
 // Code on a request's path records events with Eventf(ctx, ...), which does
 // nothing when the context carries no session.
@@ -70,10 +70,9 @@ type Session struct {
 	Parameters      map[string]string
 	Started         time.Time
 
-	store   *Store
-	mu      sync.Mutex
-	events  []Event
-	dropped int
+	store  *Store
+	mu     sync.Mutex
+	events []Event
 	// duration is the request's duration in microseconds, -1 until Finish.
 	duration int64
 }
@@ -182,14 +181,18 @@ func (s *Session) Event(thread, activity string) {
 	if s == nil {
 		return
 	}
+	s.event(thread, activity, false)
+}
+
+// event records an activity; past MaxEvents only a last one (Finish's).
+func (s *Session) event(thread, activity string, last bool) {
 	max := s.store.MaxEvents
 	if max <= 0 {
 		max = DefaultMaxEvents
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.events) >= max {
-		s.dropped++
+	if len(s.events) >= max && !last {
 		return
 	}
 	now := s.store.now() // under mu, so that events are in id order
@@ -202,7 +205,7 @@ func (s *Session) Finish() {
 	if s == nil {
 		return
 	}
-	s.Event(ThreadRequest, "Request complete")
+	s.event(ThreadRequest, "Request complete", true)
 	d := s.store.now().Sub(s.Started).Microseconds()
 	s.mu.Lock()
 	if s.duration < 0 {
