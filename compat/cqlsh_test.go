@@ -427,7 +427,7 @@ cluster.shutdown()
 		}
 		for _, want := range []string{
 			"hosts: 127.0.0.1 127.0.0.2 127.0.0.3",
-			"keyspaces: ks system system_schema",
+			"keyspaces: ks system system_schema system_traces",
 			"CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': '3'}",
 			"CREATE TABLE ks.t (\n    k text PRIMARY KEY,\n    c counter\n)",
 			"CREATE TABLE ks.h (\n    k text PRIMARY KEY,\n    c handoff_counter\n)",

@@ -2,10 +2,16 @@ package compat
 
 import (
 	"bytes"
+	"context"
 	"net"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gocql/gocql"
 )
@@ -102,5 +108,53 @@ func TestGocqlTracing(t *testing.T) {
 			t.Errorf("session %d: events %q", i, activities)
 		}
 		t.Logf("session %d (%s): %q", i, req, activities)
+	}
+}
+
+// TestPythonDriverTracing traces statements with the DataStax Python
+// driver (the one the real cqlsh runs on, provisioned by package
+// cqlshpy): session.execute(q, trace=True).get_query_trace() polls
+// system_traces until the session has a duration, then reads its events.
+// The ring has one node: traces are kept by the coordinator only, and the
+// driver reads them back through any node.
+func TestPythonDriverTracing(t *testing.T) {
+	bin := realCqlsh(t)
+	r := startRing(t, 1, nil)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "trace.py")
+	if err := os.WriteFile(script, []byte(`import sys
+from cassandra.cluster import Cluster
+cluster = Cluster([sys.argv[1]], port=int(sys.argv[2]), protocol_version=4, connect_timeout=30)
+s = cluster.connect()
+s.execute("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+s.execute("CREATE TABLE ks.t (k text PRIMARY KEY, c counter)")
+for q in ["UPDATE ks.t SET c = c + 1 WHERE k = 'a'", "SELECT c FROM ks.t WHERE k = 'a'"]:
+    rs = s.execute(q, trace=True)
+    tr = rs.get_query_trace(max_wait_sec=10)
+    print("trace:", tr.trace_id.version, tr.request_type, tr.coordinator, tr.duration is not None, tr.parameters.get("query"))
+    for e in tr.events:
+        print("event:", e.description, "|", e.source, e.source_elapsed is not None, e.thread_name)
+cluster.shutdown()
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	py := filepath.Join(filepath.Dir(bin), "python")
+	out, err := osexec.CommandContext(ctx, py, script, "127.0.0.1", strconv.Itoa(r.port+1)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python driver tracing: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	for _, want := range []string{
+		"trace: 1 Execute CQL3 query 127.0.0.1 True UPDATE ks.t SET c = c + 1 WHERE k = 'a'",
+		"trace: 1 Execute CQL3 query 127.0.0.1 True SELECT c FROM ks.t WHERE k = 'a'",
+		"event: Leader chosen: this node",
+		"event: Read from this node: 1 cells",
+		"event: Request complete | 127.0.0.1 True Native-Transport-Requests",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("want %q in\n%s", want, out)
+		}
 	}
 }
