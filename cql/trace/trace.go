@@ -8,8 +8,7 @@
 // them to a replicated keyspace, events from every replica): a Store keeps
 // the last MaxSessions sessions (DefaultMaxSessions), each for TTL
 // (DefaultTTL, 24 h, Cassandra's tracetype_query_ttl), and at most
-// MaxEvents events per session (DefaultMaxEvents; later ones are dropped,
-// but for the last, "Request complete").
+// MaxEvents events per session (DefaultMaxEvents; later ones are dropped).
 //
 // Code on a request's path records events with Eventf(ctx, ...), which does
 // nothing when the context carries no session.
@@ -181,18 +180,13 @@ func (s *Session) Event(thread, activity string) {
 	if s == nil {
 		return
 	}
-	s.event(thread, activity, false)
-}
-
-// event records an activity; past MaxEvents only a last one (Finish's).
-func (s *Session) event(thread, activity string, last bool) {
 	max := s.store.MaxEvents
 	if max <= 0 {
 		max = DefaultMaxEvents
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.events) >= max && !last {
+	if len(s.events) >= max {
 		return
 	}
 	now := s.store.now() // under mu, so that events are in id order
@@ -200,12 +194,13 @@ func (s *Session) event(thread, activity string, last bool) {
 		SourcePort: s.CoordinatorPort, Elapsed: now.Sub(s.Started).Microseconds(), Thread: thread})
 }
 
-// Finish records the request's duration (once) and a last event.
+// Finish records the request's duration, once. It adds no event: as in
+// Cassandra, the end of a request is its session's duration (cqlsh prints
+// a "Request complete" row from it).
 func (s *Session) Finish() {
 	if s == nil {
 		return
 	}
-	s.event(ThreadRequest, "Request complete", true)
 	d := s.store.now().Sub(s.Started).Microseconds()
 	s.mu.Lock()
 	if s.duration < 0 {
