@@ -43,6 +43,20 @@ func TestTracingPrintsTraces(t *testing.T) {
 	if !strings.Contains(again, "Tracing session: "+ids[1][1]) || !strings.Contains(again, "Executing SELECT on") {
 		t.Errorf("SHOW SESSION:\n%s", again)
 	}
+	full := run(t, s, "DESCRIBE FULL SCHEMA")
+	for _, want := range []string{
+		"CREATE TABLE system_traces.events (\n    session_id uuid,\n    event_id timeuuid,\n    activity text,\n",
+		"    PRIMARY KEY (session_id, event_id)\n) WITH ",
+		"CREATE TABLE system_traces.sessions (\n    session_id uuid PRIMARY KEY,\n    client inet,\n",
+		"    parameters map<text, text>,\n",
+	} {
+		if !strings.Contains(full, want) {
+			t.Errorf("DESCRIBE FULL SCHEMA lacks %q", want)
+		}
+	}
+	if strings.Contains(run(t, s, "DESCRIBE SCHEMA"), "system_traces") {
+		t.Error("DESCRIBE SCHEMA shows system_traces, a system keyspace")
+	}
 	var errOut bytes.Buffer
 	if err := s.ExecString("SELECT c FROM ks.nope", &bytes.Buffer{}, &errOut); err == nil {
 		t.Error("no error for a missing table")
