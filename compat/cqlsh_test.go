@@ -340,6 +340,29 @@ CREATE TABLE ks.h (k text PRIMARY KEY, c handoff_counter);
 		}
 	})
 
+	t.Run("tracing", func(t *testing.T) {
+		// cqlsh reads traces through its one host (a white list), the
+		// coordinator, which keeps them (docs/tracing.md).
+		res := c.ok(t, "TRACING ON; UPDATE ks.t SET c = c + 1 WHERE k = 'tr'; SELECT k, c FROM ks.t WHERE k = 'a'")
+		for _, want := range []string{
+			"TRACING set to ON",
+			"Tracing session: ",
+			" activity ",
+			" | source    | source_elapsed | client\n",
+			"Execute CQL3 query | ",
+			"Leader chosen: ",
+			"Executing SELECT on ks.t [Native-Transport-Requests] | ",
+			"Request complete | ",
+		} {
+			if !strings.Contains(res.stdout, want) {
+				t.Errorf("want %q: %v", want, res)
+			}
+		}
+		if n := strings.Count(res.stdout, "Tracing session: "); n != 2 {
+			t.Errorf("%d traces, want 2: %v", n, res)
+		}
+	})
+
 	t.Run("source", func(t *testing.T) {
 		src := file("src.cql", "UPDATE ks.t SET c = c + 1 WHERE k = 's';\nUPDATE ks.t SET c = c + 2 WHERE k = 's';\nSELECT k, c FROM ks.t WHERE k = 's';\n")
 		res := c.ok(t, fmt.Sprintf("SOURCE '%s'", src))
