@@ -3,10 +3,12 @@ package compat
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -156,5 +158,52 @@ cluster.shutdown()
 		if !strings.Contains(string(out), want) {
 			t.Errorf("want %q in\n%s", want, out)
 		}
+	}
+}
+
+// TestGocqlTracingRing traces writes and reads at ALL on a 3-node ring
+// with replication factor 3, through node 1 only (gocql reads traces on
+// its control connection, and traces are kept by their coordinator): the
+// events name the leader and its answer, or the replicas' acks when node 1
+// leads, and each replica read. The key of the read is k0, written once.
+func TestGocqlTracingRing(t *testing.T) {
+	r := startRing(t, 3, nil)
+	c := r.cluster()
+	c.HostFilter = gocql.WhiteListHostFilter("127.0.0.1")
+	s := r.session(c)
+	exec(t, s, "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}")
+	exec(t, s, "CREATE TABLE ks.t (k text PRIMARY KEY, c counter)")
+	var out bytes.Buffer
+	w := gocql.NewTraceWriter(s, &out)
+	remoteRe := regexp.MustCompile(`Leader 127\.0\.0\.[23]:\d+ answered`)
+	localRe := regexp.MustCompile(`Replica 127\.0\.0\.[23]:\d+ acknowledged`)
+	// Leaders are drawn at random among the replicas: update until both
+	// kinds were seen (60 updates miss one with probability (2/3)^60).
+	for i := 0; i < 60 && !(remoteRe.MatchString(out.String()) && localRe.MatchString(out.String())); i++ {
+		if err := s.Query("UPDATE ks.t SET c = c + 1 WHERE k = ?", fmt.Sprint("k", i)).Consistency(gocql.All).Trace(w).Exec(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var v int64
+	if err := s.Query("SELECT c FROM ks.t WHERE k = ?", "k0").Consistency(gocql.All).Trace(w).Scan(&v); err != nil || v != 1 {
+		t.Fatalf("read: %d, %v", v, err)
+	}
+	got := out.String()
+	t.Logf("%s", got)
+	remote, local := remoteRe.MatchString(got), localRe.MatchString(got)
+	if !remote || !local {
+		t.Errorf("want both a remote leader's answer (%t) and replicas' acks to node 1 leading (%t)", remote, local)
+	}
+	for _, want := range []string{
+		"Consistency level ALL met: 3 acks",
+		"Read at ALL: 3 live replicas, 3 answers needed",
+		"Read from this node: 1 cells",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("trace lacks %q", want)
+		}
+	}
+	if n := len(regexp.MustCompile(`Read from 127\.0\.0\.[23]:\d+: 1 cells`).FindAllString(got, -1)); n != 2 {
+		t.Errorf("%d reads from the other replicas, want 2", n)
 	}
 }
