@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-func TestTimeUUID(t *testing.T) {
+func TestTraceTimeUUID(t *testing.T) {
 	now := time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC)
 	a, b := NewTimeUUID(now), NewTimeUUID(now)
 	if a == b || a[6]>>4 != 1 || a[8]&0xc0 != 0x80 {
@@ -18,7 +18,7 @@ func TestTimeUUID(t *testing.T) {
 	}
 }
 
-func TestStoreBounds(t *testing.T) {
+func TestTraceStoreBounds(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	st := &Store{MaxSessions: 3, MaxEvents: 4, TTL: time.Hour, Now: func() time.Time { return now }}
 	ip := net.IPv4(127, 0, 0, 1)
