@@ -76,14 +76,18 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 		}
 	}
 	cands = req.order(cands)
-	trace.Eventf(ctx, trace.ThreadRequest, "Read at %v: %d live replicas, %d answers needed", cl, len(live), req.blockFor)
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Read at %v: %d live replicas, %d answers needed", cl, len(live), req.blockFor)
+	}
 	rk := row.Key{Token: ring.Token(key), Partition: key}
 	answers := make(chan readAnswer, len(cands))
 	next := 0
 	ask := func() {
 		e := cands[next]
 		next++
-		trace.Eventf(ctx, trace.ThreadRequest, "Reading from %s", c.endpointName(e))
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRequest, "Reading from %s", c.endpointName(e))
+		}
 		go func() { answers <- c.readFrom(ctx, e, table, rk) }()
 	}
 	for next < req.blockFor && next < len(cands) {
@@ -108,7 +112,9 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 		case a := <-answers:
 			inflight--
 			if a.err != nil {
-				trace.Eventf(ctx, trace.ThreadRead, "Read from %s failed: %v", c.endpointName(a.e), a.err)
+				if trace.On(ctx) {
+					trace.Eventf(ctx, trace.ThreadRead, "Read from %s failed: %v", c.endpointName(a.e), a.err)
+				}
 				c.logger.Debug("read from replica failed", "replica", a.e.ID, "err", a.err)
 				failures = append(failures, a.err)
 				if next < len(cands) {
@@ -122,7 +128,9 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 				}
 				continue
 			}
-			trace.Eventf(ctx, trace.ThreadRead, "Read from %s: %d cells (partition found: %t)", c.endpointName(a.e), len(a.r.Cells), a.found)
+			if trace.On(ctx) {
+				trace.Eventf(ctx, trace.ThreadRead, "Read from %s: %d cells (partition found: %t)", c.endpointName(a.e), len(a.r.Cells), a.found)
+			}
 			got = append(got, a)
 		case <-ctx.Done():
 			c.stats.readTimeouts.Add(1)
@@ -140,7 +148,9 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 	if err != nil {
 		return row.Row{}, false, err
 	}
-	trace.Eventf(ctx, trace.ThreadRequest, "Merged %d answers", len(got))
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Merged %d answers", len(got))
+	}
 	if found {
 		if err := c.repair(ctx, table, key, merged, got); err != nil {
 			return row.Row{}, false, err
@@ -229,7 +239,9 @@ func (c *Coordinator) repair(ctx context.Context, table uint64, key []byte, merg
 		return nil
 	}
 	for _, j := range jobs {
-		trace.Eventf(ctx, trace.ThreadRead, "Read repair: sending the merged cell %s to %s", j.m.Cell.Column, c.endpointName(j.e))
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRead, "Read repair: sending the merged cell %s to %s", j.m.Cell.Column, c.endpointName(j.e))
+		}
 	}
 	errs := make(chan error, len(jobs))
 	for _, j := range jobs {
@@ -256,9 +268,13 @@ func (c *Coordinator) repair(ctx context.Context, table uint64, key []byte, merg
 		// The answer is still right; the replica will converge through
 		// later repairs or hints. Cassandra times the read out here.
 		c.logger.Debug("read repair incomplete", "err", err)
-		trace.Eventf(ctx, trace.ThreadRead, "Read repair incomplete: %v", err)
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRead, "Read repair incomplete: %v", err)
+		}
 	} else {
-		trace.Eventf(ctx, trace.ThreadRead, "Read repair acknowledged by %d replicas", len(jobs))
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRead, "Read repair acknowledged by %d replicas", len(jobs))
+		}
 	}
 	return nil
 }

@@ -242,7 +242,9 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	}
 	if exchange {
 		u := writes[0].update
-		trace.Eventf(ctx, trace.ThreadRequest, "Exchanging %s (%d bytes) for column %s", payloadKey, len(state), u.Column)
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRequest, "Exchanging %s (%d bytes) for column %s", payloadKey, len(state), u.Column)
+		}
 		out, err := e.b.Exchange(ctx, u.Table, u.Key, u.Column, state, coordinator.ConsistencyLevel(cl))
 		if err != nil {
 			return err
@@ -252,7 +254,9 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	}
 	now := e.opts.Now().UnixNano()
 	var dismissed uint32
-	trace.Eventf(ctx, trace.ThreadRequest, "Executing %d counter writes at %v (op id: %t)", len(writes), coordinator.ConsistencyLevel(cl), hasOp)
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Executing %d counter writes at %v (op id: %t)", len(writes), coordinator.ConsistencyLevel(cl), hasOp)
+	}
 	for _, w := range writes {
 		if w.delete {
 			if handled, err := e.deleteContext(ctx, w.tableInfo, w, coordinator.ConsistencyLevel(cl), payload); handled || err != nil {

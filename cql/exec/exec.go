@@ -169,14 +169,20 @@ func invalid(format string, args ...any) *frame.Error {
 // Query implements cql.Executor.
 func (e *Executor) Query(ctx context.Context, s *cql.Session, query string, p frame.QueryParams, payload map[string][]byte) (out cql.Outcome, err error) {
 	defer e.recoverTo(&err)
-	ctx, ts := e.startTrace(ctx, s, "Execute CQL3 query", traceParams(query, p.Consistency, p.SerialConsistency, p.HasSerial, p.PageSize))
+	ctx, ts := e.startTrace(ctx, s, "Execute CQL3 query", func() map[string]string {
+		return traceParams(query, p.Consistency, p.SerialConsistency, p.HasSerial, p.PageSize)
+	})
 	defer endTrace(ts, &out)
-	trace.Eventf(ctx, trace.ThreadRequest, "Parsing %s", query)
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Parsing %s", query)
+	}
 	st, err := parseQuery(query)
 	if err != nil {
 		return cql.Outcome{}, err
 	}
-	trace.Eventf(ctx, trace.ThreadRequest, "Preparing statement")
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Preparing statement")
+	}
 	ks := sessionKeyspace(s)
 	if len(p.Names) > 0 {
 		params, _, _, err := e.describe(ks, st)
@@ -199,14 +205,18 @@ func (e *Executor) Query(ctx context.Context, s *cql.Session, query string, p fr
 // query, as Cassandra computes it.
 func (e *Executor) Prepare(ctx context.Context, s *cql.Session, query string, payload map[string][]byte) (out cql.Outcome, err error) {
 	defer e.recoverTo(&err)
-	ctx, ts := e.startTrace(ctx, s, "Preparing CQL3 query", map[string]string{"query": query})
+	ctx, ts := e.startTrace(ctx, s, "Preparing CQL3 query", func() map[string]string { return map[string]string{"query": query} })
 	defer endTrace(ts, &out)
-	trace.Eventf(ctx, trace.ThreadRequest, "Parsing %s", query)
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Parsing %s", query)
+	}
 	st, err := parseQuery(query)
 	if err != nil {
 		return cql.Outcome{}, err
 	}
-	trace.Eventf(ctx, trace.ThreadRequest, "Preparing statement")
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Preparing statement")
+	}
 	ks := sessionKeyspace(s)
 	sum := md5.Sum([]byte(ks + query))
 	pr := &prepared{id: sum[:], query: query, keyspace: ks, stmt: st}
@@ -261,7 +271,9 @@ func (e *Executor) Execute(ctx context.Context, s *cql.Session, id []byte, p fra
 	if pr != nil {
 		query = pr.query
 	}
-	ctx, ts := e.startTrace(ctx, s, "Execute CQL3 prepared query", traceParams(query, p.Consistency, p.SerialConsistency, p.HasSerial, p.PageSize))
+	ctx, ts := e.startTrace(ctx, s, "Execute CQL3 prepared query", func() map[string]string {
+		return traceParams(query, p.Consistency, p.SerialConsistency, p.HasSerial, p.PageSize)
+	})
 	defer endTrace(ts, &out)
 	if err != nil {
 		return cql.Outcome{}, err
@@ -282,7 +294,7 @@ func (e *Executor) Execute(ctx context.Context, s *cql.Session, id []byte, p fra
 // Batch implements cql.Executor.
 func (e *Executor) Batch(ctx context.Context, s *cql.Session, b frame.Batch, payload map[string][]byte) (out cql.Outcome, err error) {
 	defer e.recoverTo(&err)
-	ctx, ts := e.startTrace(ctx, s, "Execute batch of CQL3 queries", traceParams("", b.Consistency, b.SerialConsistency, b.HasSerial, 0))
+	ctx, ts := e.startTrace(ctx, s, "Execute batch of CQL3 queries", func() map[string]string { return traceParams("", b.Consistency, b.SerialConsistency, b.HasSerial, 0) })
 	defer endTrace(ts, &out)
 	items := make([]batchItem, 0, len(b.Statements))
 	for _, bs := range b.Statements {

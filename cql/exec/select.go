@@ -178,7 +178,9 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 	if len(tokRels) > 0 && t.sys != nil {
 		return nil, invalid("idemkv does not serve token() on system tables")
 	}
-	trace.Eventf(ctx, trace.ThreadRequest, "Executing SELECT on %s.%s", t.keyspace, t.name)
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Executing SELECT on %s.%s", t.keyspace, t.name)
+	}
 	if t.sys != nil {
 		rows, err := e.selectSystem(t, st, sel, p.Values, limit)
 		if err != nil {

@@ -14,9 +14,10 @@ import (
 func (e *Executor) Traces() *trace.Store { return e.traces }
 
 // startTrace begins a trace session for a request with the tracing flag
-// (s.Trace), with Cassandra's request text and parameters, and returns ctx
-// carrying it; for any other request it returns ctx and nil.
-func (e *Executor) startTrace(ctx context.Context, s *cql.Session, request string, params map[string]string) (context.Context, *trace.Session) {
+// (s.Trace), with Cassandra's request text and parameters (params is
+// called only then), and returns ctx carrying it; for any other request it
+// returns ctx and nil.
+func (e *Executor) startTrace(ctx context.Context, s *cql.Session, request string, params func() map[string]string) (context.Context, *trace.Session) {
 	if s == nil || !s.Trace {
 		return ctx, nil
 	}
@@ -25,7 +26,7 @@ func (e *Executor) startTrace(ctx context.Context, s *cql.Session, request strin
 	if port == 0 {
 		port = 9042
 	}
-	ts := e.traces.Start(s.Client, n.IP, port, "QUERY", request, params)
+	ts := e.traces.Start(s.Client, n.IP, port, "QUERY", request, params())
 	return trace.With(ctx, ts), ts
 }
 

@@ -11,7 +11,8 @@
 // MaxEvents events per session (DefaultMaxEvents; later ones are dropped).
 //
 // Code on a request's path records events with Eventf(ctx, ...), which does
-// nothing when the context carries no session.
+// nothing when the context carries no session; hot paths test On(ctx) first
+// so that an untraced request allocates nothing for its events.
 package trace
 
 import (
@@ -224,6 +225,10 @@ func From(ctx context.Context) *Session {
 	s, _ := ctx.Value(ctxKey{}).(*Session)
 	return s
 }
+
+// On reports whether ctx carries a session. Hot paths test it before
+// Eventf, whose arguments would otherwise be boxed (allocated) for nothing.
+func On(ctx context.Context) bool { return From(ctx) != nil }
 
 // Eventf records an activity, formatted, in ctx's session, if any.
 func Eventf(ctx context.Context, thread, format string, args ...any) {
