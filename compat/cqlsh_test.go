@@ -340,6 +340,29 @@ CREATE TABLE ks.h (k text PRIMARY KEY, c handoff_counter);
 		}
 	})
 
+	t.Run("tracing", func(t *testing.T) {
+		// cqlsh reads traces through its one host (a white list), the
+		// coordinator, which keeps them (docs/tracing.md).
+		res := c.ok(t, "TRACING ON; UPDATE ks.t SET c = c + 1 WHERE k = 'tr'; SELECT k, c FROM ks.t WHERE k = 'a'")
+		for _, want := range []string{
+			"TRACING set to ON",
+			"Tracing session: ",
+			" activity ",
+			" | source    | source_elapsed | client\n",
+			"Execute CQL3 query | ",
+			"Leader chosen: ",
+			"Executing SELECT on ks.t [Native-Transport-Requests] | ",
+			"Request complete | ",
+		} {
+			if !strings.Contains(res.stdout, want) {
+				t.Errorf("want %q: %v", want, res)
+			}
+		}
+		if n := strings.Count(res.stdout, "Tracing session: "); n != 2 {
+			t.Errorf("%d traces, want 2: %v", n, res)
+		}
+	})
+
 	t.Run("source", func(t *testing.T) {
 		src := file("src.cql", "UPDATE ks.t SET c = c + 1 WHERE k = 's';\nUPDATE ks.t SET c = c + 2 WHERE k = 's';\nSELECT k, c FROM ks.t WHERE k = 's';\n")
 		res := c.ok(t, fmt.Sprintf("SOURCE '%s'", src))
@@ -427,7 +450,7 @@ cluster.shutdown()
 		}
 		for _, want := range []string{
 			"hosts: 127.0.0.1 127.0.0.2 127.0.0.3",
-			"keyspaces: ks system system_schema",
+			"keyspaces: ks system system_schema system_traces",
 			"CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': '3'}",
 			"CREATE TABLE ks.t (\n    k text PRIMARY KEY,\n    c counter\n)",
 			"CREATE TABLE ks.h (\n    k text PRIMARY KEY,\n    c handoff_counter\n)",

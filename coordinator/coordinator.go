@@ -36,6 +36,7 @@ import (
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters"
+	"github.com/idemkv/idemkv/cql/trace"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
@@ -366,6 +367,9 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl Con
 		c.stats.unavailable.Add(1)
 		return err
 	}
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Counter write of column %s at %v: %d live replicas, %d acks needed", u.Column, cl, len(live), req.blockFor)
+	}
 	ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 	defer cancel()
 	w := counterWrite{cl: cl, localDC: req.localDC, u: u}
@@ -377,9 +381,20 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl Con
 	candidates := live
 	for {
 		leader := c.chooseLeader(u, candidates)
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRequest, "Leader chosen: %s (of %d candidates)", c.endpointName(leader), len(candidates))
+		}
 		err := c.writeVia(ctx, leader, w, req)
 		if !errors.Is(err, errLeaderInDoubt) {
+			if err != nil {
+				if trace.On(ctx) {
+					trace.Eventf(ctx, trace.ThreadRequest, "Counter write failed: %v", err)
+				}
+			}
 			return c.countTimeout(err)
+		}
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRequest, "Leader %s cannot lead the update now (in doubt or unreachable); trying another", c.endpointName(leader))
 		}
 		candidates = slices.DeleteFunc(slices.Clone(candidates), func(e ring.Endpoint) bool { return e.ID == leader.ID })
 		if len(candidates) == 0 {
@@ -403,7 +418,15 @@ func (c *Coordinator) writeVia(ctx context.Context, leader ring.Endpoint, w coun
 	if !ok {
 		return &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
 	}
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Sending COUNTER_WRITE message to leader %s", addr)
+	}
 	resp, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeCounterWrite, Body: encodeCounterWrite(w)})
+	if err == nil {
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRequest, "Leader %s answered", addr)
+		}
+	}
 	if errors.Is(err, transport.ErrNotSent) {
 		// The leader is gone (killed, not yet convicted by the failure
 		// detector) and never saw the update: another live replica leads.
@@ -507,6 +530,9 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		c.learnOp(ctx, w.u) // free unless the filter may be incomplete
 	}
 	w.u.Replicas, w.u.Pending = replicaIDs(natural), replicaIDs(pending)
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadWrite, "Leading the update here: applying it to the local replica")
+	}
 	m, err := c.cfg.Store.Apply(w.u)
 	for errors.Is(err, coltype.ErrOpInDoubt) {
 		// A retry of the very update this node holds in doubt: it waits
@@ -528,6 +554,9 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		return err
 	}
 	c.stats.led.Add(1)
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadWrite, "Applied on the leader (dismissed as a retry: %t); replicating to %d other replicas", m.Dismissed, len(natural)-1+len(pending))
+	}
 	if m.Dismissed {
 		// A retry the column recognised: nothing was applied, but the first
 		// attempt may not have reached the other replicas (it timed out).
@@ -587,6 +616,9 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 				t.add(dc)
 			}
 			if t.met() {
+				if trace.On(ctx) {
+					trace.Eventf(ctx, trace.ThreadWrite, "Consistency level %v met: %d acks", w.cl, t.total)
+				}
 				return nil
 			}
 		case <-ctx.Done():
@@ -625,18 +657,42 @@ func newRequirementFor(w counterWrite, c *Coordinator) requirement {
 func (c *Coordinator) replicate(ctx context.Context, e ring.Endpoint, m coltype.Mutation, acks chan<- string) {
 	addr, ok := c.cfg.Cluster.Addr(e.ID)
 	if !ok || !c.cfg.Cluster.IsUp(e.ID) {
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadWrite, "Replica %s is down: storing a hint", c.endpointName(e))
+		}
 		c.hint(e.ID, m)
 		acks <- ""
 		return
+	}
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadWrite, "Sending MUTATION message to replica %s", addr)
 	}
 	_, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: EncodeMutation(m)})
 	if err != nil {
 		c.logger.Debug("replication failed; hinting", "replica", addr, "err", err)
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadWrite, "Replica %s did not acknowledge (%v): storing a hint", addr, err)
+		}
 		c.hint(e.ID, m)
 		acks <- ""
 		return
 	}
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadWrite, "Replica %s acknowledged", addr)
+	}
 	acks <- e.DC
+}
+
+// endpointName names a replica in trace events: its address, or "this
+// node".
+func (c *Coordinator) endpointName(e ring.Endpoint) string {
+	if e.ID == c.cfg.Cluster.Self().ID {
+		return "this node"
+	}
+	if addr, ok := c.cfg.Cluster.Addr(e.ID); ok {
+		return string(addr)
+	}
+	return e.ID
 }
 
 func (c *Coordinator) hint(hostID string, m coltype.Mutation) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/cql/trace"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
@@ -75,12 +76,18 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 		}
 	}
 	cands = req.order(cands)
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Read at %v: %d live replicas, %d answers needed", cl, len(live), req.blockFor)
+	}
 	rk := row.Key{Token: ring.Token(key), Partition: key}
 	answers := make(chan readAnswer, len(cands))
 	next := 0
 	ask := func() {
 		e := cands[next]
 		next++
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRequest, "Reading from %s", c.endpointName(e))
+		}
 		go func() { answers <- c.readFrom(ctx, e, table, rk) }()
 	}
 	for next < req.blockFor && next < len(cands) {
@@ -105,6 +112,9 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 		case a := <-answers:
 			inflight--
 			if a.err != nil {
+				if trace.On(ctx) {
+					trace.Eventf(ctx, trace.ThreadRead, "Read from %s failed: %v", c.endpointName(a.e), a.err)
+				}
 				c.logger.Debug("read from replica failed", "replica", a.e.ID, "err", a.err)
 				failures = append(failures, a.err)
 				if next < len(cands) {
@@ -117,6 +127,9 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 					return row.Row{}, false, failed()
 				}
 				continue
+			}
+			if trace.On(ctx) {
+				trace.Eventf(ctx, trace.ThreadRead, "Read from %s: %d cells (partition found: %t)", c.endpointName(a.e), len(a.r.Cells), a.found)
 			}
 			got = append(got, a)
 		case <-ctx.Done():
@@ -134,6 +147,9 @@ func (c *Coordinator) Read(ctx context.Context, table uint64, key []byte, cl Con
 	merged, found, err := c.merge(table, rk, got)
 	if err != nil {
 		return row.Row{}, false, err
+	}
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Merged %d answers", len(got))
 	}
 	if found {
 		if err := c.repair(ctx, table, key, merged, got); err != nil {
@@ -222,6 +238,11 @@ func (c *Coordinator) repair(ctx context.Context, table uint64, key []byte, merg
 	if len(jobs) == 0 {
 		return nil
 	}
+	for _, j := range jobs {
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRead, "Read repair: sending the merged cell %s to %s", j.m.Cell.Column, c.endpointName(j.e))
+		}
+	}
 	errs := make(chan error, len(jobs))
 	for _, j := range jobs {
 		go func() {
@@ -247,6 +268,13 @@ func (c *Coordinator) repair(ctx context.Context, table uint64, key []byte, merg
 		// The answer is still right; the replica will converge through
 		// later repairs or hints. Cassandra times the read out here.
 		c.logger.Debug("read repair incomplete", "err", err)
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRead, "Read repair incomplete: %v", err)
+		}
+	} else {
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRead, "Read repair acknowledged by %d replicas", len(jobs))
+		}
 	}
 	return nil
 }

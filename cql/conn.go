@@ -100,6 +100,9 @@ func newConn(s *Server, nc net.Conn, ip string) *conn {
 	}
 	c.dr = &deadlineReader{nc: nc, idle: s.cfg.IdleTimeout, halfFrame: max(s.cfg.HalfFrameTimeout, 0)}
 	c.rd = frame.NewPooledReader(c.dr, s.cfg.MaxHandshakeFrame)
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		c.sess.Client = ta.IP
+	}
 	c.lastWrite.Store(time.Now().UnixNano())
 	return c
 }
@@ -653,6 +656,7 @@ func (c *conn) execute(h frame.Header, f *frame.Frame, cost int64) {
 		c.sessMu.Lock()
 		sess := c.sess
 		c.sessMu.Unlock()
+		sess.Trace = f.Tracing
 		before := sess.Keyspace
 		ex := c.s.cfg.Executor
 		switch m := f.Message.(type) {
@@ -677,7 +681,13 @@ func (c *conn) execute(h frame.Header, f *frame.Frame, cost int64) {
 			c.sessMu.Unlock()
 		}
 	}()
+	// A traced request's answer, result or error, carries its trace id
+	// (Cassandra 4's Message.Request.execute; STARTUP, OPTIONS, REGISTER
+	// and AUTH_RESPONSE are not traced, as Cassandra's isTraceable).
 	resp := &frame.Frame{Stream: h.Stream, Payload: out.Payload, Warnings: out.Warnings}
+	if f.Tracing && len(out.TraceID) == 16 {
+		resp.TracingID = out.TraceID
+	}
 	switch {
 	case err != nil:
 		var fe *frame.Error

@@ -6,6 +6,7 @@ package cql
 
 import (
 	"context"
+	"net"
 
 	"github.com/idemkv/idemkv/cql/frame"
 )
@@ -19,6 +20,12 @@ type Session struct {
 	Keyspace        string // set by USE
 	User            string // the authenticated user, "" without authentication
 	ProtocolVersion byte
+	// Client is the client's address (system_traces.sessions.client).
+	Client net.IP
+	// Trace is set on a request's copy when the request frame has the
+	// tracing flag: the executor then records a trace session and returns
+	// its id in Outcome.TraceID.
+	Trace bool
 }
 
 // Outcome is an executor's answer: a result, and optionally a custom payload
@@ -27,6 +34,10 @@ type Outcome struct {
 	Result   frame.Result
 	Payload  map[string][]byte
 	Warnings []string
+	// TraceID is the trace session's id (a 16-byte time-based UUID) of a
+	// traced request: the response, result or error, carries it with the
+	// tracing flag.
+	TraceID []byte
 }
 
 // Executor runs statements. An error of type *frame.Error is sent as it is;

@@ -180,7 +180,7 @@ func (s *Shell) describeAll(out io.Writer, full bool) error {
 		return err
 	}
 	for _, k := range ks {
-		if !full && (k.name == "system" || k.name == "system_schema") {
+		if !full && (k.name == "system" || k.name == "system_schema" || k.name == "system_traces") {
 			continue
 		}
 		if err := s.describeKeyspace(k.name, out); err != nil {

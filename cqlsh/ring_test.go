@@ -386,8 +386,8 @@ func TestShellCommands(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	if !strings.Contains(errOut.String(), "idemkv does not record traces") {
-		t.Errorf("TRACING ON: %q", errOut.String())
+	if !strings.Contains(out.String(), "Now Tracing is enabled") {
+		t.Errorf("TRACING ON: %q", out.String())
 	}
 	if len(lr.Prompts) != 7 {
 		t.Errorf("the shell read on after quit: %q", lr.Prompts)

@@ -60,6 +60,7 @@ type Shell struct {
 	pageSize int
 	history  []string
 	depth    int             // SOURCE nesting
+	tracing  bool            // TRACING ON
 	ctx      context.Context // of the statement running; Ctrl-C cancels it
 }
 
@@ -382,11 +383,28 @@ func (s *Shell) execute(stmt string, lr LineReader, out, errOut io.Writer) error
 		}
 		return nil
 	case "tracing":
+		// cqlsh's SwitchCommand messages.
 		switch arg(1) {
-		case "", "OFF":
-			fmt.Fprintln(out, "Tracing is disabled: idemkv does not record traces.")
+		case "":
+			if s.tracing {
+				fmt.Fprintln(out, "Tracing is currently enabled. Use TRACING OFF to disable")
+			} else {
+				fmt.Fprintln(out, "Tracing is currently disabled. Use TRACING ON to enable.")
+			}
 		case "ON":
-			fmt.Fprintln(errOut, "Tracing is not supported: idemkv does not record traces (system_traces does not exist). Statements run untraced.")
+			if s.tracing {
+				fmt.Fprintln(errOut, "Tracing is already enabled. Use TRACING OFF to disable.")
+			} else {
+				s.tracing = true
+				fmt.Fprintln(out, "Now Tracing is enabled")
+			}
+		case "OFF":
+			if !s.tracing {
+				fmt.Fprintln(errOut, "Tracing is not enabled.")
+			} else {
+				s.tracing = false
+				fmt.Fprintln(out, "Disabled Tracing.")
+			}
 		default:
 			return fmt.Errorf("improper TRACING command: TRACING [ON|OFF]")
 		}
@@ -398,9 +416,13 @@ func (s *Shell) execute(stmt string, lr LineReader, out, errOut io.Writer) error
 		case "HOST":
 			fmt.Fprintf(out, "Connected to %s at %s.\n", s.clusterName(), s.Host())
 		case "SESSION":
-			return fmt.Errorf("SHOW SESSION needs a trace, and idemkv does not record traces")
+			id, err := gocql.ParseUUID(strings.TrimSpace(strings.Join(fields[2:], "")))
+			if err != nil {
+				return fmt.Errorf("improper SHOW command: SHOW SESSION <session id>")
+			}
+			return s.printTrace(id, "", out, errOut)
 		default:
-			return fmt.Errorf("improper SHOW command: SHOW VERSION | SHOW HOST")
+			return fmt.Errorf("improper SHOW command: SHOW VERSION | SHOW HOST | SHOW SESSION <session id>")
 		}
 		return nil
 	case "source":
@@ -422,7 +444,22 @@ func (s *Shell) execute(stmt string, lr LineReader, out, errOut io.Writer) error
 	if m := consistencyRe.FindStringSubmatch(stmt); m != nil {
 		return s.consistency(m[1] != "", m[3], out)
 	}
-	return s.selectRows(stmt, lr, out)
+	if !s.tracing {
+		return s.selectRows(stmt, lr, out)
+	}
+	// As cqlsh, the traces of a statement that succeeded, after its result.
+	tr := &traceIDs{}
+	if err := s.selectRowsTraced(stmt, lr, out, tr); err != nil {
+		return err
+	}
+	for _, id := range tr.ids {
+		// gocql prepares the statement first (traced too), which cqlsh
+		// does not: only the statement's own traces are printed.
+		if perr := s.printTrace(id, prepareRequest, out, errOut); perr != nil {
+			fmt.Fprintf(errOut, "Unable to fetch query trace: %v\n", perr)
+		}
+	}
+	return nil
 }
 
 func onOff(b bool) string {
@@ -513,6 +550,12 @@ func (s *Shell) source(arg string, out, errOut io.Writer) error {
 // selectRows sends a CQL statement and prints its rows, if any. An
 // interactive shell with paging on shows a page at a time.
 func (s *Shell) selectRows(stmt string, lr LineReader, out io.Writer) error {
+	return s.selectRowsTraced(stmt, lr, out, nil)
+}
+
+// selectRowsTraced is selectRows, each page traced by tr when it is not
+// nil.
+func (s *Shell) selectRowsTraced(stmt string, lr LineReader, out io.Writer, tr gocql.Tracer) error {
 	pause := lr.Interactive() && s.paging
 	size := batchPageSize
 	if pause {
@@ -534,7 +577,11 @@ func (s *Shell) selectRows(stmt string, lr LineReader, out io.Writer) error {
 		pending = nil
 	}
 	for {
-		iter := s.query(stmt).PageSize(size).PageState(state).Iter()
+		q := s.query(stmt).PageSize(size).PageState(state)
+		if tr != nil {
+			q = q.Trace(tr)
+		}
+		iter := q.Iter()
 		cols := iter.Columns()
 		for {
 			cells := make([]cell, len(cols))

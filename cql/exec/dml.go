@@ -9,6 +9,7 @@ import (
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/cql/parse"
+	"github.com/idemkv/idemkv/cql/trace"
 )
 
 // batchItem is one modification of a request, with its values.
@@ -241,6 +242,9 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	}
 	if exchange {
 		u := writes[0].update
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRequest, "Exchanging %s (%d bytes) for column %s", payloadKey, len(state), u.Column)
+		}
 		out, err := e.b.Exchange(ctx, u.Table, u.Key, u.Column, state, coordinator.ConsistencyLevel(cl))
 		if err != nil {
 			return err
@@ -250,6 +254,9 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	}
 	now := e.opts.Now().UnixNano()
 	var dismissed uint32
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Executing %d counter writes at %v (op id: %t)", len(writes), coordinator.ConsistencyLevel(cl), hasOp)
+	}
 	for _, w := range writes {
 		if w.delete {
 			if handled, err := e.deleteContext(ctx, w.tableInfo, w, coordinator.ConsistencyLevel(cl), payload); handled || err != nil {

@@ -61,6 +61,7 @@ import (
 	"github.com/idemkv/idemkv/cql"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/cql/parse"
+	"github.com/idemkv/idemkv/cql/trace"
 )
 
 // OpPayloadKey is the custom payload key of an operation id.
@@ -108,6 +109,10 @@ type Options struct {
 	// tables together may make each node allocate (the FBF filters: see
 	// checkOptionMemory); 0: DefaultTableOptionMemory; negative: no bound.
 	TableOptionMemory int64
+	// Traces keeps the trace sessions of requests sent with the tracing
+	// flag, served as system_traces; nil: a store of the defaults
+	// (trace.DefaultMaxSessions, trace.DefaultTTL).
+	Traces *trace.Store
 }
 
 // Executor runs statements against a Backend. It is safe for concurrent use.
@@ -118,6 +123,8 @@ type Executor struct {
 	mu       sync.Mutex
 	prepared map[string]*list.Element // by string(id)
 	lru      *list.List               // of *prepared, most recent first
+
+	traces *trace.Store
 }
 
 var _ cql.Executor = (*Executor)(nil)
@@ -139,7 +146,10 @@ func New(b Backend, opts Options) *Executor {
 	if opts.ReleaseVersion == "" {
 		opts.ReleaseVersion = DefaultReleaseVersion
 	}
-	return &Executor{b: b, opts: opts, prepared: map[string]*list.Element{}, lru: list.New()}
+	if opts.Traces == nil {
+		opts.Traces = trace.NewStore()
+	}
+	return &Executor{b: b, opts: opts, prepared: map[string]*list.Element{}, lru: list.New(), traces: opts.Traces}
 }
 
 // prepared is a prepared statement.
@@ -159,9 +169,19 @@ func invalid(format string, args ...any) *frame.Error {
 // Query implements cql.Executor.
 func (e *Executor) Query(ctx context.Context, s *cql.Session, query string, p frame.QueryParams, payload map[string][]byte) (out cql.Outcome, err error) {
 	defer e.recoverTo(&err)
+	ctx, ts := e.startTrace(ctx, s, "Execute CQL3 query", func() map[string]string {
+		return traceParams(query, p.Consistency, p.SerialConsistency, p.HasSerial, p.PageSize)
+	})
+	defer endTrace(ts, &out)
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Parsing %s", query)
+	}
 	st, err := parseQuery(query)
 	if err != nil {
 		return cql.Outcome{}, err
+	}
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Preparing statement")
 	}
 	ks := sessionKeyspace(s)
 	if len(p.Names) > 0 {
@@ -185,9 +205,17 @@ func (e *Executor) Query(ctx context.Context, s *cql.Session, query string, p fr
 // query, as Cassandra computes it.
 func (e *Executor) Prepare(ctx context.Context, s *cql.Session, query string, payload map[string][]byte) (out cql.Outcome, err error) {
 	defer e.recoverTo(&err)
+	ctx, ts := e.startTrace(ctx, s, "Preparing CQL3 query", func() map[string]string { return map[string]string{"query": query} })
+	defer endTrace(ts, &out)
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Parsing %s", query)
+	}
 	st, err := parseQuery(query)
 	if err != nil {
 		return cql.Outcome{}, err
+	}
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Preparing statement")
 	}
 	ks := sessionKeyspace(s)
 	sum := md5.Sum([]byte(ks + query))
@@ -239,6 +267,14 @@ func (e *Executor) Forget() {
 func (e *Executor) Execute(ctx context.Context, s *cql.Session, id []byte, p frame.QueryParams, payload map[string][]byte) (out cql.Outcome, err error) {
 	defer e.recoverTo(&err)
 	pr, err := e.lookup(id)
+	var query string
+	if pr != nil {
+		query = pr.query
+	}
+	ctx, ts := e.startTrace(ctx, s, "Execute CQL3 prepared query", func() map[string]string {
+		return traceParams(query, p.Consistency, p.SerialConsistency, p.HasSerial, p.PageSize)
+	})
+	defer endTrace(ts, &out)
 	if err != nil {
 		return cql.Outcome{}, err
 	}
@@ -258,6 +294,8 @@ func (e *Executor) Execute(ctx context.Context, s *cql.Session, id []byte, p fra
 // Batch implements cql.Executor.
 func (e *Executor) Batch(ctx context.Context, s *cql.Session, b frame.Batch, payload map[string][]byte) (out cql.Outcome, err error) {
 	defer e.recoverTo(&err)
+	ctx, ts := e.startTrace(ctx, s, "Execute batch of CQL3 queries", func() map[string]string { return traceParams("", b.Consistency, b.SerialConsistency, b.HasSerial, 0) })
+	defer endTrace(ts, &out)
 	items := make([]batchItem, 0, len(b.Statements))
 	for _, bs := range b.Statements {
 		var it batchItem

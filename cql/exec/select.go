@@ -11,6 +11,7 @@ import (
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/cql/parse"
+	"github.com/idemkv/idemkv/cql/trace"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 )
@@ -176,6 +177,9 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 	tokRels, where := splitTokenRelations(st.Where)
 	if len(tokRels) > 0 && t.sys != nil {
 		return nil, invalid("idemkv does not serve token() on system tables")
+	}
+	if trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Executing SELECT on %s.%s", t.keyspace, t.name)
 	}
 	if t.sys != nil {
 		rows, err := e.selectSystem(t, st, sel, p.Values, limit)

@@ -387,6 +387,12 @@ func cqlTypeName(t frame.DataType) string {
 		return "inet"
 	case frame.TypeDouble:
 		return "double"
+	case frame.TypeTimestamp:
+		return "timestamp"
+	case frame.TypeMap:
+		if len(t.Elems) == 2 {
+			return "map<" + cqlTypeName(t.Elems[0]) + ", " + cqlTypeName(t.Elems[1]) + ">"
+		}
 	}
 	return "type " + strconv.Itoa(int(t.ID))
 }

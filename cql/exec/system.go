@@ -23,7 +23,11 @@ type sysTable struct {
 	keyspace, name string
 	cols           []sysCol
 	pk             int // how many leading columns form the partition key
+	ck             int // how many columns after those form the clustering
 	rows           func() [][]frame.Value
+	// byKey, when set, returns the rows of one partition key (the first
+	// column's value), so that a SELECT by key reads no other.
+	byKey func(key []byte) [][]frame.Value
 }
 
 type sysCol struct {
@@ -46,7 +50,9 @@ func (s *sysTable) info() *tableInfo {
 	return t
 }
 
-func isSystemKeyspace(ks string) bool { return ks == "system" || ks == "system_schema" }
+func isSystemKeyspace(ks string) bool {
+	return ks == "system" || ks == "system_schema" || ks == tracesKeyspace
+}
 
 var (
 	textT    = frame.Text
@@ -139,6 +145,9 @@ func (e *Executor) systemTable(ks, name string) *sysTable {
 		return mk(aggsCols, 1, empty)
 	case "system_schema.indexes":
 		return mk(indexesCols, 1, empty)
+	}
+	if ks == tracesKeyspace {
+		return e.traceTable(name)
 	}
 	return nil
 }
@@ -251,6 +260,8 @@ func (e *Executor) keyspaceRows() [][]frame.Value {
 	out := [][]frame.Value{
 		{text("system"), boolean(true), mapV(local)},
 		{text("system_schema"), boolean(true), mapV(local)},
+		{text(tracesKeyspace), boolean(true), mapV(map[string]string{
+			"class": "org.apache.cassandra.locator.SimpleStrategy", "replication_factor": "2"})},
 	}
 	names := make([]string, 0, len(doc.Keyspaces))
 	for n := range doc.Keyspaces {
@@ -332,7 +343,7 @@ func tableOption(def coltype.TableDef, name string, typ frame.DataType, dflt fra
 }
 
 func (e *Executor) tableRows() [][]frame.Value {
-	var out [][]frame.Value
+	out := traceTableRows()
 	for _, t := range e.userTables() {
 		ext := map[string]string{}
 		for _, name := range coltype.OptionNames() {
@@ -369,7 +380,7 @@ func (e *Executor) tableRows() [][]frame.Value {
 }
 
 func (e *Executor) columnRows() [][]frame.Value {
-	var out [][]frame.Value
+	out := traceColumnRows()
 	for _, t := range e.userTables() {
 		info := newTableInfo(t)
 		for _, c := range info.all() {
@@ -440,7 +451,21 @@ func (e *Executor) selectSystem(t *tableInfo, st *parse.Select, sel []selected, 
 	var out [][]frame.Value
 	var count int64
 	counting := len(sel) == 1 && sel[0].count
-	for _, r := range t.sys.rows() {
+	rows := t.sys.rows
+	for _, f := range filters {
+		if f.idx == 0 && t.sys.byKey != nil {
+			want := f.want
+			rows = func() [][]frame.Value {
+				var out [][]frame.Value
+				for _, w := range want {
+					out = append(out, t.sys.byKey(w)...)
+				}
+				return out
+			}
+			break
+		}
+	}
+	for _, r := range rows() {
 		match := true
 		for _, f := range filters {
 			ok := false

@@ -21,6 +21,17 @@ func FuzzReadFrame(f *testing.F) {
 		all = append(all, b...)
 	}
 	f.Add(all)
+	// A traced request, and a traced answer with warnings and a payload.
+	for _, fr := range []*Frame{
+		{Version: 4, Stream: 3, Tracing: true, Message: &Query{Query: "SELECT c FROM ks.t", Params: QueryParams{Consistency: 1}}},
+		{Version: 4, Stream: 3, TracingID: make([]byte, 16), Warnings: []string{"w"}, Payload: map[string][]byte{"k": nil}, Message: VoidResult{}},
+	} {
+		b, err := AppendFrame(nil, fr)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	f.Add([]byte{0x05, 0, 0, 1, 5, 0, 0, 0, 0})
 	f.Add([]byte{0x02, 0, 1, 5, 0, 0, 0, 0})
 	f.Add([]byte{0x04, 0, 0, 1, 7, 0x7f, 0xff, 0xff, 0xff})

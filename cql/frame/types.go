@@ -8,6 +8,21 @@
 // cql) and the statement executor (package cql/exec): the executor answers
 // with these values, the codec puts them on the wire.
 //
+// # Body prefixes
+//
+// Header flags put optional prefixes before the message (Frame's fields):
+//
+//	request:  [bytes map: custom payload, flag 0x04]
+//	          (the tracing flag 0x02 on a request adds no bytes: it asks
+//	          for a trace)
+//	response: [uuid: 16 bytes, the trace session id, flag 0x02]
+//	          [string list: warnings, flag 0x08]
+//	          [bytes map: custom payload, flag 0x04]
+//
+// in that order, then the message body. v3 has no warnings or custom
+// payloads. The server answers a traced QUERY, PREPARE, EXECUTE or BATCH,
+// RESULT or ERROR, with the trace id (package cql/trace).
+//
 // # Compressed bodies
 //
 // A connection's STARTUP may name a compression algorithm (option
