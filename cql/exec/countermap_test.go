@@ -3,6 +3,7 @@ package exec
 import (
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,8 +54,8 @@ func decodeMap(t *testing.T, b []byte) map[string]int64 {
 
 func encodeMap(m map[string]int64) frame.Value {
 	var ks, vs [][]byte
-	for k, v := range m {
-		ks, vs = append(ks, []byte(k)), append(vs, frame.EncodeBigint(v))
+	for _, k := range slices.Sorted(maps.Keys(m)) { // in key order: the test checks the order of the updates
+		ks, vs = append(ks, []byte(k)), append(vs, frame.EncodeBigint(m[k]))
 	}
 	return frame.Bytes(frame.EncodeMap(ks, vs))
 }
