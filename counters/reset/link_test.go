@@ -159,3 +159,46 @@ func TestApplyDetectsDisorder(t *testing.T) {
 		t.Errorf("forged context: %v", err)
 	}
 }
+
+// TestForkedChannels: an outbox forked from another numbers the same ops
+// the same way, and an inbox started at a count (adopting a state that
+// holds the ops up to it) delivers exactly what follows, from either.
+func TestForkedChannels(t *testing.T) {
+	a := &Outbox{}
+	for i := range 5 {
+		a.Push([]byte{byte(i + 1)})
+	}
+	a.Ack(2)
+	b := a.Fork()
+	if b.Acked() != 2 || b.Len() != 3 {
+		t.Fatalf("fork: acked %d, %d pending", b.Acked(), b.Len())
+	}
+	if e, f := a.Push([]byte{6}), b.Push([]byte{6}); e.Seq != 6 || f.Seq != 6 {
+		t.Fatalf("seqs after the fork: %d and %d, want 6", e.Seq, f.Seq)
+	}
+	if e := OutboxAt(5).Push([]byte{6}); e.Seq != 6 {
+		t.Fatalf("OutboxAt(5)'s first seq = %d", e.Seq)
+	}
+	in := InboxAt(4)
+	for _, e := range b.Pending() {
+		in.Receive(e)
+	}
+	var got []byte
+	for p, ok := in.Next(); ok; p, ok = in.Next() {
+		got = append(got, p[0])
+	}
+	if string(got) != "\x05\x06" || in.Delivered() != 6 {
+		t.Fatalf("delivered %v up to %d, want [5 6] up to 6", got, in.Delivered())
+	}
+	held := &Inbox{}
+	held.Receive(Envelope{Seq: 3, Payload: []byte{3}})
+	held.Receive(Envelope{Seq: 5, Payload: []byte{5}})
+	held.Skip(4)
+	if p, ok := held.Next(); !ok || p[0] != 5 || held.Delivered() != 5 {
+		t.Fatalf("after Skip(4): %v %v, delivered %d", p, ok, held.Delivered())
+	}
+	held.Skip(2) // behind: nothing changes
+	if held.Delivered() != 5 {
+		t.Fatalf("Skip backwards moved delivered to %d", held.Delivered())
+	}
+}
