@@ -389,7 +389,7 @@ func TestRefusedInTheClientsVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp) < 9 || resp[0] != 0x85 || !strings.Contains(string(resp), "Invalid or unsupported protocol version (5)") {
+	if len(resp) < 9 || resp[0] != 0x84 || !strings.Contains(string(resp), "Invalid or unsupported protocol version (5)") {
 		t.Fatalf("v5 refusal %q", resp)
 	}
 }

@@ -543,6 +543,7 @@ func TestProtocolVersionError(t *testing.T) {
 		{"v2 STARTUP", "02 00 07 01 00000002 0000", 8},
 		{"v1", "01 00 05 05 00000000", 8},
 		{"v6", "06 00 7fff 05 00000000", 9},
+		{"v127", "7f 00 0003 05 00000000", 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, s)
@@ -554,10 +555,17 @@ func TestProtocolVersionError(t *testing.T) {
 				t.Fatalf("read: %v", err)
 			}
 			// The answer, byte by byte: version|0x80, flags 0, the
-			// request's stream, ERROR, length, code 0x000A, message.
+			// request's stream, ERROR, length, code 0x000A, message. A
+			// version above 4 is answered in v4, one below 3 in its own,
+			// as Cassandra 5.0.9 answers (checked with raw frames: v6 and
+			// v127 in v5, its greatest; v1 and v2 in theirs).
 			v := req[0]
 			msg := fmt.Sprintf("Invalid or unsupported protocol version (%d); the lowest supported version is 3 and the greatest is 4", v)
-			want := []byte{0x80 | v, 0}
+			rv := v
+			if v > frame.MaxVersion {
+				rv = frame.MaxVersion
+			}
+			want := []byte{0x80 | rv, 0}
 			want = append(want, req[2:tc.hdr-5]...) // the stream, 1 or 2 bytes
 			want = append(want, 0)
 			want = binary.BigEndian.AppendUint32(want, uint32(6+len(msg)))
