@@ -472,15 +472,7 @@ func (c *conn) readError(h frame.Header, err error) {
 	var tl *frame.TooLargeError
 	switch {
 	case errors.As(err, &ve):
-		if h.ProtoVersion() > frame.MaxVersion {
-			// A version above this server's is answered in its own
-			// greatest, as Cassandra does (5.0.9 answers v6–v127 in
-			// v5): the header layout is the same from v3 on, and a
-			// client that only knows higher versions reads the message.
-			// One below its least is answered in the client's version
-			// and header layout, as Cassandra does too.
-			h.Version = frame.MaxVersion
-		}
+		h.Version = h.AnswerVersion() // a version above 4 is answered in v4
 		c.fatal(h, ve.Error())
 	case errors.As(err, &tl):
 		c.s.stats.tooLarge.Add(1)

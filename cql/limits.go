@@ -297,7 +297,8 @@ func sourceIP(a net.Addr) string {
 }
 
 // refuse answers a connection over a connection limit with an OVERLOADED
-// error, in the client's protocol version and on the stream of its first
+// error, in the client's protocol version (frame.Header.AnswerVersion) and
+// on the stream of its first
 // frame (read for at most refuseWait), then closes it. Cassandra closes
 // such a connection without a word; an error frame tells the driver why.
 func (s *Server) refuse(nc net.Conn, msg string) {
@@ -320,7 +321,7 @@ func (s *Server) refuse(nc net.Conn, msg string) {
 	default:
 		return
 	}
-	b, err := frame.AppendFrame(nil, &frame.Frame{Version: h.ProtoVersion(), Stream: h.Stream, Message: m})
+	b, err := frame.AppendFrame(nil, &frame.Frame{Version: h.AnswerVersion(), Stream: h.Stream, Message: m})
 	if err != nil {
 		return
 	}

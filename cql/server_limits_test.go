@@ -367,8 +367,8 @@ func TestMaxRequestsPerConn(t *testing.T) {
 }
 
 // TestRefusedInTheClientsVersion: a v3 client over the limit is answered in
-// v3; a client with a version the server does not serve gets the version
-// error (so that a driver downgrades and tries again).
+// v3; a client with a version above the server's gets the version error in
+// v4 (so that a driver downgrades and tries again), as Cassandra answers.
 func TestRefusedInTheClientsVersion(t *testing.T) {
 	s, _ := startServer(t, ServerConfig{MaxConnections: 1})
 	dial(t, s).handshake()

@@ -163,7 +163,7 @@ func (c *conn) linger(b []byte) {
 }
 
 func (c *conn) versionError(h frame.Header) []byte {
-	b, err := frame.AppendFrame(nil, &frame.Frame{Version: h.ProtoVersion(), Stream: h.Stream,
+	b, err := frame.AppendFrame(nil, &frame.Frame{Version: h.AnswerVersion(), Stream: h.Stream,
 		Message: &frame.Error{Code: frame.ErrProtocol, Message: frame.VersionMessage(h.ProtoVersion())}})
 	if err != nil {
 		return nil

@@ -129,7 +129,7 @@ func TestUnsupportedVersionAnswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Version != 0x85 || h.Op != frame.OpError || int(h.Length) != len(b)-h.Size() {
+	if h.Version != 0x84 || h.Op != frame.OpError || int(h.Length) != len(b)-h.Size() {
 		t.Fatalf("answer header %+v, %d bytes", h, len(b))
 	}
 	m, err := frame.DecodeMessage(4, h.Op, b[h.Size():])

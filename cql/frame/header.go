@@ -53,6 +53,13 @@ type Header struct {
 // ProtoVersion is the protocol version without the direction bit.
 func (h Header) ProtoVersion() byte { return h.Version & versionMask }
 
+// AnswerVersion is the version to answer a frame with header h in: its
+// own, except that a version above MaxVersion is answered in MaxVersion,
+// as Cassandra answers a version above its own in its greatest (5.0.9
+// answers v6 and v127 in v5). The header layout is the same from v3 on;
+// a version below MinVersion is answered in its own layout.
+func (h Header) AnswerVersion() byte { return min(h.ProtoVersion(), MaxVersion) }
+
 // IsResponse reports whether the direction bit says response.
 func (h Header) IsResponse() bool { return h.Version&ResponseBit != 0 }
 
