@@ -25,7 +25,6 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -285,11 +284,13 @@ func (c *Coordinator) placementPending(table uint64, key []byte, cl ConsistencyL
 // opLeader), so every attempt of one op meets the same leader, and the op
 // ids it remembers (an FBF's filter, a reset_counter cell's recent ops),
 // while the live replicas stay the same. A vanilla counter ignores op ids:
-// which replica leads each attempt changes nothing in what it counts. Drawn afresh per attempt, a retry sent while the first attempt is
-// still in flight (a client that gave up on it) is led elsewhere before the
+// which replica leads each attempt changes nothing in what it counts.
+// Drawn afresh per attempt, a retry sent while the first attempt is still
+// in flight (a client that gave up on it) is led elsewhere before the
 // first leader's replication arrives, and both count it: 303 over-counted
-// updates in 100,000 on a 3-node ring with 2 % of attempts abandoned (issue
-// 19). Keyed, the leaders are still spread uniformly over the replicas.
+// updates in 100,000 on a 3-node ring with 2 % of attempts abandoned
+// (issue 19). Keyed, the leaders are still spread uniformly over the
+// replicas.
 func (c *Coordinator) chooseLeader(u coltype.Update, live []ring.Endpoint) ring.Endpoint {
 	table := u.Table
 	rule := c.cfg.LeaderRule
@@ -326,13 +327,18 @@ func (c *Coordinator) chooseLeader(u coltype.Update, live []ring.Endpoint) ring.
 // coordinator computes the same draw (the hash is fixed, not seeded per
 // process); a candidate that leaves the set moves only the ops it led.
 func opLeader(op [16]byte, candidates []ring.Endpoint) ring.Endpoint {
+	const offset64, prime64 = 14695981039346656037, 1099511628211 // FNV-1a
+	h0 := uint64(offset64)
+	for _, b := range op {
+		h0 = (h0 ^ uint64(b)) * prime64
+	}
 	best, bestScore := candidates[0], uint64(0)
 	for i, e := range candidates {
-		h := fnv.New64a()
-		h.Write(op[:])
-		h.Write([]byte(e.ID))
-		score := mix64(h.Sum64())
-		if i == 0 || score > bestScore {
+		h := h0
+		for j := 0; j < len(e.ID); j++ {
+			h = (h ^ uint64(e.ID[j])) * prime64
+		}
+		if score := mix64(h); i == 0 || score > bestScore {
 			best, bestScore = e, score
 		}
 	}
@@ -384,12 +390,13 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl Con
 		if trace.On(ctx) {
 			trace.Eventf(ctx, trace.ThreadRequest, "Leader chosen: %s (of %d candidates)", c.endpointName(leader), len(candidates))
 		}
-		err := c.writeVia(ctx, leader, w, req)
+		dismissed, err := c.writeVia(ctx, leader, w, req)
 		if !errors.Is(err, errLeaderInDoubt) {
-			if err != nil {
-				if trace.On(ctx) {
-					trace.Eventf(ctx, trace.ThreadRequest, "Counter write failed: %v", err)
-				}
+			if err != nil && trace.On(ctx) {
+				trace.Eventf(ctx, trace.ThreadRequest, "Counter write failed: %v", err)
+			}
+			if err == nil && dismissed {
+				noteDismissed(ctx)
 			}
 			return c.countTimeout(err)
 		}
@@ -409,59 +416,55 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl Con
 }
 
 // writeVia sends the update to one leader (or leads it here) and returns
-// the leader's answer.
-func (c *Coordinator) writeVia(ctx context.Context, leader ring.Endpoint, w counterWrite, req requirement) error {
+// the leader's answer: whether it dismissed the update as a retry, and its
+// error.
+func (c *Coordinator) writeVia(ctx context.Context, leader ring.Endpoint, w counterWrite, req requirement) (dismissed bool, err error) {
 	if leader.ID == c.cfg.Cluster.Self().ID {
 		return c.lead(ctx, w)
 	}
 	addr, ok := c.cfg.Cluster.Addr(leader.ID)
 	if !ok {
-		return &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
+		return false, &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
 	}
 	if trace.On(ctx) {
 		trace.Eventf(ctx, trace.ThreadRequest, "Sending COUNTER_WRITE message to leader %s", addr)
 	}
 	resp, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeCounterWrite, Body: encodeCounterWrite(w)})
-	if err == nil {
-		if trace.On(ctx) {
-			trace.Eventf(ctx, trace.ThreadRequest, "Leader %s answered", addr)
-		}
+	if err == nil && trace.On(ctx) {
+		trace.Eventf(ctx, trace.ThreadRequest, "Leader %s answered", addr)
 	}
 	if errors.Is(err, transport.ErrNotSent) {
 		// The leader is gone (killed, not yet convicted by the failure
 		// detector) and never saw the update: another live replica leads.
-		return errLeaderInDoubt
+		return false, errLeaderInDoubt
 	}
 	if err != nil {
 		// The leader may have applied the update: its outcome is unknown.
 		c.logger.Debug("counter write to leader failed", "leader", addr, "err", err)
-		return &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
+		return false, &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
 	}
-	dismissed, err := decodeResult(resp.Body)
-	if err == nil && dismissed {
-		noteDismissed(ctx)
-	}
-	return err
+	return decodeResult(resp.Body)
 }
 
-// dismissalKey is the context key of WithDismissal's flag.
+// dismissalKey is the context key of WithDismissals' count.
 type dismissalKey struct{}
 
-// WithDismissal returns a context for CounterWrite and a function that
-// reports, once the write has returned nil, whether its leader dismissed
-// it as a retry of an op id its filter had (nothing was applied by this
-// attempt; an earlier one's copy is on as many replicas as the level
-// asks). A client that sees a first attempt dismissed sees a false
-// positive of the filter: the op was never counted.
-func WithDismissal(ctx context.Context) (context.Context, func() bool) {
-	f := new(atomic.Bool)
-	return context.WithValue(ctx, dismissalKey{}, f), f.Load
+// WithDismissals returns a context for CounterWrite and a function that
+// reports how many of the writes made with it that returned nil their
+// leaders dismissed as retries of op ids their filters had (nothing was
+// applied by those attempts; an earlier one's copy is on as many replicas
+// as the level asks). A first attempt dismissed is a false positive of the
+// filter: the op was never counted.
+func WithDismissals(ctx context.Context) (context.Context, func() int) {
+	n := new(atomic.Int32)
+	return context.WithValue(ctx, dismissalKey{}, n), func() int { return int(n.Load()) }
 }
 
-// noteDismissed sets WithDismissal's flag of ctx, if it has one.
+// noteDismissed counts one dismissal in WithDismissals' count of ctx, if it
+// has one.
 func noteDismissed(ctx context.Context) {
-	if f, ok := ctx.Value(dismissalKey{}).(*atomic.Bool); ok {
-		f.Store(true)
+	if n, ok := ctx.Value(dismissalKey{}).(*atomic.Int32); ok {
+		n.Add(1)
 	}
 }
 
@@ -508,26 +511,26 @@ func (c *Coordinator) enterLead() bool {
 
 // lead is the leader's part: apply locally, replicate the resulting state,
 // and return once the consistency level is met (counting this node).
-func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
+func (c *Coordinator) lead(ctx context.Context, w counterWrite) (dismissed bool, err error) {
 	if !c.enterLead() {
-		return ErrClosed
+		return false, ErrClosed
 	}
 	defer c.leading.Done()
 	natural, pending, live, _, err := c.placementPending(w.u.Table, w.u.Key, w.cl)
 	if err != nil {
-		return err
+		return false, err
 	}
 	req := newRequirementFor(w, c)
 	if err := req.sufficient(live); err != nil {
-		return err
+		return false, err
 	}
 	if w.u.HasOp && c.catchingUp() && c.deduplicates(w.u.Table) {
 		// Hints for this node may still hold op ids its filters lack: it
 		// leads no deduplicated update until it has them (see PeerUp).
-		return errLeaderInDoubt
+		return false, errLeaderInDoubt
 	}
 	if w.u.HasOp {
-		c.learnOp(ctx, w.u) // free unless the filter may be incomplete
+		c.learnOp(ctx, w.u, natural) // free unless the filter may lack the op
 	}
 	w.u.Replicas, w.u.Pending = replicaIDs(natural), replicaIDs(pending)
 	if trace.On(ctx) {
@@ -540,7 +543,7 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		// that no other leader counts it meanwhile.
 		select {
 		case <-ctx.Done():
-			return &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
+			return false, &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
 		case <-time.After(inDoubtPoll):
 		}
 		m, err = c.cfg.Store.Apply(w.u)
@@ -548,10 +551,10 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 	if errors.Is(err, coltype.ErrInDoubt) {
 		// The cell holds another update this node led before an unclean
 		// stop: nothing was applied; the coordinator tries another leader.
-		return errLeaderInDoubt
+		return false, errLeaderInDoubt
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	c.stats.led.Add(1)
 	if trace.On(ctx) {
@@ -563,11 +566,10 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 		// The leader's copy of the cell, which holds it, is replicated like
 		// a fresh update and the retry waits for the same consistency level.
 		c.stats.dismissed.Add(1)
-		noteDismissed(ctx) // read only if lead returns nil
 		if m.Cell.Value == nil && !m.Cell.Tombstone {
 			// The cell is empty here (a false positive of the filter on a
 			// cell never written): there is nothing to make durable.
-			return nil
+			return m.Dismissed, nil
 		}
 	}
 	self := c.cfg.Cluster.Self()
@@ -619,14 +621,14 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) error {
 				if trace.On(ctx) {
 					trace.Eventf(ctx, trace.ThreadWrite, "Consistency level %v met: %d acks", w.cl, t.total)
 				}
-				return nil
+				return m.Dismissed, nil
 			}
 		case <-ctx.Done():
-			return &WriteTimeoutError{CL: w.cl, Received: t.total, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
+			return false, &WriteTimeoutError{CL: w.cl, Received: t.total, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
 		}
 	}
 	// Every replica answered and the level is still not met (some failed).
-	return &WriteTimeoutError{CL: w.cl, Received: t.total, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
+	return false, &WriteTimeoutError{CL: w.cl, Received: t.total, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
 }
 
 // replicaIDs returns the host ids of endpoints (coltype.Update.Replicas);
@@ -715,9 +717,8 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		}
 		ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 		defer cancel()
-		ctx, dismissed := WithDismissal(ctx)
-		err = c.lead(ctx, w)
-		return transport.Message{Type: TypeCounterWrite, Body: encodeResult(dismissed(), err)}, nil
+		dismissed, err := c.lead(ctx, w)
+		return transport.Message{Type: TypeCounterWrite, Body: encodeResult(dismissed, err)}, nil
 	case TypeMutation:
 		mu, err := DecodeMutation(m.Body)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters"
+	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/transport"
 )
 
@@ -287,7 +288,7 @@ type filterRecovery interface {
 }
 
 // NoteLivenessChange tells the coordinator that a replica went down, came
-// up, restarted, joined or left in this node's view. For one filter window
+// up, restarted or left in this node's view. For one filter window
 // after it, this node asks the other replicas about an op before it leads
 // it (learnOp): an earlier attempt of the op may have been led by another
 // replica while the live set was different, and that leader's replication
@@ -316,13 +317,15 @@ func (c *Coordinator) churnedWithin(fr filterRecovery, u coltype.Update) bool {
 // not answer cannot help; the asked ones reserve the op until this node's
 // mutation arrives (coltype.OpStatus), so none of them leads it meanwhile
 // (only when the filter may have lost ids: see the peek below).
-func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update) {
+func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update, natural []ring.Endpoint) {
 	fr, ok := c.cfg.Store.(filterRecovery)
-	if !ok || fr.OpSeen(u.Table, u.Key, u.Column, u.OpID) {
+	if !ok {
 		return
 	}
+	// The cheap questions first: most updates lead with neither, and the
+	// column's own test-and-add follows anyway.
 	incomplete := fr.FilterIncomplete(u.Table, u.Column)
-	if !incomplete && !c.churnedWithin(fr, u) {
+	if !incomplete && !c.churnedWithin(fr, u) || fr.OpSeen(u.Table, u.Key, u.Column, u.OpID) {
 		return
 	}
 	// A filter that may have lost ids reserves the op at the replicas
@@ -331,10 +334,6 @@ func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update) {
 	encode := encodeOpStatusRequest
 	if !incomplete {
 		encode = encodeOpPeekRequest
-	}
-	natural, _, _, err := c.placement(u.Table, u.Key, One)
-	if err != nil {
-		return
 	}
 	op := coltype.InDoubtOp{Table: u.Table, Key: u.Key, Column: u.Column, OpID: u.OpID}
 	self := c.cfg.Cluster.Self().ID

@@ -253,7 +253,10 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 		return nil
 	}
 	now := e.opts.Now().UnixNano()
-	var dismissed uint32
+	dismissed := func() int { return 0 }
+	if hasOp {
+		ctx, dismissed = coordinator.WithDismissals(ctx)
+	}
 	if trace.On(ctx) {
 		trace.Eventf(ctx, trace.ThreadRequest, "Executing %d counter writes at %v (op id: %t)", len(writes), coordinator.ConsistencyLevel(cl), hasOp)
 	}
@@ -295,21 +298,13 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 			if u.Element != "" {
 				u.OpID = elementOpID(u.OpID, u.Element)
 			}
-			wctx, wasDismissed := coordinator.WithDismissal(ctx)
-			if err := e.b.CounterWrite(wctx, u, coordinator.ConsistencyLevel(cl)); err != nil {
-				return err
-			}
-			if wasDismissed() {
-				dismissed++
-			}
-			continue
 		}
 		if err := e.b.CounterWrite(ctx, u, coordinator.ConsistencyLevel(cl)); err != nil {
 			return err
 		}
 	}
-	if dismissed > 0 {
-		reply[DismissedPayloadKey] = binary.BigEndian.AppendUint32(nil, dismissed)
+	if n := dismissed(); n > 0 {
+		reply[DismissedPayloadKey] = binary.BigEndian.AppendUint32(nil, uint32(n))
 	}
 	return nil
 }
