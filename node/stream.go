@@ -654,20 +654,9 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		return err
 	}
 	n.logger.Info("bootstrap: joining; waiting for the ring to send this node its writes")
-	if missing := n.confirmStatus(ctx, gossip.StatusJoining, 30*time.Second); len(missing) > 0 {
-		if n.anyJoinable() {
-			// A leader that does not know this node is joining would not
-			// address its ops to it (docs/reset-counter.md).
-			return fmt.Errorf("node: bootstrap: nodes %v did not confirm the joining status, and a table has a column a new replica adopts", missing)
-		}
-		n.logger.Warn("bootstrap: nodes did not confirm the joining status; streaming anyway", "nodes", missing)
-	}
-	if err := n.settle(ctx); err != nil {
+	cur, fut, err := n.movementRings(ctx, "bootstrap", gossip.StatusJoining)
+	if err != nil {
 		return err
-	}
-	cur, fut := n.view.Rings()
-	if fut == nil {
-		return errors.New("node: bootstrap: this node is not in the ring's future view")
 	}
 	self := n.HostID()
 	ranges := 0
@@ -814,18 +803,9 @@ func (n *Node) Decommission(ctx context.Context) error {
 	n.setStatus(gossip.StatusLeaving)
 	n.logger.Info("decommission: leaving; waiting for the ring to send the new replicas the writes")
 	joinable := n.anyJoinable()
-	if missing := n.confirmStatus(ctx, gossip.StatusLeaving, 30*time.Second); len(missing) > 0 {
-		if joinable {
-			return fmt.Errorf("node: decommission: nodes %v did not confirm the leaving status, and a table has a column a new replica adopts", missing)
-		}
-		n.logger.Warn("decommission: nodes did not confirm the leaving status; streaming anyway", "nodes", missing)
-	}
-	if err := n.settle(ctx); err != nil {
+	cur, fut, err := n.movementRings(ctx, "decommission", gossip.StatusLeaving)
+	if err != nil {
 		return err
-	}
-	cur, fut := n.view.Rings()
-	if fut == nil {
-		return errors.New("node: decommission: no future ring view")
 	}
 	self := n.HostID()
 	targets := map[string]bool{}
@@ -1068,4 +1048,27 @@ func (n *Node) push(ctx context.Context, id string, flags uint8, b []byte, rows 
 		}
 	}
 	return err
+}
+
+// movementRings waits until the live nodes confirm this node's status of a
+// range movement (joining, leaving), lets in-flight writes settle, and
+// returns the ring now and once the movement completes. A node that does
+// not confirm is tolerated (logged) unless a table has a column a new
+// replica adopts: a leader that does not know of the movement would not
+// address its ops to the new replica (docs/reset-counter.md).
+func (n *Node) movementRings(ctx context.Context, what string, status gossip.Status) (cur, fut *ring.Metadata, err error) {
+	if missing := n.confirmStatus(ctx, status, 30*time.Second); len(missing) > 0 {
+		if n.anyJoinable() {
+			return nil, nil, fmt.Errorf("node: %s: nodes %v did not confirm the %s status, and a table has a column a new replica adopts", what, missing, status)
+		}
+		n.logger.Warn(what+": nodes did not confirm the "+string(status)+" status; streaming anyway", "nodes", missing)
+	}
+	if err := n.settle(ctx); err != nil {
+		return nil, nil, err
+	}
+	cur, fut = n.view.Rings()
+	if fut == nil {
+		return nil, nil, fmt.Errorf("node: %s: this node's movement is not in the ring's future view", what)
+	}
+	return cur, fut, nil
 }
