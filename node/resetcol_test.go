@@ -17,18 +17,24 @@ import (
 // createResetTable makes ks.r (k, c reset_counter) at RF 3 through node 1.
 func (c *testCluster) createResetTable() {
 	c.t.Helper()
+	c.createTableRF3(coltype.TableDef{ID: 43, Keyspace: "ks", Name: "r", Columns: []coltype.ColumnDef{{Name: "c", Type: resetcol.TypeName}}})
+}
+
+// createTableRF3 makes keyspace ks (SimpleStrategy, RF 3) and the table def
+// through node 1, and waits until every running node has the table.
+func (c *testCluster) createTableRF3(def coltype.TableDef) {
+	c.t.Helper()
 	n1 := c.node(1)
 	if err := n1.Schema().CreateKeyspace(schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "3"}}, false); err != nil {
 		c.t.Fatal(err)
 	}
-	def := coltype.TableDef{ID: 43, Keyspace: "ks", Name: "r", Columns: []coltype.ColumnDef{{Name: "c", Type: resetcol.TypeName}}}
 	if err := n1.Schema().CreateTable(def, false); err != nil {
 		c.t.Fatal(err)
 	}
 	c.waitFor("schema on every node", func() bool {
 		for _, nd := range c.nodes {
 			if nd != nil {
-				if _, ok := nd.Schema().Table("ks", "r"); !ok {
+				if _, ok := nd.Schema().Table(def.Keyspace, def.Name); !ok {
 					return false
 				}
 			}

@@ -12,31 +12,13 @@ import (
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/resetcol"
 	"github.com/idemkv/idemkv/coordinator"
-	"github.com/idemkv/idemkv/schema"
 )
 
 // createResetMapTable makes ks.rm (k, m map<text, reset_counter>) at RF 3
 // through node 1, table id 44.
 func (c *testCluster) createResetMapTable() {
 	c.t.Helper()
-	n1 := c.node(1)
-	if err := n1.Schema().CreateKeyspace(schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "3"}}, false); err != nil {
-		c.t.Fatal(err)
-	}
-	def := coltype.TableDef{ID: 44, Keyspace: "ks", Name: "rm", Columns: []coltype.ColumnDef{{Name: "m", Type: resetcol.MapTypeName}}}
-	if err := n1.Schema().CreateTable(def, false); err != nil {
-		c.t.Fatal(err)
-	}
-	c.waitFor("schema on every node", func() bool {
-		for _, nd := range c.nodes {
-			if nd != nil {
-				if _, ok := nd.Schema().Table("ks", "rm"); !ok {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	c.createTableRF3(coltype.TableDef{ID: 44, Keyspace: "ks", Name: "rm", Columns: []coltype.ColumnDef{{Name: "m", Type: resetcol.MapTypeName}}})
 }
 
 // resetMaps renders key's map on every node's own replica, as
