@@ -51,6 +51,12 @@ func freePort(t *testing.T) int {
 // each other up.
 func newTCPRing(t *testing.T, n int) *tcpRing {
 	t.Helper()
+	return newTCPRingWith(t, n, nil)
+}
+
+// newTCPRingWith is newTCPRing with tweak applied to every node's config.
+func newTCPRingWith(t *testing.T, n int, tweak func(*Config)) *tcpRing {
+	t.Helper()
 	r := &tcpRing{t: t, seed: testseed.Seed(t), dir: t.TempDir()}
 	t.Cleanup(func() {
 		for _, nd := range r.nodes {
@@ -60,7 +66,7 @@ func newTCPRing(t *testing.T, n int) *tcpRing {
 		}
 	})
 	for i := 1; i <= n; i++ {
-		r.add(nil)
+		r.add(tweak)
 		r.start(i)
 	}
 	r.waitUp(n)
@@ -191,6 +197,20 @@ func newLedger() *ledger {
 // load runs writers through the nodes via (by index) until ctx ends:
 // increments of 1..3 on keys k(from)..k(to-1) of both tables at QUORUM,
 // FBF ones with unique op ids (writer ids from first).
+// loadColdThenHot writes keys k0..k(keys/2-1) through nodes 1–3 for half a
+// second only, then returns while k(keys/2)..k(keys-1) go on being written
+// until stop; wg waits for those writers.
+func (r *tcpRing) loadColdThenHot(l *ledger, keys, writers int) (stop func(), wg *sync.WaitGroup) {
+	cold, stopCold := context.WithCancel(context.Background())
+	wgCold := r.load(cold, l, []int{1, 2, 3}, 0, keys/2, 0, writers)
+	ctx, stop := context.WithCancel(context.Background())
+	wg = r.load(ctx, l, []int{1, 2, 3}, keys/2, keys, writers, writers)
+	time.Sleep(500 * time.Millisecond)
+	stopCold()
+	wgCold.Wait()
+	return stop, wg
+}
+
 func (r *tcpRing) load(ctx context.Context, l *ledger, via []int, from, to, first, writers int) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for w := first; w < first+writers; w++ {
@@ -327,15 +347,8 @@ func joinUnderLoad(t *testing.T, autoBootstrap bool) (*tcpRing, *ledger, int, ti
 	// have them only by streaming (a vanilla counter's replication carries
 	// the leader's whole shard, so keys written during the join would
 	// reach it anyway). Keys k100..k199 are written throughout.
-	cold, stopCold := context.WithCancel(context.Background())
-	defer stopCold()
-	wgCold := r.load(cold, l, []int{1, 2, 3}, 0, keys/2, 0, writers)
-	ctx, stop := context.WithCancel(context.Background())
+	stop, wg := r.loadColdThenHot(l, keys, writers)
 	defer stop()
-	wg := r.load(ctx, l, []int{1, 2, 3}, keys/2, keys, writers, writers)
-	time.Sleep(500 * time.Millisecond)
-	stopCold()
-	wgCold.Wait()
 	i := r.add(func(c *Config) { c.AutoBootstrap = &autoBootstrap })
 	sawJoining := make(chan bool, 1)
 	go func() {
@@ -429,15 +442,8 @@ func TestDecommissionUnderLoad(t *testing.T) {
 	l := newLedger()
 	// As in joinUnderLoad: k0..k99 before the decommission only, k100..
 	// k199 throughout.
-	cold, stopCold := context.WithCancel(context.Background())
-	defer stopCold()
-	wgCold := r.load(cold, l, []int{1, 2, 3}, 0, keys/2, 0, writers)
-	ctx, stop := context.WithCancel(context.Background())
+	stop, wg := r.loadColdThenHot(l, keys, writers)
 	defer stop()
-	wg := r.load(ctx, l, []int{1, 2, 3}, keys/2, keys, writers, writers)
-	time.Sleep(500 * time.Millisecond)
-	stopCold()
-	wgCold.Wait()
 	leaving := r.node(4)
 	sawLeaving := make(chan bool, 1)
 	go func() {

@@ -15,7 +15,6 @@ import (
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/resetcol"
 	"github.com/idemkv/idemkv/coordinator"
-	"github.com/idemkv/idemkv/internal/testseed"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/schema"
 )
@@ -41,19 +40,7 @@ func rjColumn(table uint64) string {
 // two tables at RF 2.
 func newResetTCPRing(t *testing.T, n int) *tcpRing {
 	t.Helper()
-	r := &tcpRing{t: t, seed: testseed.Seed(t), dir: t.TempDir()}
-	t.Cleanup(func() {
-		for _, nd := range r.nodes {
-			if nd != nil {
-				nd.Stop()
-			}
-		}
-	})
-	for i := 1; i <= n; i++ {
-		r.add(func(c *Config) { c.HandoffSyncMS = 50 })
-		r.start(i)
-	}
-	r.waitUp(n)
+	r := newTCPRingWith(t, n, func(c *Config) { c.HandoffSyncMS = 50 })
 	n1 := r.node(1)
 	if err := n1.Schema().CreateKeyspace(schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "2"}}, false); err != nil {
 		t.Fatal(err)
