@@ -14,6 +14,9 @@ import (
 type ColumnDef struct {
 	Name string `json:"name"`
 	Type string `json:"type"` // a registered column type: "counter"
+	// Desc marks a clustering column in descending order (CLUSTERING
+	// ORDER BY ... DESC).
+	Desc bool `json:"desc,omitempty"`
 }
 
 // TableDef describes a table. Partition keys are opaque serialized bytes at
@@ -27,6 +30,11 @@ type TableDef struct {
 	// "int", ...). The replica stores keys as opaque serialized bytes and
 	// keeps this only for the CQL layer.
 	PartitionKey []ColumnDef `json:"partition_key,omitempty"`
+	// Clustering lists the clustering columns with their CQL types and
+	// orders: a partition then holds many CQL rows, whose cells carry
+	// composite names (row.AppendComponent). Empty: one row per partition,
+	// cells named by their column.
+	Clustering []ColumnDef `json:"clustering,omitempty"`
 	// Options are the table's options as CQL sets them (e.g. the
 	// idempotence map of FBF counters, JSON-encoded under "idempotence").
 	Options map[string]string `json:"options,omitempty"`
@@ -72,6 +80,19 @@ func (d TableDef) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ClusteringDesc lists the orders of the clustering columns (true:
+// descending), as row.ClusteringPrefix takes them; nil without clustering.
+func (d TableDef) ClusteringDesc() []bool {
+	if len(d.Clustering) == 0 {
+		return nil
+	}
+	out := make([]bool, len(d.Clustering))
+	for i, c := range d.Clustering {
+		out[i] = c.Desc
+	}
+	return out
 }
 
 // Column returns the definition of a named column.

@@ -244,6 +244,9 @@ func (t *table) setManifest(add uint64, remove []uint64) error {
 type columnSet struct {
 	def  coltype.TableDef
 	cols map[string]coltype.ColumnType
+	// desc are the clustering columns' orders: cell names are composite
+	// (row.ClusteringPrefix) when the table has clustering columns.
+	desc []bool
 }
 
 // newColumnSet builds the column types of a definition: the registered
@@ -251,7 +254,7 @@ type columnSet struct {
 // Configurable. prev, when the table is being altered, hands each column's
 // previous instance to its type (an FBF carries its shards and filter on).
 func (r *Replica) newColumnSet(d coltype.TableDef, prev *columnSet) (*columnSet, error) {
-	cs := &columnSet{def: d, cols: map[string]coltype.ColumnType{}}
+	cs := &columnSet{def: d, cols: map[string]coltype.ColumnType{}, desc: d.ClusteringDesc()}
 	for _, c := range d.Columns {
 		ct, ok := coltype.Lookup(c.Type)
 		if !ok {
@@ -272,8 +275,18 @@ func (r *Replica) newColumnSet(d coltype.TableDef, prev *columnSet) (*columnSet,
 	return cs, nil
 }
 
+// col is the column type of a cell name: a column's name, or a composite
+// name of a table with clustering columns (the type of its column).
 func (t *table) col(name string) (coltype.ColumnType, bool) {
-	c, ok := t.colset.Load().cols[name]
+	cs := t.colset.Load()
+	if c, ok := cs.cols[name]; ok || len(cs.desc) == 0 {
+		return c, ok
+	}
+	column, err := row.ColumnOf(name, cs.desc)
+	if err != nil {
+		return nil, false
+	}
+	c, ok := cs.cols[column]
 	return c, ok
 }
 

@@ -1,10 +1,13 @@
 // Package row defines the keys, cells and rows shared by the storage formats
 // (memtable, sstable) and the replica that composes them.
 //
-// A row is one partition of a table: idemkv tables have a partition key and
-// counter columns, no clustering columns, so a partition holds at most one
-// cell per column. Rows are ordered by token, then by the partition key bytes,
-// the order Cassandra keeps in its memtables and Data.db files.
+// A row is one partition of a table: its cells, at most one per cell name,
+// sorted by name. A table without clustering columns names a cell by its
+// column; a table with clustering columns holds many CQL rows per
+// partition and names their cells by the row's clustering components and
+// the column (composite names, see AppendComponent). Rows are ordered by
+// token, then by the partition key bytes, the order Cassandra keeps in its
+// memtables and Data.db files.
 //
 // The package is pure: it holds types and comparisons, no I/O.
 package row

@@ -1,0 +1,141 @@
+package row
+
+import "errors"
+
+// Cell names of tables with clustering columns.
+//
+// A table with clustering columns holds many CQL rows per partition. Each
+// CQL row's cells are stored in the partition under a composite name: the
+// row's clustering components, then the column's name, as Cassandra's
+// storage engine named cells before 3.0. The partition stays the unit of
+// placement, replication, merge and read; the composite name orders the
+// CQL rows of a partition by their clustering values, since cells are
+// sorted by name (bytewise).
+//
+// Each component is the clustering value's order key (an encoding chosen
+// by the CQL layer, whose bytewise order is the CQL order of the type),
+// escaped and terminated so that the name splits without knowing the
+// types:
+//
+//	component := escape(orderkey) 0x00 0x01     -- escape: 0x00 → 0x00 0xFF
+//	name      := component... column            -- column: the CQL column name, no 0x00
+//
+// A component of a descending clustering column (CLUSTERING ORDER BY ...
+// DESC) has every byte, terminator included, inverted (x → 0xFF-x): 0xFF
+// 0x00 is an escaped byte 0xFF, 0xFF 0xFE ends it. An escaped component
+// sorts before every longer component it prefixes, so a row sorts before
+// the rows whose clustering extends it, and the cells of one CQL row are
+// adjacent. The CQL row marker of a regular table is the cell named by the
+// components and an empty column name.
+//
+// A table without clustering columns names its cells by the column name
+// alone, as before.
+
+// ErrBadCellName is returned for a composite cell name that does not split
+// into the table's clustering components and a column name.
+var ErrBadCellName = errors.New("row: cell name does not split into clustering components and a column")
+
+// AppendComponent appends one clustering component (an order key) to a
+// composite name prefix; desc inverts it for a descending column.
+func AppendComponent(dst []byte, orderKey []byte, desc bool) []byte {
+	start := len(dst)
+	for _, b := range orderKey {
+		if b == 0 {
+			dst = append(dst, 0x00, 0xFF)
+			continue
+		}
+		dst = append(dst, b)
+	}
+	dst = append(dst, 0x00, 0x01)
+	if desc {
+		for i := start; i < len(dst); i++ {
+			dst[i] = ^dst[i]
+		}
+	}
+	return dst
+}
+
+// ClusteringPrefix returns the clustering part of a composite name of a
+// table whose clustering columns have the orders desc (true: descending):
+// the name up to the column, and the column name after it.
+func ClusteringPrefix(name string, desc []bool) (prefix, column string, err error) {
+	i := 0
+	for _, d := range desc {
+		n, ok := componentEnd(name[i:], d)
+		if !ok {
+			return "", "", ErrBadCellName
+		}
+		i += n
+	}
+	return name[:i], name[i:], nil
+}
+
+// ColumnOf is the CQL column name of a cell name: the name itself for a
+// table without clustering columns (desc empty).
+func ColumnOf(name string, desc []bool) (string, error) {
+	if len(desc) == 0 {
+		return name, nil
+	}
+	_, col, err := ClusteringPrefix(name, desc)
+	return col, err
+}
+
+// Components splits a clustering prefix into its components' order keys
+// (unescaped, and turned back for descending columns).
+func Components(prefix string, desc []bool) ([][]byte, error) {
+	out := make([][]byte, 0, len(desc))
+	i := 0
+	for _, d := range desc {
+		n, ok := componentEnd(prefix[i:], d)
+		if !ok {
+			return nil, ErrBadCellName
+		}
+		esc, zero := byte(0x00), byte(0xFF)
+		if d {
+			esc, zero = 0xFF, 0x00
+		}
+		key := make([]byte, 0, n-2)
+		for j := i; j < i+n-2; j++ {
+			b := prefix[j]
+			if b == esc && prefix[j+1] == zero {
+				j++
+			}
+			if d {
+				b = ^b
+			}
+			key = append(key, b)
+		}
+		out = append(out, key)
+		i += n
+	}
+	if i != len(prefix) {
+		return nil, ErrBadCellName
+	}
+	return out, nil
+}
+
+// componentEnd is the length of the component at the start of s,
+// terminator included.
+func componentEnd(s string, desc bool) (int, bool) {
+	esc, zero, end := byte(0x00), byte(0xFF), byte(0x01)
+	if desc {
+		esc, zero, end = 0xFF, 0x00, 0xFE
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] != esc {
+			continue
+		}
+		if i+1 >= len(s) {
+			return 0, false
+		}
+		switch s[i+1] {
+		case zero:
+			i++
+		case end:
+			return i + 2, true
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
+}
