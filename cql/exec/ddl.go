@@ -252,17 +252,22 @@ func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
 	if len(counters) > 0 && len(others) > 0 {
 		return def, invalid("Cannot mix counter and non counter columns in the same table")
 	}
-	if len(st.Clustering) > 0 || len(st.ClusteringOrder) > 0 {
-		return def, invalid("clustering columns are not supported by idemkv: a partition holds one row of counters")
-	}
 	if st.CompactStorage {
 		return def, invalid("COMPACT STORAGE is not supported by idemkv")
 	}
 	for _, c := range st.Columns {
-		if c.Static {
+		if c.Static && len(st.Clustering) == 0 {
 			return def, invalid("Static columns are only useful (and thus allowed) if the table has at least one clustering column")
 		}
+		if c.Static {
+			return def, invalid("idemkv does not support static columns (%s)", c.Name)
+		}
 	}
+	clustering, err := clusteringDefs(st, cols)
+	if err != nil {
+		return def, err
+	}
+	def.Clustering = clustering
 	if len(others) > 0 {
 		c := cols[others[0]]
 		return def, invalid("idemkv tables hold counters only: column %s has type %s", c.Name, c.Type.String())
@@ -292,6 +297,42 @@ func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
 		def.Options = opts
 	}
 	return def, nil
+}
+
+// clusteringDefs checks the clustering columns of a CREATE TABLE and its
+// CLUSTERING ORDER BY as Cassandra does, and returns their definitions.
+func clusteringDefs(st *parse.CreateTable, cols map[string]parse.ColumnDef) ([]coltype.ColumnDef, error) {
+	pos := map[string]int{}
+	for i, n := range st.Clustering {
+		pos[n] = i
+	}
+	desc := make([]bool, len(st.Clustering))
+	for i, o := range st.ClusteringOrder {
+		j, ok := pos[o.Column]
+		if !ok {
+			return nil, invalid("Only clustering key columns can be defined in CLUSTERING ORDER directive")
+		}
+		if j != i {
+			if j < len(st.ClusteringOrder) && i < len(st.Clustering) {
+				return nil, invalid("The order of columns in the CLUSTERING ORDER directive must be the one of the clustering key (%s must appear before %s)", st.Clustering[i], o.Column)
+			}
+			return nil, invalid("Missing CLUSTERING ORDER for column %s", st.Clustering[i])
+		}
+		desc[j] = o.Desc
+	}
+	var out []coltype.ColumnDef
+	for i, n := range st.Clustering {
+		c := cols[n]
+		if _, ok := clusteringTypes[c.Type.Name]; !ok || len(c.Type.Params) > 0 {
+			return nil, invalid("idemkv does not support clustering columns of type %s (text, varchar, ascii, blob, int, bigint, smallint, tinyint, uuid, timeuuid, boolean, timestamp, date, time, double, float, inet)", c.Type.String())
+		}
+		typ := c.Type.Name
+		if typ == "varchar" {
+			typ = "text"
+		}
+		out = append(out, coltype.ColumnDef{Name: n, Type: typ, Desc: desc[i]})
+	}
+	return out, nil
 }
 
 func (e *Executor) createTable(ctx context.Context, sessionKS string, st *parse.CreateTable) (frame.Result, error) {

@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"encoding/binary"
+	"slices"
 	"strings"
 
 	"github.com/idemkv/idemkv/coltype"
@@ -37,7 +38,11 @@ type write struct {
 	// element is the map key of a DELETE m['key'] (one column); "" for
 	// a deletion of whole columns.
 	element string
-	index   int
+	// rangeDel, for a table with clustering columns, is the rows of a
+	// DELETE that does not name every clustering column by equality: the
+	// cells of the rows a read finds are deleted.
+	rangeDel ckFilter
+	index    int
 }
 
 func notModifiable(t *tableInfo) error {
@@ -78,7 +83,7 @@ func checkUpdate(t *tableInfo, st *parse.Update) error {
 		if err != nil {
 			return err
 		}
-		if c.pkIndex >= 0 {
+		if c.isKey() {
 			return invalid("PRIMARY KEY part %s found in SET part", c.name)
 		}
 		switch {
@@ -91,8 +96,35 @@ func checkUpdate(t *tableInfo, st *parse.Update) error {
 			return invalid("Cannot remove from the map of counters %s: its counters only count up (DELETE %s['key'] resets a key)", c.name, parse.Ident(c.name))
 		}
 	}
-	_, err := keyRestrictions(t, st.Where, false)
-	return err
+	_, ck, err := keyRestrictions(t, st.Where, false)
+	if err != nil {
+		return err
+	}
+	return checkRowClustering(t, ck, "UPDATE")
+}
+
+// checkRowClustering checks that the clustering relations of a statement
+// on whole rows (UPDATE, INSERT) name every clustering column by equality
+// or IN, as Cassandra requires.
+func checkRowClustering(t *tableInfo, ck []parse.Relation, stmt string) error {
+	eq := make([]bool, len(t.ck))
+	for _, r := range ck {
+		c := t.cols[r.Column]
+		if r.Op != "=" && r.Op != "IN" {
+			return invalid("Slice restrictions are not supported on the clustering columns in %s statements", stmt)
+		}
+		eq[c.ckPos-1] = true
+	}
+	var missing []string
+	for i, ok := range eq {
+		if !ok {
+			missing = append(missing, t.ck[i].name)
+		}
+	}
+	if len(missing) > 0 {
+		return invalid("Some clustering keys are missing: %s", strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // checkDelete applies the rules of a counter DELETE that need no values.
@@ -116,7 +148,7 @@ func checkDelete(t *tableInfo, st *parse.Delete) error {
 		if err != nil {
 			return err
 		}
-		if c.pkIndex >= 0 {
+		if c.isKey() {
 			return invalid("Invalid identifier %s for deletion (should not be a PRIMARY KEY part)", c.name)
 		}
 	}
@@ -147,8 +179,19 @@ func checkDelete(t *tableInfo, st *parse.Delete) error {
 			}
 		}
 	}
-	_, err := keyRestrictions(t, st.Where, false)
-	return err
+	_, ck, err := keyRestrictions(t, st.Where, false)
+	if err != nil {
+		return err
+	}
+	for _, r := range ck {
+		if r.Op == "IN" && !r.InList {
+			return invalid("IN ? on a clustering column is not supported by idemkv; bind each value: IN (?, ?)")
+		}
+	}
+	if len(st.Elements) > 0 && len(t.ck) > 0 && checkRowClustering(t, ck, "DELETE") != nil {
+		return invalid("Element deletions of %s need every clustering column restricted by equality", t.name)
+	}
+	return nil
 }
 
 func checkInsert(t *tableInfo) error {
@@ -261,6 +304,16 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 		trace.Eventf(ctx, trace.ThreadRequest, "Executing %d counter writes at %v (op id: %t)", len(writes), coordinator.ConsistencyLevel(cl), hasOp)
 	}
 	for _, w := range writes {
+		if w.rangeDel != nil {
+			names, err := e.rangeDeleteCells(ctx, w, coordinator.ConsistencyLevel(cl))
+			if err != nil {
+				return err
+			}
+			if len(names) == 0 {
+				continue
+			}
+			w.columns, w.rangeDel = names, nil
+		}
 		if w.delete {
 			if handled, err := e.deleteContext(ctx, w.tableInfo, w, coordinator.ConsistencyLevel(cl), payload); handled || err != nil {
 				if err != nil {
@@ -309,11 +362,47 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	return nil
 }
 
+// rangeDeleteCells lists the cells a DELETE of rows w.rangeDel names: the
+// cells of the rows a read of the partition finds, at the deletion's level
+// but at least QUORUM so that a row on a majority of replicas is seen (a
+// range tombstone, which would cover rows not yet seen, is not kept).
+func (e *Executor) rangeDeleteCells(ctx context.Context, w write, cl coordinator.ConsistencyLevel) ([]string, error) {
+	rl := cl
+	switch cl {
+	case coordinator.One, coordinator.Two, coordinator.LocalOne, coordinator.Any:
+		rl = coordinator.Quorum
+	}
+	r, found, err := e.b.Read(ctx, w.table, w.key, rl)
+	if err != nil || !found {
+		return nil, err
+	}
+	t := w.tableInfo
+	rows, err := expandRows(t, r)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for i := range rows {
+		if !w.rangeDel.match(&rows[i]) {
+			continue
+		}
+		for _, c := range rows[i].cells {
+			if c.Tombstone {
+				continue
+			}
+			if len(w.columns) == 0 || slices.Contains(w.columns, c.Column) {
+				names = append(names, rows[i].prefix+c.Column)
+			}
+		}
+	}
+	return names, nil
+}
+
 // bindWrite binds one checked statement to its writes.
 func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 	switch st := it.stmt.(type) {
 	case *parse.Update:
-		terms, err := keyRestrictions(t, st.Where, false)
+		terms, ck, err := keyRestrictions(t, st.Where, false)
 		if err != nil {
 			return nil, err
 		}
@@ -321,7 +410,34 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 		if err != nil {
 			return nil, err
 		}
+		f, err := clusteringFilter(t, ck, it.values, false)
+		if err != nil {
+			return nil, err
+		}
+		prefixes, err := clusteringPrefixes(t, f)
+		if err != nil {
+			return nil, err
+		}
 		var out []write
+		for _, prefix := range prefixes {
+			ws, err := bindSets(t, st, it, i, ks[0], prefix)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ws...)
+		}
+		return out, nil
+	case *parse.Delete:
+		return bindDelete(t, st, it, i)
+	}
+	return nil, nil
+}
+
+// bindSets binds the SET clause of a counter UPDATE of one row (prefix:
+// its composite cell-name prefix, "" without clustering columns).
+func bindSets(t *tableInfo, st *parse.Update, it batchItem, i int, key []byte, prefix string) ([]write, error) {
+	var out []write
+	{
 		for _, sc := range st.Set {
 			c := t.cols[sc.Column]
 			if _, isMap := counterMapOf(c); isMap {
@@ -333,7 +449,7 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 					continue
 				}
 				for j := range mk {
-					out = append(out, write{update: &coltype.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: md[j], Element: mk[j]}, index: i})
+					out = append(out, write{update: &coltype.Update{Table: t.id, Key: key, Column: prefix + c.name, Delta: md[j], Element: mk[j]}, index: i})
 				}
 				continue
 			}
@@ -362,45 +478,80 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 			}
 			x, _ := design.(coltype.Exchanger)
 			_, coordinated := design.(coltype.Coordinated)
-			out = append(out, write{update: &coltype.Update{Table: t.id, Key: ks[0], Column: c.name, Delta: d}, exchanger: x, coordinated: coordinated, index: i})
+			out = append(out, write{update: &coltype.Update{Table: t.id, Key: key, Column: prefix + c.name, Delta: d}, exchanger: x, coordinated: coordinated, index: i})
 		}
-		return out, nil
-	case *parse.Delete:
-		terms, err := keyRestrictions(t, st.Where, false)
-		if err != nil {
-			return nil, err
-		}
-		ks, err := keys(t, terms, it.values)
-		if err != nil {
-			return nil, err
-		}
-		if st.Elements == nil {
-			return []write{{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: st.Columns, index: i}}, nil
-		}
-		var whole []string
-		var elems []write
-		for j, name := range st.Columns {
-			if j >= len(st.Elements) || st.Elements[j] == nil {
-				whole = append(whole, name)
-				continue
-			}
-			c := t.cols[name]
-			v, err := bind(*st.Elements[j], it.values, frame.Text, c.name)
-			if err != nil {
-				return nil, err
-			}
-			k, err := mapKey(c, v)
-			if err != nil {
-				return nil, err
-			}
-			elems = append(elems, write{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: []string{name}, element: k, index: i})
-		}
-		if len(whole) > 0 {
-			elems = append([]write{{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: whole, index: i}}, elems...)
-		}
-		return elems, nil
 	}
-	return nil, nil
+	return out, nil
+}
+
+// bindDelete binds a DELETE. Without clustering columns, or with every
+// clustering column bound by equality, it names its cells; otherwise it
+// is a deletion of the rows a read finds (rangeDel).
+func bindDelete(t *tableInfo, st *parse.Delete, it batchItem, i int) ([]write, error) {
+	terms, ck, err := keyRestrictions(t, st.Where, false)
+	if err != nil {
+		return nil, err
+	}
+	ks, err := keys(t, terms, it.values)
+	if err != nil {
+		return nil, err
+	}
+	f, err := clusteringFilter(t, ck, it.values, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(t.ck) > 0 && !f.fullPrefix() {
+		return []write{{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: st.Columns, rangeDel: f, index: i}}, nil
+	}
+	prefixes, err := clusteringPrefixes(t, f)
+	if err != nil {
+		return nil, err
+	}
+	named := st.Columns
+	if len(named) == 0 && len(t.ck) > 0 {
+		for _, c := range t.regular {
+			named = append(named, c.name)
+		}
+	}
+	compose := func(names []string) []string {
+		if len(t.ck) == 0 {
+			return names
+		}
+		var out []string
+		for _, p := range prefixes {
+			for _, n := range names {
+				out = append(out, p+n)
+			}
+		}
+		return out
+	}
+	if st.Elements == nil {
+		return []write{{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: compose(named), index: i}}, nil
+	}
+	var whole []string
+	var elems []write
+	for j, name := range st.Columns {
+		if j >= len(st.Elements) || st.Elements[j] == nil {
+			whole = append(whole, name)
+			continue
+		}
+		c := t.cols[name]
+		v, err := bind(*st.Elements[j], it.values, frame.Text, c.name)
+		if err != nil {
+			return nil, err
+		}
+		k, err := mapKey(c, v)
+		if err != nil {
+			return nil, err
+		}
+		for _, col := range compose([]string{name}) {
+			elems = append(elems, write{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: []string{col}, element: k, index: i})
+		}
+	}
+	if len(whole) > 0 {
+		elems = append([]write{{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: compose(whole), index: i}}, elems...)
+	}
+	return elems, nil
 }
 
 // exchangePayload finds, in a request's custom payload, the key of a

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/idemkv/idemkv/coordinator"
@@ -47,13 +48,8 @@ func bindElements(sel []selected, values []frame.Value) error {
 
 // selection resolves a SELECT's items and their result columns.
 func selection(t *tableInfo, st *parse.Select) ([]selected, []frame.ColumnSpec, error) {
-	if len(st.OrderBy) > 0 {
-		c, err := t.column(st.OrderBy[0].Column)
-		if err != nil {
-			return nil, nil, err
-		}
-		// idemkv tables have no clustering columns, the only ones ORDER BY takes.
-		return nil, nil, invalid("Order by is currently only supported on the clustered columns of the PRIMARY KEY, got %s", c.name)
+	if _, err := orderOf(t, st); err != nil {
+		return nil, nil, err
 	}
 	if st.Distinct {
 		if err := checkDistinct(t, st); err != nil {
@@ -191,18 +187,26 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 	}
 	cl := coordinator.ConsistencyLevel(p.Consistency)
 	counting := len(sel) == 1 && sel[0].count
+	q := &rowQuery{t: t, distinct: st.Distinct}
+	if q.reverse, err = orderOf(t, st); err != nil {
+		return nil, err
+	}
 	var count int64
-	emit := func(r row.Row) (bool, error) {
-		vals, live, err := e.rowValues(t, sel, r)
-		if err != nil || !live {
-			return false, err
+	var read []row.Row // the rows a reset context is asked of
+	emit := func(r *crow) error {
+		vals, err := e.rowValues(t, sel, r)
+		if err != nil {
+			return err
 		}
 		if counting {
 			count++
 		} else {
 			res.Rows = append(res.Rows, vals)
 		}
-		return true, nil
+		if len(read) < 2 {
+			read = append(read, row.Row{Key: r.key, Cells: r.cells})
+		}
+		return nil
 	}
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	if len(tokRels) > 0 {
@@ -220,26 +224,43 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 			return res, nil
 		}
 	}
-	if len(where) > 0 {
-		var nonKey, restricted []string
-		for _, r := range where {
-			c, err := t.column(r.Column)
-			if err != nil {
-				return nil, err
-			}
-			if c.pkIndex < 0 {
-				nonKey = append(nonKey, c.name)
-			} else {
-				restricted = append(restricted, c.name)
-			}
+	var pkRels, ckRels []parse.Relation
+	var nonKey []string
+	for _, r := range where {
+		c, err := t.column(r.Column)
+		if err != nil {
+			return nil, err
 		}
-		if len(nonKey) > 0 {
-			if !st.AllowFiltering {
-				return nil, invalid("Cannot execute this query as it might involve data filtering and thus may have unpredictable performance. If you want to execute this query despite the performance unpredictability, use ALLOW FILTERING")
-			}
-			return nil, invalid("idemkv does not filter on counter columns (%s)", strings.Join(nonKey, ", "))
+		switch {
+		case c.ckPos > 0:
+			ckRels = append(ckRels, r)
+		case c.pkIndex >= 0:
+			pkRels = append(pkRels, r)
+		default:
+			nonKey = append(nonKey, c.name)
 		}
-		if len(restricted) > 0 && len(restricted) < len(t.pk) {
+	}
+	if len(nonKey) > 0 {
+		if !st.AllowFiltering {
+			return nil, invalid("Cannot execute this query as it might involve data filtering and thus may have unpredictable performance. If you want to execute this query despite the performance unpredictability, use ALLOW FILTERING")
+		}
+		return nil, invalid("idemkv does not filter on counter columns (%s)", strings.Join(nonKey, ", "))
+	}
+	if len(pkRels) == 0 && len(ckRels) > 0 && !st.AllowFiltering {
+		return nil, invalid("Cannot execute this query as it might involve data filtering and thus may have unpredictable performance. If you want to execute this query despite the performance unpredictability, use ALLOW FILTERING")
+	}
+	if q.filter, err = clusteringFilter(t, ckRels, p.Values, st.AllowFiltering || len(pkRels) == 0); err != nil {
+		return nil, err
+	}
+	if len(st.OrderBy) > 0 && len(pkRels) == 0 {
+		return nil, invalid("ORDER BY is only supported when the partition key is restricted by an EQ or an IN.")
+	}
+	if len(pkRels) > 0 {
+		var restricted []string
+		for _, r := range pkRels {
+			restricted = append(restricted, r.Column)
+		}
+		if len(restricted) < len(t.pk) {
 			var missing []string
 			for _, c := range t.pk {
 				found := false
@@ -252,7 +273,7 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 			}
 			return nil, invalid("Partition key parts: %s must be restricted as other parts are", strings.Join(missing, ", "))
 		}
-		terms, err := keyRestrictions(t, where, true)
+		terms, _, err := keyRestrictions(t, pkRels, true)
 		if err != nil {
 			return nil, err
 		}
@@ -260,7 +281,19 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		if err != nil {
 			return nil, err
 		}
-		return e.selectKeys(ctx, t, sel, ks, limit, p, cl, &res, emit, payload, reply)
+		if len(st.OrderBy) > 0 && len(ks) > 1 {
+			return e.selectOrderedKeys(ctx, q, ks, limit, p, cl, &res, emit, counting, &count)
+		}
+		if _, err := e.selectKeys(ctx, q, sel, ks, limit, p, cl, &res, emit); err != nil {
+			return nil, err
+		}
+		if err := selectContext(t, sel, read, payload, reply); err != nil {
+			return nil, err
+		}
+		if counting {
+			res.Rows = [][]frame.Value{{frame.Bytes(frame.EncodeBigint(count))}}
+		}
+		return res, nil
 	}
 
 	// A scan: paged by the request's page size, from the paging state.
@@ -269,27 +302,41 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		after = &row.Key{Token: lo} // before every key of token lo: no key is empty
 	}
 	returned := 0
+	pg := &pager{want: math.MaxInt, emit: emit, q: q}
+	if p.PageSize > 0 && !counting {
+		pg.want = int(p.PageSize)
+	}
+	var resume string
 	if len(p.PagingState) > 0 && !counting {
-		n, k, err := decodePagingState(p.PagingState, t.id)
+		n, k, prefix, err := decodePagingState(p.PagingState, t.id)
 		if err != nil {
 			return nil, err
 		}
-		returned, after = n, &k
-	}
-	want := math.MaxInt
-	if p.PageSize > 0 && !counting {
-		want = int(p.PageSize)
+		returned, after, resume = n, &k, prefix
 	}
 	if limit > 0 {
 		if limit-returned <= 0 {
 			return res, nil
 		}
-		want = min(want, limit-returned)
+		pg.want = min(pg.want, limit-returned)
+	}
+	if resume != "" {
+		// The page before ended inside this partition.
+		r, found, err := e.b.Read(ctx, t.id, after.Partition, cl)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			if err := pg.partition(r, resume); err != nil {
+				return nil, err
+			}
+		}
+		pg.last = *after
 	}
 	const chunk = 1000
-	got, exhausted := 0, false
-	for got < want {
-		ask := min(want-got, chunk)
+	exhausted := false
+	for pg.got < pg.want && !pg.mid {
+		ask := min(pg.want-pg.got, chunk)
 		var rows []row.Row
 		if rs, ok := e.b.(RangeScanner); ok && hi < math.MaxInt64 {
 			rows, err = rs.ScanRange(ctx, t.id, after, hi, ask, cl)
@@ -309,16 +356,22 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 			if r.Key.Token <= lo {
 				continue // the token lo itself: the range excludes it
 			}
-			ok, err := emit(r)
-			if err != nil {
+			if pg.got >= pg.want {
+				// A full page: this partition is the next page's.
+				pg.mid, pg.lastPrefix = true, ""
+				after = &pg.last
+				break
+			}
+			r.Key = k
+			if err := pg.partition(r, ""); err != nil {
 				return nil, err
 			}
-			if ok {
-				got++
+			if pg.mid {
+				break
 			}
 		}
-		if exhausted || len(rows) < ask {
-			exhausted = true
+		if pg.mid || exhausted || len(rows) < ask {
+			exhausted = !pg.mid
 			break
 		}
 	}
@@ -326,87 +379,250 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		res.Rows = [][]frame.Value{{frame.Bytes(frame.EncodeBigint(count))}}
 		return res, nil
 	}
-	if !exhausted && after != nil && (limit == 0 || returned+got < limit) {
-		res.PagingState = encodePagingState(t.id, returned+got, *after)
+	if !exhausted && (limit == 0 || returned+pg.got < limit) {
+		switch {
+		case pg.mid && pg.lastPrefix != "":
+			res.PagingState = encodePagingState(t.id, returned+pg.got, pg.last, pg.lastPrefix)
+		case pg.mid:
+			res.PagingState = encodePagingState(t.id, returned+pg.got, pg.last, "")
+		case after != nil:
+			res.PagingState = encodePagingState(t.id, returned+pg.got, *after, "")
+		}
 	}
 	return res, nil
 }
 
+// rowQuery is how a SELECT turns a partition into its result rows.
+type rowQuery struct {
+	t        *tableInfo
+	filter   ckFilter
+	reverse  bool // ORDER BY against the declared clustering order
+	distinct bool // SELECT DISTINCT: one row per partition
+}
+
+// rows are the live CQL rows of a partition that pass the clustering
+// restrictions, in the query's order.
+func (q *rowQuery) rows(r row.Row) ([]crow, error) {
+	all, err := expandRows(q.t, r)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for i := range all {
+		if q.filter.match(&all[i]) && liveRow(q.t, &all[i]) {
+			out = append(out, all[i])
+		}
+	}
+	if q.reverse {
+		slices.Reverse(out)
+	}
+	if q.distinct && len(out) > 1 {
+		out = out[:1]
+	}
+	return out, nil
+}
+
+// past reports whether a row comes after the row of prefix in the
+// query's order.
+func (q *rowQuery) past(prefix, after string) bool {
+	if q.reverse {
+		return prefix < after
+	}
+	return prefix > after
+}
+
+// liveRow reports whether a CQL row has a live cell of a regular column:
+// a row without one is not shown.
+func liveRow(t *tableInfo, r *crow) bool {
+	for _, c := range t.regular {
+		if cell, ok := r.cell(c.name); ok && !cell.Tombstone {
+			return true
+		}
+	}
+	return false
+}
+
+// pager emits the rows of consecutive partitions into one page.
+type pager struct {
+	q    *rowQuery
+	want int // rows the page holds at most
+	got  int
+	emit func(*crow) error
+	// last is the partition read last; mid is set when the page filled
+	// before its rows ended, lastPrefix then the last row emitted of it
+	// ("" when none was).
+	last       row.Key
+	lastPrefix string
+	mid        bool
+}
+
+// partition emits the rows of r after the row of prefix after ("" for
+// all), until the page is full.
+func (p *pager) partition(r row.Row, after string) error {
+	rows, err := p.q.rows(r)
+	if err != nil {
+		return err
+	}
+	p.last, p.lastPrefix, p.mid = r.Key, "", false
+	for i := range rows {
+		if after != "" && !p.q.past(rows[i].prefix, after) {
+			continue
+		}
+		if p.got >= p.want {
+			p.mid = true
+			if p.lastPrefix == "" {
+				p.lastPrefix = after
+			}
+			return nil
+		}
+		if err := p.emit(&rows[i]); err != nil {
+			return err
+		}
+		p.got++
+		p.lastPrefix = rows[i].prefix
+	}
+	p.lastPrefix = ""
+	return nil
+}
+
 // selectKeys reads the partitions of keys (sorted, without duplicates) in
 // order, paged by the request's page size: the paging state holds the last
-// key read, and the next page starts after it.
-func (e *Executor) selectKeys(ctx context.Context, t *tableInfo, sel []selected, keys [][]byte, limit int, p frame.QueryParams, cl coordinator.ConsistencyLevel, res *frame.RowsResult, emit func(row.Row) (bool, error), payload, reply map[string][]byte) (frame.Result, error) {
+// key read (and the last row of it, when the page ended inside it), and
+// the next page starts after it.
+func (e *Executor) selectKeys(ctx context.Context, q *rowQuery, sel []selected, keys [][]byte, limit int, p frame.QueryParams, cl coordinator.ConsistencyLevel, res *frame.RowsResult, emit func(*crow) error) (frame.Result, error) {
+	t := q.t
 	counting := len(sel) == 1 && sel[0].count
 	returned, start := 0, 0
+	resume := ""
 	if len(p.PagingState) > 0 && !counting {
-		n, last, err := decodePagingState(p.PagingState, t.id)
+		n, last, prefix, err := decodePagingState(p.PagingState, t.id)
 		if err != nil {
 			return nil, err
 		}
-		returned = n
+		returned, resume = n, prefix
 		start = len(keys)
 		for i, k := range keys {
 			if bytes.Equal(k, last.Partition) {
 				start = i + 1
+				if prefix != "" {
+					start = i
+				}
 				break
 			}
 		}
 	}
-	want := math.MaxInt
+	pg := &pager{q: q, want: math.MaxInt, emit: emit}
 	if p.PageSize > 0 && !counting {
-		want = int(p.PageSize)
+		pg.want = int(p.PageSize)
 	}
 	if limit > 0 && !counting {
-		want = min(want, limit-returned)
+		if limit-returned <= 0 {
+			return *res, nil
+		}
+		pg.want = min(pg.want, limit-returned)
 	}
-	var read []row.Row
-	got, i := 0, start
-	for ; i < len(keys) && got < want; i++ {
+	i := start
+	for ; i < len(keys) && pg.got < pg.want; i++ {
 		r, found, err := e.b.Read(ctx, t.id, keys[i], cl)
+		if err != nil {
+			return nil, err
+		}
+		after := ""
+		if i == start {
+			after = resume
+		}
+		if !found {
+			continue
+		}
+		if err := pg.partition(r, after); err != nil {
+			return nil, err
+		}
+		if pg.mid {
+			break
+		}
+	}
+	if counting || (limit > 0 && returned+pg.got >= limit) {
+		return *res, nil
+	}
+	switch {
+	case pg.mid:
+		res.PagingState = encodePagingState(t.id, returned+pg.got, row.Key{Token: ring.Token(keys[i]), Partition: keys[i]}, pg.lastPrefix)
+	case pg.got >= pg.want && i < len(keys):
+		res.PagingState = encodePagingState(t.id, returned+pg.got, row.Key{Token: ring.Token(keys[i-1]), Partition: keys[i-1]}, "")
+	}
+	return *res, nil
+}
+
+// selectOrderedKeys serves ORDER BY over the partitions of an IN: the rows
+// of every partition sorted together, as Cassandra does, which it refuses
+// to page.
+func (e *Executor) selectOrderedKeys(ctx context.Context, q *rowQuery, keys [][]byte, limit int, p frame.QueryParams, cl coordinator.ConsistencyLevel, res *frame.RowsResult, emit func(*crow) error, counting bool, count *int64) (frame.Result, error) {
+	if p.PageSize > 0 && (limit == 0 || limit > int(p.PageSize)) && !counting {
+		return nil, invalid("Cannot page queries with both ORDER BY and a IN restriction on the partition key; you must either remove the ORDER BY or the IN and sort client side, or disable paging for this query")
+	}
+	var all []crow
+	for _, k := range keys {
+		r, found, err := e.b.Read(ctx, q.t.id, k, cl)
 		if err != nil {
 			return nil, err
 		}
 		if !found {
 			continue
 		}
-		read = append(read, r)
-		ok, err := emit(r)
+		rows, err := q.rows(r)
 		if err != nil {
 			return nil, err
 		}
-		if ok {
-			got++
+		all = append(all, rows...)
+	}
+	slices.SortStableFunc(all, func(a, b crow) int {
+		if q.reverse {
+			return strings.Compare(b.prefix, a.prefix)
+		}
+		return strings.Compare(a.prefix, b.prefix)
+	})
+	if limit > 0 && len(all) > limit {
+		all = all[:limit]
+	}
+	for i := range all {
+		if err := emit(&all[i]); err != nil {
+			return nil, err
 		}
 	}
-	if err := selectContext(t, sel, read, payload, reply); err != nil {
-		return nil, err
-	}
 	if counting {
-		res.Rows = [][]frame.Value{{frame.Bytes(frame.EncodeBigint(int64(got)))}}
-		return *res, nil
-	}
-	if got >= want && i < len(keys) && (limit == 0 || returned+got < limit) {
-		res.PagingState = encodePagingState(t.id, returned+got, row.Key{Token: ring.Token(keys[i-1]), Partition: keys[i-1]})
+		res.Rows = [][]frame.Value{{frame.Bytes(frame.EncodeBigint(*count))}}
 	}
 	return *res, nil
 }
 
-// rowValues builds a result row; live is false for a partition without a
-// live cell, which CQL does not show.
-func (e *Executor) rowValues(t *tableInfo, sel []selected, r row.Row) ([]frame.Value, bool, error) {
-	live := false
-	for _, c := range t.regular {
-		if cell, ok := r.Cell(c.name); ok && !cell.Tombstone {
-			live = true
-			break
+// orderOf checks a SELECT's ORDER BY as Cassandra does and reports
+// whether it reverses the declared clustering order.
+func orderOf(t *tableInfo, st *parse.Select) (reverse bool, err error) {
+	for i, o := range st.OrderBy {
+		c, err := t.column(o.Column)
+		if err != nil {
+			return false, err
 		}
+		if c.ckPos == 0 {
+			return false, invalid("Order by is currently only supported on the clustered columns of the PRIMARY KEY, got %s", c.name)
+		}
+		if c.ckPos != i+1 {
+			return false, invalid("Order by currently only supports the ordering of columns following their declared order in the PRIMARY KEY")
+		}
+		rev := o.Desc != c.desc
+		if i > 0 && rev != reverse {
+			return false, invalid("Unsupported order by relation")
+		}
+		reverse = rev
 	}
-	if !live {
-		return nil, false, nil
-	}
-	parts, ok := SplitKey(r.Key.Partition, len(t.pk))
+	return reverse, nil
+}
+
+// rowValues builds a result row.
+func (e *Executor) rowValues(t *tableInfo, sel []selected, r *crow) ([]frame.Value, error) {
+	parts, ok := SplitKey(r.key.Partition, len(t.pk))
 	if !ok {
-		return nil, false, frame.Errorf(frame.ErrServer, "partition key %x of %s.%s does not split into %d components", r.Key.Partition, t.keyspace, t.name, len(t.pk))
+		return nil, frame.Errorf(frame.ErrServer, "partition key %x of %s.%s does not split into %d components", r.key.Partition, t.keyspace, t.name, len(t.pk))
 	}
 	out := make([]frame.Value, 0, len(sel))
 	for _, s := range sel {
@@ -414,11 +630,11 @@ func (e *Executor) rowValues(t *tableInfo, sel []selected, r row.Row) ([]frame.V
 		case s.count:
 			out = append(out, frame.Null)
 		case s.token:
-			out = append(out, frame.Bytes(frame.EncodeBigint(r.Key.Token)))
+			out = append(out, frame.Bytes(frame.EncodeBigint(r.key.Token)))
 		case s.fn == "ttl":
 			out = append(out, frame.Null) // counters never expire
 		case s.fn == "writetime":
-			cell, ok := r.Cell(s.col.name)
+			cell, ok := r.cell(s.col.name)
 			if !ok || cell.Tombstone {
 				out = append(out, frame.Null)
 				continue
@@ -426,8 +642,10 @@ func (e *Executor) rowValues(t *tableInfo, sel []selected, r row.Row) ([]frame.V
 			out = append(out, frame.Bytes(frame.EncodeBigint(cell.Timestamp)))
 		case s.col.pkIndex >= 0:
 			out = append(out, frame.Bytes(parts[s.col.pkIndex]))
+		case s.col.ckPos > 0:
+			out = append(out, frame.Bytes(r.ck[s.col.ckPos-1]))
 		default:
-			cell, ok := r.Cell(s.col.name)
+			cell, ok := r.cell(s.col.name)
 			if !ok || cell.Tombstone {
 				out = append(out, frame.Null)
 				continue
@@ -441,64 +659,92 @@ func (e *Executor) rowValues(t *tableInfo, sel []selected, r row.Row) ([]frame.V
 					v, err = mapCellValue(m, cell)
 				}
 				if err != nil {
-					return nil, false, err
+					return nil, err
 				}
 				out = append(out, v)
 				continue
 			}
 			v, err := e.b.CellValue(t.id, cell)
 			if err != nil {
-				return nil, false, err
+				return nil, err
 			}
 			out = append(out, frame.Bytes(frame.EncodeBigint(v)))
 		}
 	}
-	return out, true, nil
+	return out, nil
 }
 
 // The paging state is idemkv's own: a magic and version, the table id,
 // the rows returned so far (for LIMIT), the last partition key read, and a
 // CRC-32 of all that, so that a state from another table or a damaged one
-// is refused.
-const pagingMagic = "IP\x01"
+// is refused. Version 2 ("IP\x02") adds, after the key, the composite
+// prefix of the last row returned of a partition the page ended inside
+// (uvarint length, bytes); version 1 is a partition read to its end.
+const (
+	pagingMagic   = "IP\x01"
+	pagingMagicV2 = "IP\x02"
+)
 
-func encodePagingState(table uint64, returned int, k row.Key) []byte {
+func encodePagingState(table uint64, returned int, k row.Key, prefix string) []byte {
 	b := []byte(pagingMagic)
+	if prefix != "" {
+		b = []byte(pagingMagicV2)
+	}
 	b = binary.BigEndian.AppendUint64(b, table)
 	b = binary.AppendUvarint(b, uint64(returned))
 	b = binary.BigEndian.AppendUint64(b, uint64(k.Token))
 	b = binary.AppendUvarint(b, uint64(len(k.Partition)))
 	b = append(b, k.Partition...)
+	if prefix != "" {
+		b = binary.AppendUvarint(b, uint64(len(prefix)))
+		b = append(b, prefix...)
+	}
 	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
 
-func decodePagingState(b []byte, table uint64) (int, row.Key, error) {
+func decodePagingState(b []byte, table uint64) (int, row.Key, string, error) {
 	bad := frame.Errorf(frame.ErrProtocol, "Invalid value for the paging state")
-	if len(b) < len(pagingMagic)+8+1+8+1+4 || string(b[:len(pagingMagic)]) != pagingMagic {
-		return 0, row.Key{}, bad
+	if len(b) < len(pagingMagic)+8+1+8+1+4 {
+		return 0, row.Key{}, "", bad
+	}
+	v2 := string(b[:len(pagingMagicV2)]) == pagingMagicV2
+	if !v2 && string(b[:len(pagingMagic)]) != pagingMagic {
+		return 0, row.Key{}, "", bad
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
 	if crc32.ChecksumIEEE(body) != sum {
-		return 0, row.Key{}, bad
+		return 0, row.Key{}, "", bad
 	}
 	d := body[len(pagingMagic):]
 	if binary.BigEndian.Uint64(d) != table {
-		return 0, row.Key{}, bad
+		return 0, row.Key{}, "", bad
 	}
 	d = d[8:]
 	returned, n := binary.Uvarint(d)
 	if n <= 0 || returned > math.MaxInt32 {
-		return 0, row.Key{}, bad
+		return 0, row.Key{}, "", bad
 	}
 	d = d[n:]
 	if len(d) < 8 {
-		return 0, row.Key{}, bad
+		return 0, row.Key{}, "", bad
 	}
 	tok := int64(binary.BigEndian.Uint64(d))
 	d = d[8:]
 	kl, n := binary.Uvarint(d)
-	if n <= 0 || uint64(len(d)-n) != kl {
-		return 0, row.Key{}, bad
+	if n <= 0 || uint64(len(d)-n) < kl {
+		return 0, row.Key{}, "", bad
 	}
-	return int(returned), row.Key{Token: tok, Partition: append([]byte(nil), d[n:]...)}, nil
+	key := row.Key{Token: tok, Partition: append([]byte(nil), d[n:n+int(kl)]...)}
+	d = d[n+int(kl):]
+	if !v2 {
+		if len(d) != 0 {
+			return 0, row.Key{}, "", bad
+		}
+		return int(returned), key, "", nil
+	}
+	pl, n := binary.Uvarint(d)
+	if n <= 0 || pl == 0 || uint64(len(d)-n) != pl {
+		return 0, row.Key{}, "", bad
+	}
+	return int(returned), key, string(d[n:]), nil
 }

@@ -23,7 +23,13 @@ type column struct {
 	typ     frame.DataType
 	cqlType string // the type as CQL writes it: "text", "counter", ...
 	pkIndex int    // position in the partition key; -1 for other columns
+	// ckPos is 1 + the position in the clustering key; 0 for other columns.
+	ckPos int
+	desc  bool // a clustering column in descending order
 }
+
+// isKey reports whether the column is part of the primary key.
+func (c *column) isKey() bool { return c.pkIndex >= 0 || c.ckPos > 0 }
 
 // tableInfo is a resolved table: a user's counter table or a system table.
 type tableInfo struct {
@@ -31,6 +37,7 @@ type tableInfo struct {
 	id             uint64
 	def            coltype.TableDef
 	pk             []*column
+	ck             []*column // the clustering columns, in order
 	regular        []*column // sorted by name, as Cassandra orders them
 	cols           map[string]*column
 	sys            *sysTable // non-nil for a system table
@@ -38,7 +45,7 @@ type tableInfo struct {
 
 // all returns the columns in SELECT * order.
 func (t *tableInfo) all() []*column {
-	return append(append([]*column(nil), t.pk...), t.regular...)
+	return append(append(append([]*column(nil), t.pk...), t.ck...), t.regular...)
 }
 
 func (t *tableInfo) spec(c *column) frame.ColumnSpec {
@@ -102,6 +109,15 @@ func newTableInfo(def coltype.TableDef) *tableInfo {
 	if len(t.pk) == 0 { // a table created below the CQL layer: one blob key
 		c := &column{name: "key", typ: frame.Blob, cqlType: "blob"}
 		t.pk = append(t.pk, c)
+		t.cols[c.name] = c
+	}
+	for i, k := range def.Clustering {
+		typ, ok := clusteringTypes[k.Type]
+		if !ok {
+			typ = frame.Blob
+		}
+		c := &column{name: k.Name, typ: typ, cqlType: k.Type, pkIndex: -1, ckPos: i + 1, desc: k.Desc}
+		t.ck = append(t.ck, c)
 		t.cols[c.name] = c
 	}
 	for _, col := range def.Columns {
@@ -567,25 +583,31 @@ func SplitKey(key []byte, n int) ([][]byte, bool) {
 }
 
 // keyRestrictions checks a WHERE clause that must name the whole partition
-// key by equality (or, when in is true, IN) and nothing else, and returns
-// each key column's terms.
-func keyRestrictions(t *tableInfo, rs []parse.Relation, in bool) ([][]parse.Term, error) {
+// key by equality (or, when in is true, IN) and otherwise only clustering
+// columns, and returns each key column's terms and the relations on
+// clustering columns.
+func keyRestrictions(t *tableInfo, rs []parse.Relation, in bool) ([][]parse.Term, []parse.Relation, error) {
 	terms := make([][]parse.Term, len(t.pk))
 	var nonKey []string
+	var ck []parse.Relation
 	for _, r := range rs {
 		if len(r.Token) > 0 {
-			return nil, invalid("idemkv supports token() restrictions in SELECT only")
+			return nil, nil, invalid("idemkv supports token() restrictions in SELECT only")
 		}
 		c, err := t.column(r.Column)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if c.ckPos > 0 {
+			ck = append(ck, r)
+			continue
 		}
 		if c.pkIndex < 0 {
 			nonKey = append(nonKey, c.name)
 			continue
 		}
 		if terms[c.pkIndex] != nil {
-			return nil, invalid("%s cannot be restricted by more than one relation if it includes an Equal", c.name)
+			return nil, nil, invalid("%s cannot be restricted by more than one relation if it includes an Equal", c.name)
 		}
 		switch {
 		case r.Op == "=":
@@ -597,15 +619,15 @@ func keyRestrictions(t *tableInfo, rs []parse.Relation, in bool) ([][]parse.Term
 				terms[c.pkIndex] = r.In
 			}
 		case r.Op == "IN" && in:
-			return nil, invalid("IN ? on the partition key is not supported by idemkv; bind each value: IN (?, ?)")
+			return nil, nil, invalid("IN ? on the partition key is not supported by idemkv; bind each value: IN (?, ?)")
 		case r.Op == "IN":
-			return nil, invalid("IN restrictions on the partition key are not supported for updates by idemkv")
+			return nil, nil, invalid("IN restrictions on the partition key are not supported for updates by idemkv")
 		default:
-			return nil, invalid("Only EQ and IN relation are supported on the partition key (unless you use the token() function)")
+			return nil, nil, invalid("Only EQ and IN relation are supported on the partition key (unless you use the token() function)")
 		}
 	}
 	if len(nonKey) > 0 {
-		return nil, invalid("Non PRIMARY KEY columns found in where clause: %s", strings.Join(nonKey, ", "))
+		return nil, nil, invalid("Non PRIMARY KEY columns found in where clause: %s", strings.Join(nonKey, ", "))
 	}
 	var missing []string
 	for i, ts := range terms {
@@ -614,9 +636,9 @@ func keyRestrictions(t *tableInfo, rs []parse.Relation, in bool) ([][]parse.Term
 		}
 	}
 	if len(missing) > 0 {
-		return nil, invalid("Some partition key parts are missing: %s", strings.Join(missing, ", "))
+		return nil, nil, invalid("Some partition key parts are missing: %s", strings.Join(missing, ", "))
 	}
-	return terms, nil
+	return terms, ck, nil
 }
 
 // keys binds key restrictions to serialized partition keys: the cartesian

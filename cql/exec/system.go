@@ -384,12 +384,18 @@ func (e *Executor) columnRows() [][]frame.Value {
 	for _, t := range e.userTables() {
 		info := newTableInfo(t)
 		for _, c := range info.all() {
-			kind, pos := "regular", int32(-1)
-			if c.pkIndex >= 0 {
+			kind, pos, order := "regular", int32(-1), "none"
+			switch {
+			case c.pkIndex >= 0:
 				kind, pos = "partition_key", int32(c.pkIndex)
+			case c.ckPos > 0:
+				kind, pos, order = "clustering", int32(c.ckPos-1), "asc"
+				if c.desc {
+					order = "desc"
+				}
 			}
 			out = append(out, []frame.Value{
-				text(t.Keyspace), text(t.Name), text(c.name), text("none"),
+				text(t.Keyspace), text(t.Name), text(c.name), text(order),
 				frame.Bytes([]byte(c.name)), text(kind), i32(pos), text(c.cqlType),
 			})
 		}
