@@ -111,7 +111,7 @@ tagged_tests() {
 summarize() {
 	local tag=$1 log=$2 rc=$3
 	tagged_tests "$tag" >"$TMP/tagged"
-	awk -v tag="$tag" -v rc="$rc" -v tagged="$TMP/tagged" '
+	awk -v tag="$tag" -v rc="$rc" -v tagged="$TMP/tagged" -v filtered="$FILTERED" '
 	BEGIN { while ((getline t < tagged) > 0) istagged[t] = 1 }
 	/^=== RUN   / { n = $3; if (n !~ /\//) { if (!(n in seen)) order[++no] = n; seen[n] = 1 } }
 	/^--- (PASS|FAIL|SKIP): / { n = $3; if (n !~ /\//) res[n] = $2 }
@@ -131,6 +131,7 @@ summarize() {
 			}
 			nr = 0; nl = ""
 			if (g == 0) for (t in istagged) if (!(t in seen)) { nr++; nl = nl "  NOT RUN " t "\n" }
+			if (filtered) nl = ""
 			if (g == 0) {
 				total = 0; for (t in istagged) total++
 				printf "%s: %d tests in the %s-tagged files: %d passed, %d failed, %d skipped", tag, total, tag, p, f, s
@@ -138,7 +139,7 @@ summarize() {
 				printf "%s: untagged tests compiled in the same run: %d passed, %d failed, %d skipped", tag, p, f, s
 			}
 			if (u) printf ", %d without result", u
-			if (nr) printf ", %d not run", nr
+			if (nr) printf ", %d not run%s", nr, filtered ? " (-run/-skip given)" : ""
 			printf "\n%s%s%s", fl, ul, nl
 		}
 		if (timedout) printf "%s: the run hit go test -timeout (see the goroutine dump in %s.log)\n", tag, tag
@@ -146,6 +147,12 @@ summarize() {
 		printf "%s: go test exit status %d\n\n", tag, rc
 	}' "$log" | tee -a "$OUT/summary.txt"
 }
+
+# With -run or -skip the tests left out are counted, not listed.
+FILTERED=0
+for a in ${EXTRA[@]+"${EXTRA[@]}"}; do
+	case $a in -run|-run=*|--run|--run=*|-skip|-skip=*|--skip|--skip=*|-test.run*|-test.skip*) FILTERED=1 ;; esac
+done
 
 : >"$OUT/summary.txt"
 {
