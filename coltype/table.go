@@ -17,6 +17,24 @@ type ColumnDef struct {
 	// Desc marks a clustering column in descending order (CLUSTERING
 	// ORDER BY ... DESC).
 	Desc bool `json:"desc,omitempty"`
+	// CQL is a regular column's CQL type ("text", "map<text, int>",
+	// "frozen<list<int>>"); empty for a counter column, whose CQL type its
+	// design gives.
+	CQL string `json:"cql,omitempty"`
+}
+
+// HasRegularColumns reports whether a table holds regular (non-counter)
+// columns, or only its primary key: a table of CQL rows with row markers.
+func (d TableDef) HasRegularColumns() bool {
+	if len(d.Columns) == 0 {
+		return true
+	}
+	for _, c := range d.Columns {
+		if c.Type == RegularType {
+			return true
+		}
+	}
+	return false
 }
 
 // TableDef describes a table. Partition keys are opaque serialized bytes at
@@ -56,7 +74,7 @@ func (d TableDef) Validate() error {
 	if d.Keyspace == "" || d.Name == "" {
 		return fmt.Errorf("table %d: keyspace and name are required", d.ID)
 	}
-	if len(d.Columns) == 0 {
+	if len(d.Columns) == 0 && len(d.PartitionKey) == 0 {
 		return fmt.Errorf("table %s.%s: no columns", d.Keyspace, d.Name)
 	}
 	seen := map[string]bool{}
@@ -68,7 +86,7 @@ func (d TableDef) Validate() error {
 			return fmt.Errorf("table %s.%s: column %q defined twice", d.Keyspace, d.Name, c.Name)
 		}
 		seen[c.Name] = true
-		if _, ok := Lookup(c.Type); !ok {
+		if _, ok := TypeOf(c); !ok {
 			return fmt.Errorf("table %s.%s: column %q has unknown type %q", d.Keyspace, d.Name, c.Name, c.Type)
 		}
 	}

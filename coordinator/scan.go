@@ -332,6 +332,25 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 		}
 		columns = plain
 	}
+	ts := c.cfg.Now().UnixMicro()
+	cells := make([]row.Cell, 0, len(columns))
+	for _, col := range columns {
+		cells = append(cells, row.Cell{Column: col, Timestamp: ts, Tombstone: true})
+	}
+	return c.WriteCells(ctx, table, key, cells, cl)
+}
+
+// WriteCells writes cells of one partition, as they are, to every replica
+// (and the pending ones) and waits until the consistency level has
+// acknowledged them: the write path of tombstones and of regular
+// (last-write-wins) columns, which need no leader. Replicas that are down
+// or do not answer get hints. The timeout is the read timeout (idemkv has
+// no separate write_request_timeout).
+func (c *Coordinator) WriteCells(ctx context.Context, table uint64, key []byte, cells []row.Cell, cl ConsistencyLevel) error {
+	switch cl {
+	case Any, Serial, LocalSerial:
+		return &InvalidError{Msg: "consistency level " + cl.String() + " is not supported for this write"}
+	}
 	natural, pending, live, req, err := c.placementPending(table, key, cl)
 	if err != nil {
 		return err
@@ -340,10 +359,9 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 		c.stats.unavailable.Add(1)
 		return err
 	}
-	ts := c.cfg.Now().UnixMicro()
-	var muts []coltype.Mutation
-	for _, col := range columns {
-		muts = append(muts, coltype.Mutation{Table: table, Key: key, Cell: row.Cell{Column: col, Timestamp: ts, Tombstone: true}})
+	muts := make([]coltype.Mutation, 0, len(cells))
+	for _, cell := range cells {
+		muts = append(muts, coltype.Mutation{Table: table, Key: key, Cell: cell})
 	}
 	ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
 	defer cancel()
@@ -366,7 +384,7 @@ func (c *Coordinator) Delete(ctx context.Context, table uint64, key []byte, colu
 			if e.ID == self.ID {
 				for _, m := range muts {
 					if err := c.cfg.Store.ApplyMutation(m); err != nil {
-						c.logger.Error("local deletion failed", "err", err)
+						c.logger.Error("local write failed", "err", err)
 						acks <- ""
 						return
 					}

@@ -256,7 +256,7 @@ type columnSet struct {
 func (r *Replica) newColumnSet(d coltype.TableDef, prev *columnSet) (*columnSet, error) {
 	cs := &columnSet{def: d, cols: map[string]coltype.ColumnType{}, desc: d.ClusteringDesc()}
 	for _, c := range d.Columns {
-		ct, ok := coltype.Lookup(c.Type)
+		ct, ok := coltype.TypeOf(c)
 		if !ok {
 			return nil, fmt.Errorf("replica: table %s.%s: column %q has unknown type %q", d.Keyspace, d.Name, c.Name, c.Type)
 		}
@@ -272,6 +272,10 @@ func (r *Replica) newColumnSet(d coltype.TableDef, prev *columnSet) (*columnSet,
 		}
 		cs.cols[c.Name] = ct
 	}
+	if d.HasRegularColumns() {
+		// The CQL row marker of a regular table (row.AppendComponent).
+		cs.cols[""] = coltype.Regular{}
+	}
 	return cs, nil
 }
 
@@ -279,7 +283,7 @@ func (r *Replica) newColumnSet(d coltype.TableDef, prev *columnSet) (*columnSet,
 // name of a table with clustering columns (the type of its column).
 func (t *table) col(name string) (coltype.ColumnType, bool) {
 	cs := t.colset.Load()
-	if c, ok := cs.cols[name]; ok || len(cs.desc) == 0 {
+	if c, ok := cs.cols[name]; ok {
 		return c, ok
 	}
 	column, err := row.ColumnOf(name, cs.desc)

@@ -1,6 +1,9 @@
 package row
 
-import "errors"
+import (
+	"errors"
+	"strings"
+)
 
 // Cell names of tables with clustering columns.
 //
@@ -18,7 +21,9 @@ import "errors"
 // types:
 //
 //	component := escape(orderkey) 0x00 0x01     -- escape: 0x00 → 0x00 0xFF
-//	name      := component... column            -- column: the CQL column name, no 0x00
+//	name      := component... column [element]  -- column: the CQL column name, no 0x00
+//	element   := 0x00                            -- a non-frozen collection's deletion
+//	           | 0x00 0x01 key                   -- one element of it (key: its order key)
 //
 // A component of a descending clustering column (CLUSTERING ORDER BY ...
 // DESC) has every byte, terminator included, inverted (x → 0xFF-x): 0xFF
@@ -29,7 +34,7 @@ import "errors"
 // components and an empty column name.
 //
 // A table without clustering columns names its cells by the column name
-// alone, as before.
+// alone (and the element, for a non-frozen collection), as before.
 
 // ErrBadCellName is returned for a composite cell name that does not split
 // into the table's clustering components and a column name.
@@ -70,14 +75,45 @@ func ClusteringPrefix(name string, desc []bool) (prefix, column string, err erro
 	return name[:i], name[i:], nil
 }
 
-// ColumnOf is the CQL column name of a cell name: the name itself for a
-// table without clustering columns (desc empty).
+// ColumnOf is the CQL column name of a cell name: the name up to its
+// element, after its clustering components (desc: their orders; empty for
+// a table without clustering columns).
 func ColumnOf(name string, desc []bool) (string, error) {
-	if len(desc) == 0 {
-		return name, nil
+	col := name
+	if len(desc) > 0 {
+		var err error
+		if _, col, err = ClusteringPrefix(name, desc); err != nil {
+			return "", err
+		}
 	}
-	_, col, err := ClusteringPrefix(name, desc)
-	return col, err
+	col, _, _ = SplitElement(col)
+	return col, nil
+}
+
+// ElementName names the cell of one element of a non-frozen collection
+// column; CollectionDeletion the cell of the deletion of the whole
+// collection, which shadows the elements written before it.
+func ElementName(column string, key []byte) string {
+	return column + "\x00\x01" + string(key)
+}
+
+// CollectionDeletion is the name of the cell that deletes a whole
+// non-frozen collection (see ElementName).
+func CollectionDeletion(column string) string { return column + "\x00" }
+
+// SplitElement splits the column part of a cell name into the column and
+// its element: isElem is false for a plain cell; key is "" with isElem
+// true for the collection's deletion.
+func SplitElement(colPart string) (column, key string, isElem bool) {
+	i := strings.IndexByte(colPart, 0)
+	if i < 0 {
+		return colPart, "", false
+	}
+	rest := colPart[i+1:]
+	if len(rest) > 0 {
+		rest = rest[1:]
+	}
+	return colPart[:i], rest, true
 }
 
 // Components splits a clustering prefix into its components' order keys
