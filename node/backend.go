@@ -75,6 +75,10 @@ func (b backend) Delete(ctx context.Context, table uint64, key []byte, columns [
 	return b.n.coord.Delete(ctx, table, key, columns, cl)
 }
 
+func (b backend) WriteCells(ctx context.Context, table uint64, key []byte, cells []row.Cell, cl coordinator.ConsistencyLevel) error {
+	return b.n.coord.WriteCells(ctx, table, key, cells, cl)
+}
+
 func (b backend) CellValue(table uint64, c row.Cell) (int64, error) {
 	return b.n.replica.CellValue(table, c)
 }

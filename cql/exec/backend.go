@@ -50,6 +50,10 @@ type Backend interface {
 	// of the table's columns when columns is empty): tombstones written to
 	// every replica, acknowledged at cl. A deleted counter stays deleted.
 	Delete(ctx context.Context, table uint64, key []byte, columns []string, cl coordinator.ConsistencyLevel) error
+	// WriteCells writes cells of a partition of a regular table as they
+	// are (last-write-wins, coltype.Regular) to every replica, acknowledged
+	// at cl.
+	WriteCells(ctx context.Context, table uint64, key []byte, cells []row.Cell, cl coordinator.ConsistencyLevel) error
 	// CellValue decodes a counter cell's value by its column type.
 	CellValue(table uint64, c row.Cell) (int64, error)
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/cql/parse"
 )
@@ -88,7 +89,11 @@ func TestMapOfCountersDDL(t *testing.T) {
 	wantErr(t, h.queryErr(`CREATE TABLE ks.x (k int PRIMARY KEY, m map<int, reset_counter>)`), frame.ErrInvalid, "Counters are not allowed inside collections: map<int, reset_counter>")
 	wantErr(t, h.queryErr(`CREATE TABLE ks.x (k int PRIMARY KEY, m map<text, counter>)`), frame.ErrInvalid, "Counters are not allowed inside collections")
 	wantErr(t, h.queryErr(`CREATE TABLE ks.x (k int PRIMARY KEY, m map<text, reset_counter>, b bigint)`), frame.ErrInvalid, "Cannot mix counter and non counter columns")
-	wantErr(t, h.queryErr(`CREATE TABLE ks.x (k int PRIMARY KEY, m map<text, bigint>)`), frame.ErrInvalid, "idemkv tables hold counters only")
+	// A map of bigints is a regular column, of a regular table.
+	h.query(`CREATE TABLE ks.x (k int PRIMARY KEY, m map<text, bigint>)`)
+	if def, _ := h.f.sch.Table("ks", "x"); def.Columns[0].Type != coltype.RegularType || def.Columns[0].CQL != "map<text, bigint>" {
+		t.Errorf("map<text, bigint> defined as %+v", def.Columns[0])
+	}
 	// system_schema.columns shows the CQL type as written (DESCRIBE reads it).
 	r := h.rows(`SELECT column_name, type FROM system_schema.columns WHERE keyspace_name = 'ks' AND table_name = 'r'`)
 	types := map[string]string{}

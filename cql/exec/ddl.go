@@ -268,17 +268,18 @@ func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
 		return def, err
 	}
 	def.Clustering = clustering
-	if len(others) > 0 {
-		c := cols[others[0]]
-		return def, invalid("idemkv tables hold counters only: column %s has type %s", c.Name, c.Type.String())
-	}
-	if len(counters) == 0 {
-		return def, invalid("idemkv tables hold counters only: the table needs at least one counter column")
+	for _, n := range others {
+		c := cols[n]
+		_, text, _, err := regularType(ks, c.Type)
+		if err != nil {
+			return def, err
+		}
+		def.Columns = append(def.Columns, coltype.ColumnDef{Name: n, Type: coltype.RegularType, CQL: text})
 	}
 	for _, n := range st.PartitionKey {
 		c := cols[n]
-		if _, ok := keyTypes[c.Type.Name]; !ok || len(c.Type.Params) > 0 {
-			return def, invalid("idemkv does not support partition keys of type %s (text, varchar, ascii, int, bigint, uuid, timeuuid, blob)", c.Type.String())
+		if _, ok := nativeTypes[c.Type.Name]; !ok || len(c.Type.Params) > 0 {
+			return def, invalid("idemkv does not support partition keys of type %s (the native types)", c.Type.String())
 		}
 		typ := c.Type.Name
 		if typ == "varchar" {
@@ -292,6 +293,9 @@ func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
 	opts, err := tablePropertyOptions(st.Properties)
 	if err != nil {
 		return def, err
+	}
+	if v, ok := opts["default_time_to_live"]; ok && v != "0" && len(counters) > 0 {
+		return def, invalid("Cannot set default_time_to_live on a table with counters")
 	}
 	if len(opts) > 0 {
 		def.Options = opts
@@ -433,9 +437,6 @@ func tablePropertyOptions(props []parse.Property) (map[string]string, error) {
 			if !ok {
 				return nil, frame.Errorf(frame.ErrSyntax, "Invalid value for property '%s'", p.Name)
 			}
-			if p.Name == "default_time_to_live" && v != "0" {
-				return nil, invalid("Cannot set default_time_to_live on a table with counters")
-			}
 			opts[p.Name] = v
 		}
 	}
@@ -466,7 +467,7 @@ func (e *Executor) alterTable(ctx context.Context, sessionKS string, st *parse.A
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := opts["default_time_to_live"]; ok && v != "0" {
+	if v, ok := opts["default_time_to_live"]; ok && v != "0" && !def.HasRegularColumns() {
 		return nil, invalid("Cannot set default_time_to_live on a table with counters")
 	}
 	next := def

@@ -221,40 +221,56 @@ func delta(v frame.Value) (d int64, skip bool, err error) {
 // sequence + i.
 // An exchange (the custom payload a coltype.Exchanger names) puts the
 // answer in reply under the same key.
-func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []parse.UsingOption, items []batchItem, cl frame.Consistency, payload, reply map[string][]byte) error {
+func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []parse.UsingOption, items []batchItem, cl frame.Consistency, clientTS int64, payload, reply map[string][]byte) error {
 	hasOp, client, seq, err := opID(payload)
 	if err != nil {
 		return err
 	}
-	if err := counterAttrs(using); err != nil && len(items) > 0 {
-		return err
-	}
 	var writes []write
+	var cellWrites []cellWrite
+	counterStmts := 0
 	tables := map[uint64]string{} // for the batch size messages
 	for i, it := range items {
 		var t *tableInfo
 		switch st := it.stmt.(type) {
 		case *parse.Update:
-			if t, err = e.resolve(it.keyspace, st.Table); err != nil {
+			t, err = e.resolve(it.keyspace, st.Table)
+		case *parse.Delete:
+			t, err = e.resolve(it.keyspace, st.Table)
+		case *parse.Insert:
+			t, err = e.resolve(it.keyspace, st.Table)
+		default:
+			return invalid("Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.")
+		}
+		if err != nil {
+			return err
+		}
+		if t.regularTable && t.sys == nil {
+			if typ == parse.CounterBatch {
+				return invalid("Cannot include non-counter statement in a counter batch")
+			}
+			cw, err := e.bindRegular(t, it, using, clientTS)
+			if err != nil {
 				return err
 			}
+			cellWrites = append(cellWrites, cw)
+			continue
+		}
+		counterStmts++
+		if err := counterAttrs(using); err != nil {
+			return err
+		}
+		switch st := it.stmt.(type) {
+		case *parse.Update:
 			if err := checkUpdate(t, st); err != nil {
 				return err
 			}
 		case *parse.Delete:
-			if t, err = e.resolve(it.keyspace, st.Table); err != nil {
-				return err
-			}
 			if err := checkDelete(t, st); err != nil {
 				return err
 			}
 		case *parse.Insert:
-			if t, err = e.resolve(it.keyspace, st.Table); err != nil {
-				return err
-			}
 			return checkInsert(t)
-		default:
-			return invalid("Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.")
 		}
 		if typ == parse.Logged {
 			return invalid("Cannot include a counter statement in a logged batch")
@@ -265,6 +281,25 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 		}
 		writes = append(writes, ws...)
 		tables[t.id] = t.keyspace + "." + t.name
+	}
+	if counterStmts > 0 && len(cellWrites) > 0 {
+		return invalid("Counter and non-counter mutations cannot exist in the same batch")
+	}
+	if len(cellWrites) > 0 {
+		if key, _, ok := exchangePayload(payload); ok {
+			return invalid("custom payload %s is for counter updates", key)
+		}
+		wcl := coordinator.ConsistencyLevel(cl)
+		switch wcl {
+		case coordinator.Serial, coordinator.LocalSerial:
+			return invalid("You must use conditional updates for serializable writes")
+		case coordinator.Any:
+			wcl = coordinator.One // a replica's acknowledgement, not only a hint's
+		}
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadRequest, "Executing %d regular writes at %v", len(cellWrites), coordinator.ConsistencyLevel(cl))
+		}
+		return e.applyCellWrites(ctx, cellWrites, wcl)
 	}
 	payloadKey, state, exchange := exchangePayload(payload)
 	if exchange {
@@ -396,6 +431,31 @@ func (e *Executor) rangeDeleteCells(ctx context.Context, w write, cl coordinator
 		}
 	}
 	return names, nil
+}
+
+// bindRegular checks and binds one statement on a regular table.
+func (e *Executor) bindRegular(t *tableInfo, it batchItem, using []parse.UsingOption, clientTS int64) (cellWrite, error) {
+	if err := notModifiable(t); err != nil {
+		return cellWrite{}, err
+	}
+	switch st := it.stmt.(type) {
+	case *parse.Insert:
+		if err := checkRegularInsert(t, st); err != nil {
+			return cellWrite{}, err
+		}
+		return e.bindRegularInsert(t, st, it.values, using, clientTS)
+	case *parse.Update:
+		if err := checkRegularUpdate(t, st); err != nil {
+			return cellWrite{}, err
+		}
+		return e.bindRegularUpdate(t, st, it.values, using, clientTS)
+	case *parse.Delete:
+		if err := checkRegularDelete(t, st); err != nil {
+			return cellWrite{}, err
+		}
+		return e.bindRegularDelete(t, st, it.values, using, clientTS)
+	}
+	return cellWrite{}, invalid("Invalid statement in batch: only UPDATE, INSERT and DELETE statements are allowed.")
 }
 
 // bindWrite binds one checked statement to its writes.

@@ -332,7 +332,11 @@ func (e *Executor) Batch(ctx context.Context, s *cql.Session, b frame.Batch, pay
 	}
 	reply := map[string][]byte{}
 	ctx, warns := withWarnings(ctx)
-	err = e.runBatch(ctx, typ, nil, items, frame.Consistency(b.Consistency), payload, reply)
+	var clientTS int64
+	if b.HasTimestamp {
+		clientTS = b.Timestamp
+	}
+	err = e.runBatch(ctx, typ, nil, items, frame.Consistency(b.Consistency), clientTS, payload, reply)
 	if err != nil {
 		return cql.Outcome{}, mapError(err)
 	}

@@ -212,6 +212,22 @@ func (f *fakeBackend) Delete(ctx context.Context, table uint64, key []byte, colu
 	return err
 }
 
+func (f *fakeBackend) WriteCells(ctx context.Context, table uint64, key []byte, cells []row.Cell, cl coordinator.ConsistencyLevel) error {
+	f.mu.Lock()
+	err := f.writeErr
+	f.cls = append(f.cls, cl)
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, c := range cells {
+		if err := f.rep.ApplyMutation(coltype.Mutation{Table: table, Key: key, Cell: c}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (f *fakeBackend) CellValue(table uint64, c row.Cell) (int64, error) {
 	return f.rep.CellValue(table, c)
 }

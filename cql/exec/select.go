@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/cql/frame"
@@ -187,7 +188,7 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 	}
 	cl := coordinator.ConsistencyLevel(p.Consistency)
 	counting := len(sel) == 1 && sel[0].count
-	q := &rowQuery{t: t, distinct: st.Distinct}
+	q := &rowQuery{t: t, distinct: st.Distinct, now: e.opts.Now()}
 	if q.reverse, err = orderOf(t, st); err != nil {
 		return nil, err
 	}
@@ -398,6 +399,7 @@ type rowQuery struct {
 	filter   ckFilter
 	reverse  bool // ORDER BY against the declared clustering order
 	distinct bool // SELECT DISTINCT: one row per partition
+	now      time.Time
 }
 
 // rows are the live CQL rows of a partition that pass the clustering
@@ -409,7 +411,7 @@ func (q *rowQuery) rows(r row.Row) ([]crow, error) {
 	}
 	out := all[:0]
 	for i := range all {
-		if q.filter.match(&all[i]) && liveRow(q.t, &all[i]) {
+		if q.filter.match(&all[i]) && liveRow(q.t, &all[i], q.now) {
 			out = append(out, all[i])
 		}
 	}
@@ -433,7 +435,10 @@ func (q *rowQuery) past(prefix, after string) bool {
 
 // liveRow reports whether a CQL row has a live cell of a regular column:
 // a row without one is not shown.
-func liveRow(t *tableInfo, r *crow) bool {
+func liveRow(t *tableInfo, r *crow, now time.Time) bool {
+	if t.regularTable {
+		return liveRegularRow(t, r, now)
+	}
 	for _, c := range t.regular {
 		if cell, ok := r.cell(c.name); ok && !cell.Tombstone {
 			return true
@@ -620,6 +625,7 @@ func orderOf(t *tableInfo, st *parse.Select) (reverse bool, err error) {
 
 // rowValues builds a result row.
 func (e *Executor) rowValues(t *tableInfo, sel []selected, r *crow) ([]frame.Value, error) {
+	now := e.opts.Now()
 	parts, ok := SplitKey(r.key.Partition, len(t.pk))
 	if !ok {
 		return nil, frame.Errorf(frame.ErrServer, "partition key %x of %s.%s does not split into %d components", r.key.Partition, t.keyspace, t.name, len(t.pk))
@@ -631,6 +637,8 @@ func (e *Executor) rowValues(t *tableInfo, sel []selected, r *crow) ([]frame.Val
 			out = append(out, frame.Null)
 		case s.token:
 			out = append(out, frame.Bytes(frame.EncodeBigint(r.key.Token)))
+		case s.fn == "ttl" && s.col.regular:
+			out = append(out, regularTTL(r, s.col, now))
 		case s.fn == "ttl":
 			out = append(out, frame.Null) // counters never expire
 		case s.fn == "writetime":
@@ -644,6 +652,12 @@ func (e *Executor) rowValues(t *tableInfo, sel []selected, r *crow) ([]frame.Val
 			out = append(out, frame.Bytes(parts[s.col.pkIndex]))
 		case s.col.ckPos > 0:
 			out = append(out, frame.Bytes(r.ck[s.col.ckPos-1]))
+		case s.col.regular:
+			v, err := regularValue(r, s.col, now)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
 		default:
 			cell, ok := r.cell(s.col.name)
 			if !ok || cell.Tombstone {

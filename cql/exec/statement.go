@@ -26,6 +26,10 @@ type column struct {
 	// ckPos is 1 + the position in the clustering key; 0 for other columns.
 	ckPos int
 	desc  bool // a clustering column in descending order
+	// regular marks a regular (non-counter) column; multiCell a
+	// non-frozen collection, stored element by element.
+	regular   bool
+	multiCell bool
 }
 
 // isKey reports whether the column is part of the primary key.
@@ -41,6 +45,9 @@ type tableInfo struct {
 	regular        []*column // sorted by name, as Cassandra orders them
 	cols           map[string]*column
 	sys            *sysTable // non-nil for a system table
+	// regularTable: a table of regular columns (or of its key alone),
+	// not of counters.
+	regularTable bool
 }
 
 // all returns the columns in SELECT * order.
@@ -100,7 +107,9 @@ func newTableInfo(def coltype.TableDef) *tableInfo {
 	for i, k := range def.PartitionKey {
 		typ, ok := keyTypes[k.Type]
 		if !ok {
-			typ = frame.Blob
+			if typ, ok = nativeTypes[k.Type]; !ok {
+				typ = frame.Blob
+			}
 		}
 		c := &column{name: k.Name, typ: typ, cqlType: k.Type, pkIndex: i}
 		t.pk = append(t.pk, c)
@@ -120,7 +129,15 @@ func newTableInfo(def coltype.TableDef) *tableInfo {
 		t.ck = append(t.ck, c)
 		t.cols[c.name] = c
 	}
+	t.regularTable = len(def.PartitionKey) > 0 && def.HasRegularColumns()
 	for _, col := range def.Columns {
+		if col.Type == coltype.RegularType {
+			ti := storedType(col.CQL)
+			c := &column{name: col.Name, typ: ti.dt, cqlType: col.CQL, pkIndex: -1, regular: true, multiCell: ti.multiCell}
+			t.regular = append(t.regular, c)
+			t.cols[c.name] = c
+			continue
+		}
 		c := &column{name: col.Name, typ: valueType(col.Type), cqlType: col.Type, pkIndex: -1}
 		t.regular = append(t.regular, c)
 		t.cols[c.name] = c
@@ -182,7 +199,7 @@ func (e *Executor) run(ctx context.Context, s *cql.Session, ks string, st parse.
 		}
 		return jsonRows(r)
 	case *parse.Update, *parse.Delete, *parse.Insert:
-		err := e.runBatch(ctx, -1, nil, []batchItem{{keyspace: ks, stmt: st, values: p.Values}}, p.Consistency, payload, reply)
+		err := e.runBatch(ctx, -1, nil, []batchItem{{keyspace: ks, stmt: st, values: p.Values}}, p.Consistency, clientTimestamp(p), payload, reply)
 		if err != nil {
 			return nil, err
 		}
@@ -194,12 +211,21 @@ func (e *Executor) run(ctx context.Context, s *cql.Session, ks string, st parse.
 		for i, x := range st.Statements {
 			items[i] = batchItem{keyspace: ks, stmt: x, values: p.Values}
 		}
-		if err := e.runBatch(ctx, st.Type, st.Using, items, p.Consistency, payload, reply); err != nil {
+		if err := e.runBatch(ctx, st.Type, st.Using, items, p.Consistency, clientTimestamp(p), payload, reply); err != nil {
 			return nil, err
 		}
 		return frame.VoidResult{}, nil
 	}
 	return nil, invalid("unsupported statement %T", st)
+}
+
+// clientTimestamp is a request's default timestamp (microseconds), 0 when
+// it sets none.
+func clientTimestamp(p frame.QueryParams) int64 {
+	if p.HasTimestamp {
+		return p.Timestamp
+	}
+	return 0
 }
 
 // describe returns a statement's bind variables, the positions of its
@@ -321,7 +347,11 @@ func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.Co
 		if err != nil {
 			return nil, err
 		}
-		if err := checkUpdate(t, st); err != nil {
+		check := checkUpdate
+		if t.regularTable {
+			check = checkRegularUpdate
+		}
+		if err := check(t, st); err != nil {
 			return nil, err
 		}
 		using(t, st.Using)
@@ -330,7 +360,21 @@ func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.Co
 			if err != nil {
 				return nil, err
 			}
-			mark(sc.Value, t.spec(c))
+			if sc.Element != nil && isCollection(c.typ) {
+				if c.typ.ID == frame.TypeMap {
+					mark(*sc.Element, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: "key(" + c.name + ")", Type: c.typ.Elems[0]})
+					mark(sc.Value, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: "value(" + c.name + ")", Type: c.typ.Elems[1]})
+				} else {
+					mark(*sc.Element, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: "idx(" + c.name + ")", Type: frame.Int})
+					mark(sc.Value, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: "value(" + c.name + ")", Type: c.typ.Elems[0]})
+				}
+				continue
+			}
+			spec := t.spec(c)
+			if sc.Op == '-' && c.typ.ID == frame.TypeMap {
+				spec.Type = frame.SetOf(c.typ.Elems[0])
+			}
+			mark(sc.Value, spec)
 			if _, isMap := counterMapOf(c); isMap {
 				for _, en := range sc.Value.Map {
 					mark(en.Key, keySpec(t, c))
@@ -351,12 +395,25 @@ func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.Co
 		if err != nil {
 			return nil, err
 		}
-		if err := checkDelete(t, st); err != nil {
+		check := checkDelete
+		if t.regularTable {
+			check = checkRegularDelete
+		}
+		if err := check(t, st); err != nil {
 			return nil, err
 		}
 		for i, e := range st.Elements {
-			if e != nil {
-				mark(*e, keySpec(t, t.cols[st.Columns[i]]))
+			if e == nil {
+				continue
+			}
+			c := t.cols[st.Columns[i]]
+			switch {
+			case c.regular && c.typ.ID == frame.TypeMap:
+				mark(*e, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: "key(" + c.name + ")", Type: c.typ.Elems[0]})
+			case c.regular:
+				mark(*e, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: "idx(" + c.name + ")", Type: frame.Int})
+			default:
+				mark(*e, keySpec(t, c))
 			}
 		}
 		using(t, st.Using)
@@ -366,7 +423,32 @@ func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.Co
 		if err != nil {
 			return nil, err
 		}
-		return nil, checkInsert(t)
+		if !t.regularTable || t.sys != nil {
+			return nil, checkInsert(t)
+		}
+		if err := checkRegularInsert(t, st); err != nil {
+			return nil, err
+		}
+		using(t, st.Using)
+		pk := make([]int, len(t.pk))
+		for i := range pk {
+			pk[i] = -1
+		}
+		for i, n := range st.Columns {
+			c := t.cols[n]
+			mark(st.Values[i], t.spec(c))
+			if c.pkIndex >= 0 && st.Values[i].Kind == parse.TermMarker {
+				pk[c.pkIndex] = st.Values[i].Marker
+			}
+		}
+		var out []uint16
+		for _, m := range pk {
+			if m < 0 {
+				return nil, nil
+			}
+			out = append(out, uint16(m))
+		}
+		return out, nil
 	case *parse.Batch:
 		for _, x := range st.Statements {
 			if _, err := e.describeInto(ks, x, params); err != nil {
@@ -409,13 +491,37 @@ func cqlTypeName(t frame.DataType) string {
 		if len(t.Elems) == 2 {
 			return "map<" + cqlTypeName(t.Elems[0]) + ", " + cqlTypeName(t.Elems[1]) + ">"
 		}
+	case frame.TypeList, frame.TypeSet:
+		if len(t.Elems) == 1 {
+			return map[frame.TypeID]string{frame.TypeList: "list", frame.TypeSet: "set"}[t.ID] + "<" + cqlTypeName(t.Elems[0]) + ">"
+		}
+	case frame.TypeTuple:
+		parts := make([]string, len(t.Elems))
+		for i, e := range t.Elems {
+			parts[i] = cqlTypeName(e)
+		}
+		return "tuple<" + strings.Join(parts, ", ") + ">"
+	case frame.TypeSmallint:
+		return "smallint"
+	case frame.TypeTinyint:
+		return "tinyint"
+	case frame.TypeFloat:
+		return "float"
+	case frame.TypeDate:
+		return "date"
+	case frame.TypeTime:
+		return "time"
+	case frame.TypeVarint:
+		return "varint"
+	case frame.TypeDecimal:
+		return "decimal"
 	}
 	return "type " + strconv.Itoa(int(t.ID))
 }
 
 var termKindNames = map[parse.TermKind]string{
 	parse.TermString: "STRING", parse.TermInt: "INTEGER", parse.TermFloat: "FLOAT", parse.TermBool: "BOOLEAN",
-	parse.TermUUID: "UUID", parse.TermBlob: "HEX", parse.TermMap: "MAP",
+	parse.TermUUID: "UUID", parse.TermBlob: "HEX", parse.TermMap: "MAP", parse.TermList: "LIST", parse.TermSet: "SET", parse.TermTuple: "TUPLE",
 }
 
 // bind returns the value of a term for a receiver of type typ: the bound
@@ -502,6 +608,12 @@ func bind(t parse.Term, values []frame.Value, typ frame.DataType, col string) (f
 			return bad()
 		}
 		return frame.Bytes(frame.EncodeDouble(f)), nil
+	}
+	if b, ok, err := bindLiteral(t, values, typ, col); ok || err != nil {
+		if err != nil {
+			return frame.Value{}, err
+		}
+		return frame.Bytes(b), nil
 	}
 	return bad()
 }

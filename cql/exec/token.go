@@ -212,9 +212,12 @@ func cellFunction(t *tableInfo, c *column, fn string) (frame.ColumnSpec, error) 
 	if t.sys != nil {
 		return frame.ColumnSpec{}, invalid("idemkv does not serve %s() on system tables", fn)
 	}
-	if c.pkIndex >= 0 {
-		name := map[string]string{"writetime": "writeTime", "ttl": "ttl"}[fn]
+	name := map[string]string{"writetime": "writeTime", "ttl": "ttl"}[fn]
+	if c.isKey() {
 		return frame.ColumnSpec{}, invalid("Cannot use selection function %s on PRIMARY KEY part %s", name, c.name)
+	}
+	if c.multiCell {
+		return frame.ColumnSpec{}, invalid("Cannot use selection function %s on non-frozen collection %s", name, c.name)
 	}
 	spec := frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: fn + "(" + c.name + ")", Type: frame.Bigint}
 	if fn == "ttl" {

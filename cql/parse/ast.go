@@ -26,7 +26,10 @@ const (
 	TermBlob            // Text is "0x" and the hex digits in lower case
 	TermNull
 	TermMarker // a bind marker: ? or :name
-	TermMap    // a map literal {k: v, ...}
+	TermMap    // a map literal {k: v, ...}; {} is an empty map (or set)
+	TermList   // a list literal [a, b]; its values in Elems
+	TermSet    // a set literal {a, b}; its values in Elems
+	TermTuple  // a tuple literal (a, b); its values in Elems
 )
 
 // Term is a value in a statement: a literal, a bind marker or a map literal.
@@ -38,6 +41,7 @@ type Term struct {
 	Marker int
 	Name   string
 	Map    []MapEntry
+	Elems  []Term // a list's, set's or tuple's values
 }
 
 // MapEntry is one entry of a map literal.
@@ -61,6 +65,18 @@ func (t Term) String() string {
 			parts[i] = e.Key.String() + ": " + e.Value.String()
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
+	case TermList, TermSet, TermTuple:
+		parts := make([]string, len(t.Elems))
+		for i, e := range t.Elems {
+			parts[i] = e.String()
+		}
+		open, end := "[", "]"
+		if t.Kind == TermSet {
+			open, end = "{", "}"
+		} else if t.Kind == TermTuple {
+			open, end = "(", ")"
+		}
+		return open + strings.Join(parts, ", ") + end
 	}
 	return t.Text
 }
@@ -223,16 +239,26 @@ func renderUsing(us []UsingOption) string {
 
 // SetClause is one assignment of UPDATE: `c = term` (Op '='), or
 // `c = Other + term` / `c = Other - term` (Op '+', '-').
+//
+// `c[e] = term` sets one element of a collection (Element); `c = term + c`
+// prepends to a list (Op '+', Prepend).
 type SetClause struct {
-	Column string
-	Op     byte
-	Other  string
-	Value  Term
+	Column  string
+	Op      byte
+	Other   string
+	Value   Term
+	Element *Term
+	Prepend bool
 }
 
 func (s SetClause) String() string {
-	if s.Op == '=' {
+	switch {
+	case s.Element != nil:
+		return Ident(s.Column) + "[" + s.Element.String() + "] = " + s.Value.String()
+	case s.Op == '=':
 		return Ident(s.Column) + " = " + s.Value.String()
+	case s.Prepend:
+		return Ident(s.Column) + " = " + s.Value.String() + " + " + Ident(s.Other)
 	}
 	return Ident(s.Column) + " = " + Ident(s.Other) + " " + string(s.Op) + " " + s.Value.String()
 }

@@ -74,6 +74,9 @@ func walkTerms(s Statement, fn func(Term)) {
 			term(e.Key)
 			term(e.Value)
 		}
+		for _, e := range t.Elems {
+			term(e)
+		}
 	}
 	rels := func(rs []Relation) {
 		for _, r := range rs {
@@ -103,6 +106,9 @@ func walkTerms(s Statement, fn func(Term)) {
 	case *Update:
 		using(s.Using)
 		for _, c := range s.Set {
+			if c.Element != nil {
+				term(*c.Element)
+			}
 			term(c.Value)
 		}
 		rels(s.Where)
@@ -676,6 +682,27 @@ func (p *parser) term() (Term, error) {
 			}
 			p.markers++
 			return Term{Kind: TermMarker, Marker: p.markers - 1, Name: name}, nil
+		case "[", "(":
+			p.pos++
+			kind, end := TermList, "]"
+			if t.text == "(" {
+				kind, end = TermTuple, ")"
+			}
+			l := Term{Kind: kind}
+			if kind == TermList && p.acceptPunct(end) {
+				return l, nil
+			}
+			for {
+				e, err := p.term()
+				if err != nil {
+					return Term{}, err
+				}
+				l.Elems = append(l.Elems, e)
+				if !p.acceptPunct(",") {
+					break
+				}
+			}
+			return l, p.expectPunct(end)
 		case "{":
 			p.pos++
 			m := Term{Kind: TermMap}
@@ -686,6 +713,15 @@ func (p *parser) term() (Term, error) {
 				k, err := p.term()
 				if err != nil {
 					return Term{}, err
+				}
+				if len(m.Map) == 0 && (m.Elems != nil || !p.isPunct(":")) {
+					// A set literal.
+					m.Kind = TermSet
+					m.Elems = append(m.Elems, k)
+					if !p.acceptPunct(",") {
+						break
+					}
+					continue
 				}
 				if err := p.expectPunct(":"); err != nil {
 					return Term{}, err
@@ -848,10 +884,24 @@ func (p *parser) update() (Statement, error) {
 		if c.Column, err = p.ident(); err != nil {
 			return nil, err
 		}
+		if c.Element, err = p.element(); err != nil {
+			return nil, err
+		}
 		if err := p.expectPunct("="); err != nil {
 			return nil, err
 		}
-		if p.isIdent() && !(p.peek().kind == tIdent && (p.peek().val == "true" || p.peek().val == "false")) {
+		if c.Element != nil {
+			c.Op = '='
+			if c.Value, err = p.term(); err != nil {
+				return nil, err
+			}
+			s.Set = append(s.Set, c)
+			if !p.acceptPunct(",") {
+				break
+			}
+			continue
+		}
+		if p.isIdent() && !(p.peek().kind == tIdent && (p.peek().val == "true" || p.peek().val == "false" || p.peek().val == "null")) {
 			if c.Other, err = p.ident(); err != nil {
 				return nil, err
 			}
@@ -876,6 +926,13 @@ func (p *parser) update() (Statement, error) {
 		}
 		if c.Value, err = p.term(); err != nil {
 			return nil, err
+		}
+		if c.Op == '=' && p.acceptPunct("+") {
+			// c = term + c: a list prepend.
+			if c.Other, err = p.ident(); err != nil {
+				return nil, err
+			}
+			c.Op, c.Prepend = '+', true
 		}
 		s.Set = append(s.Set, c)
 		if !p.acceptPunct(",") {
