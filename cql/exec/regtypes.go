@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"sync/atomic"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/idemkv/idemkv/cql/frame"
