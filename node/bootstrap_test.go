@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/counter"
+	"github.com/idemkv/idemkv/coltype/handoffcol"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/gossip"
@@ -757,5 +758,117 @@ func TestDecommissionRetriesDismissed(t *testing.T) {
 	}
 	if bad, over := r.checkSums(sums, []int{1}, keys, coordinator.All); len(bad) > 0 {
 		t.Errorf("%d reads at ALL differ from the acknowledged sums (%d over-counted), e.g. %s", len(bad), over, strings.Join(bad[:min(5, len(bad))], "; "))
+	}
+}
+
+// TestBootstrapHandoffCatchUp: a handoff counter's updates are exchanges
+// with natural replicas, which a joining node is not. 3 nodes at RF 2 hold
+// a handoff table; a 4th node bootstraps, and once it has streamed every
+// range, but before it is normal, more plain updates are made (on keys
+// streamed already, and on keys first written now), until the replicas
+// that served them have run their anti-entropy rounds among themselves.
+// Once the new node is normal, every read at ONE through it (its own
+// copy, where it is a replica) comes to hold every acknowledged increment
+// within a few anti-entropy intervals: the other replicas' rounds include
+// the pending replica. Without that, a cell that did not change after the
+// join never reached it.
+func TestBootstrapHandoffCatchUp(t *testing.T) {
+	const keys, table = 40, 46
+	const sync = 100 // ms, the anti-entropy interval
+	r := newTCPRingWith(t, 3, func(c *Config) { c.HandoffSyncMS = sync })
+	n1 := r.node(1)
+	if err := n1.Schema().CreateKeyspace(schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "2"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Schema().CreateTable(coltype.TableDef{ID: table, Keyspace: "ks", Name: "h", Columns: []coltype.ColumnDef{{Name: "c", Type: handoffcol.TypeName}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("handoff table everywhere", func() bool {
+		for i := 1; i <= 3; i++ {
+			if _, ok := r.node(i).Schema().Table("ks", "h"); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	rng := rand.New(rand.NewPCG(r.seed, 0x4a0d))
+	sums := map[string]int64{}
+	write := func(prefix string, n int) error {
+		for range n {
+			key := fmt.Sprintf("%s%d", prefix, rng.IntN(keys))
+			delta := int64(1 + rng.IntN(3))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := r.node(1+rng.IntN(3)).Coordinator().CoordinatedWrite(ctx, table, []byte(key), "c", delta)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("update of %s: %w", key, err)
+			}
+			sums[key] += delta
+		}
+		return nil
+	}
+	if err := write("k", 150); err != nil {
+		t.Fatal(err)
+	}
+	before := n1.ClusterMetadata()
+	// converged reports whether every copy on the replicas of the 3-node
+	// ring holds its key's sum: their anti-entropy rounds have run.
+	converged := func() bool {
+		byID := map[string]*Node{}
+		for i := 1; i <= 3; i++ {
+			byID[r.node(i).HostID()] = r.node(i)
+		}
+		for key, want := range sums {
+			for _, e := range (ring.SimpleStrategy{RF: 2}).Replicas(before, ring.Token([]byte(key))) {
+				if v, _, err := byID[e.ID].Replica().Value(table, []byte(key), "c"); err != nil || v != want {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	r.waitFor("the handoff copies to converge", converged)
+	var hookErr error
+	hook := func(nd *Node) {
+		if hookErr = write("k", 100); hookErr == nil {
+			hookErr = write("j", 100)
+		}
+		// The rounds of the replicas that served them have run (and,
+		// without the pending replica in them, cleared the cells).
+		r.waitFor("the handoff copies to converge while node 4 is joining", converged)
+	}
+	afterBootstrapStream.Store(&hook)
+	defer afterBootstrapStream.Store(nil)
+	i := r.add(func(c *Config) { c.HandoffSyncMS = sync })
+	r.start(i)
+	if hookErr != nil {
+		t.Fatal(hookErr)
+	}
+	after := r.node(4).ClusterMetadata()
+	gained := 0
+	for key := range sums {
+		if hasEndpoint((ring.SimpleStrategy{RF: 2}).Replicas(after, ring.Token([]byte(key))), r.node(4).HostID()) {
+			gained++
+		}
+	}
+	if gained == 0 {
+		t.Fatal("node 4 replicates none of the keys: the test would not catch a copy it lacks")
+	}
+	read := func() (bad []string) {
+		for key, want := range sums {
+			if v, err := r.value(4, table, key, coordinator.One); err != nil || v != want {
+				bad = append(bad, fmt.Sprintf("%s = %d (err %v), acknowledged %d", key, v, err, want))
+			}
+		}
+		slices.Sort(bad)
+		return bad
+	}
+	bad := read()
+	t.Logf("node 4 replicates %d of %d keys; right after the join, %d reads at ONE through it differ from the acknowledged sums", gained, len(sums), len(bad))
+	for deadline := time.Now().Add(10 * time.Second); len(bad) > 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		bad = read()
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d reads at ONE through the new node still differ from the acknowledged sums, e.g. %s", len(bad), strings.Join(bad[:min(5, len(bad))], "; "))
 	}
 }
