@@ -90,25 +90,25 @@ func (c *Coordinator) AntiEntropyRound(ctx context.Context, h AntiEntropyStore) 
 	wg.Wait()
 }
 
-// joinableStore is implemented by stores that know which columns are
-// coltype.Joinable (replica.Replica): only their cells are exchanged with
-// pending replicas.
-type joinableStore interface {
-	Joinable(table uint64, column string) bool
-}
-
 // syncCell exchanges one cell with every other natural replica, and with
 // its pending replicas (a joining node, the new owner of a leaving node's
-// range: they get the leader's replication too) when its column is
-// coltype.Joinable; false if some exchange
+// range: they get the leader's replication too); false if some exchange
 // did not complete.
+//
+// The pending replicas are included for every AntiEntropy column, not
+// only the Joinable ones: a client's exchange (handoff, Borrow) reaches
+// only natural replicas, and a cell a pending replica streamed before the
+// exchange, or not at all (a key first written after its range was
+// streamed), would otherwise reach it only if the cell changed again
+// after the movement. An anti-entropy exchange is a merge of this
+// replica's view for the peer (handoff: the state for another tier-0 node)
+// answered by the peer's, as the pending replica's own rounds already run
+// with the natural replicas while it joins; no client's tokens or slots
+// are placed with it.
 func (c *Coordinator) syncCell(ctx context.Context, h AntiEntropyStore, cell coltype.CellRef) bool {
 	natural, pending, _, _, err := c.placementPending(cell.Table, cell.Key, One)
 	if err != nil {
 		return true // a dropped table: nothing to do
-	}
-	if j, isJ := h.(joinableStore); !isJ || !j.Joinable(cell.Table, cell.Column) {
-		pending = nil
 	}
 	self := c.cfg.Cluster.Self().ID
 	ok := true

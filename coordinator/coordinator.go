@@ -179,6 +179,10 @@ type Coordinator struct {
 	// churned is when this node last saw a replica's liveness change
 	// (unix nanoseconds, 0: never; see NoteLivenessChange).
 	churned atomic.Int64
+	// moves are the range movements this node saw complete, oldest first
+	// (see NoteRangeMovement); movesMu serialises their writers.
+	movesMu sync.Mutex
+	moves   atomic.Pointer[[]movement]
 	// closeMu, closed and leading let Close wait for the updates this node
 	// leads, their replication included.
 	closeMu sync.RWMutex

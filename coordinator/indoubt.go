@@ -310,7 +310,9 @@ func (c *Coordinator) churnedWithin(fr filterRecovery, u coltype.Update) bool {
 // learnOp asks the other live natural replicas about an op before this
 // node, whose filter may lack it (after an unclean start that may have
 // lost ids, FilterIncomplete, or a change in the live replicas within the
-// filter window, churnedWithin), leads it: a replica that has
+// filter window, churnedWithin), leads it; within the window of a range
+// movement that changed the key's replicas (movedWithin), it asks the
+// replicas the key had before the movement too. A replica that has
 // seen it sends its cell, which this node merges with the op id, so that
 // its filter dismisses the op as the retry it is. The replicas are asked
 // at once and the first that has seen the op is used. Replicas that do
@@ -325,8 +327,20 @@ func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update, natural []r
 	// The cheap questions first: most updates lead with neither, and the
 	// column's own test-and-add follows anyway.
 	incomplete := fr.FilterIncomplete(u.Table, u.Column)
-	if !incomplete && !c.churnedWithin(fr, u) || fr.OpSeen(u.Table, u.Key, u.Column, u.OpID) {
+	churned := incomplete || c.churnedWithin(fr, u)
+	before := c.movedWithin(fr, u)
+	if !churned && before == nil || fr.OpSeen(u.Table, u.Key, u.Column, u.OpID) {
 		return
+	}
+	ask := natural
+	if before != nil {
+		// After a range movement the replicas the key had before are asked
+		// too: this node may have gained the key without its op ids
+		// (movement.go).
+		var moved bool
+		if ask, moved = c.replicasBefore(u, natural, before); !moved && !churned {
+			return
+		}
 	}
 	// A filter that may have lost ids reserves the op at the replicas
 	// asked; after a mere change in the live replicas the ask is a peek,
@@ -339,9 +353,9 @@ func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update, natural []r
 	self := c.cfg.Cluster.Self().ID
 	rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
 	defer cancel()
-	answers := make(chan coltype.OpAnswer, len(natural))
+	answers := make(chan coltype.OpAnswer, len(ask))
 	asked := 0
-	for _, e := range natural {
+	for _, e := range ask {
 		if e.ID == self || !c.cfg.Cluster.IsUp(e.ID) {
 			continue
 		}

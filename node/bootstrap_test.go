@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/counter"
+	"github.com/idemkv/idemkv/coltype/handoffcol"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/gossip"
@@ -526,5 +527,348 @@ func TestDecommissionRefusedBelowRF(t *testing.T) {
 	}
 	if got := len(r.node(1).ClusterMetadata().Endpoints()); got != 3 {
 		t.Fatalf("ring has %d nodes after a refused decommission", got)
+	}
+}
+
+// fbfRuleTables are the FBF tables of the retry tests: one per leader rule,
+// each remembering op ids for a minute, so that a retry after a range
+// movement still falls within the filters' window however slow the
+// movement.
+var fbfRuleTables = []struct {
+	id   uint64
+	rule string
+}{{44, "first"}, {45, "random"}}
+
+// createFBFRuleTables makes keyspace ks at rf with fbfRuleTables through
+// node 1, and waits until every node has them.
+func (r *tcpRing) createFBFRuleTables(rf int) {
+	r.t.Helper()
+	n1 := r.node(1)
+	if err := n1.Schema().CreateKeyspace(schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": strconv.Itoa(rf)}}, false); err != nil {
+		r.t.Fatal(err)
+	}
+	for _, tb := range fbfRuleTables {
+		def := coltype.TableDef{ID: tb.id, Keyspace: "ks", Name: "f_" + tb.rule, Columns: []coltype.ColumnDef{{Name: "c", Type: "counter"}},
+			Options: map[string]string{counter.IdempotenceOption: fmt.Sprintf(`{"class": "fbf", "leader": %q, "retry_horizon": "60s"}`, tb.rule)}}
+		if err := n1.Schema().CreateTable(def, false); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	r.waitFor("tables on every node", func() bool {
+		for _, nd := range r.nodes {
+			if nd != nil {
+				if _, ok := nd.Schema().Table("ks", "f_random"); !ok {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// writeOps writes n updates with fresh op ids to each of fbfRuleTables,
+// on keys k0..k(keys-1), through the nodes via at QUORUM, and returns those
+// acknowledged and each table's acknowledged sums per key; an update that
+// fails fails the test (the ring is quiet).
+func (r *tcpRing) writeOps(rng *rand.Rand, via []int, n, keys int) ([]coltype.Update, map[uint64]map[string]int64) {
+	r.t.Helper()
+	var ops []coltype.Update
+	sums := map[uint64]map[string]int64{}
+	for _, tb := range fbfRuleTables {
+		sums[tb.id] = map[string]int64{}
+		for seq := range n {
+			key := fmt.Sprintf("k%d", rng.IntN(keys))
+			u := coltype.Update{Table: tb.id, Key: []byte(key), Column: "c", Delta: int64(1 + rng.IntN(3)),
+				HasOp: true, OpTime: time.Now().UnixNano()}
+			binary.BigEndian.PutUint64(u.OpID[:], rng.Uint64())
+			binary.BigEndian.PutUint64(u.OpID[8:], uint64(seq))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := r.node(via[rng.IntN(len(via))]).Coordinator().CounterWrite(ctx, u, coordinator.Quorum)
+			cancel()
+			if err != nil {
+				r.t.Fatalf("update %d of table %d: %v", seq, tb.id, err)
+			}
+			ops = append(ops, u)
+			sums[tb.id][key] += u.Delta
+		}
+	}
+	return ops, sums
+}
+
+// retryOps retries every op through the nodes via at QUORUM and returns,
+// per table, how many retries the leaders dismissed and how many updates
+// node lead (0: none) led meanwhile.
+func (r *tcpRing) retryOps(rng *rand.Rand, ops []coltype.Update, via []int, lead int) (dismissed, led map[uint64]int) {
+	r.t.Helper()
+	dismissed, led = map[uint64]int{}, map[uint64]int{}
+	for _, tb := range fbfRuleTables {
+		var before uint64
+		if lead > 0 {
+			before = r.node(lead).Coordinator().Stats().WritesLed
+		}
+		for _, op := range ops {
+			if op.Table != tb.id {
+				continue
+			}
+			ctx, count := coordinator.WithDismissals(context.Background())
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := r.node(via[rng.IntN(len(via))]).Coordinator().CounterWrite(ctx, op, coordinator.Quorum)
+			cancel()
+			if err != nil {
+				r.t.Fatalf("retry of an update of table %d: %v", tb.id, err)
+			}
+			dismissed[tb.id] += count()
+		}
+		if lead > 0 {
+			led[tb.id] = int(r.node(lead).Coordinator().Stats().WritesLed - before)
+		}
+	}
+	return dismissed, led
+}
+
+// checkSums reads every key of fbfRuleTables through each node of via at
+// cl and returns the reads that differ from the acknowledged sums.
+func (r *tcpRing) checkSums(sums map[uint64]map[string]int64, via []int, keys int, cl coordinator.ConsistencyLevel) (bad []string, over int64) {
+	for _, i := range via {
+		for _, tb := range fbfRuleTables {
+			for k := range keys {
+				key := fmt.Sprintf("k%d", k)
+				v, err := r.value(i, tb.id, key, cl)
+				if want := sums[tb.id][key]; err != nil || v != want {
+					bad = append(bad, fmt.Sprintf("node %d table %d (%s) %s = %d (err %v), acknowledged %d", i, tb.id, tb.rule, key, v, err, want))
+					if err == nil && v > want {
+						over += v - want
+					}
+				}
+			}
+		}
+	}
+	return bad, over
+}
+
+// TestBootstrapRetriesDismissed: updates with op ids acknowledged by a
+// 3-node ring at RF 2, on an FBF table of each leader rule, are retried
+// once a 4th node has bootstrapped and leads some of them (it streamed
+// their cells, not their op ids): every retry is dismissed, and every read
+// equals the acknowledged sum. Without the fix (the new node's filter
+// lacks the op ids and it leads without asking anyone), the retries it
+// leads are counted again.
+func TestBootstrapRetriesDismissed(t *testing.T) {
+	const keys, n = 60, 150
+	r := newTCPRing(t, 3)
+	r.createFBFRuleTables(2)
+	rng := rand.New(rand.NewPCG(r.seed, 0xb007))
+	ops, sums := r.writeOps(rng, []int{1, 2, 3}, n, keys)
+	i := r.add(nil)
+	r.start(i)
+	r.waitUp(4) // every coordinator routes with the new ring
+	dismissed, led := r.retryOps(rng, ops, []int{1, 2, 3, 4}, 4)
+	for j := 1; j <= 4; j++ {
+		t.Logf("node %d: %+v", j, r.node(j).Coordinator().Stats())
+	}
+	for _, tb := range fbfRuleTables {
+		t.Logf("leader %s: %d retries, %d dismissed, %d led by the new node", tb.rule, n, dismissed[tb.id], led[tb.id])
+		if led[tb.id] == 0 {
+			t.Errorf("leader %s: the new node led none of the retries: the test would not catch a filter it lacks", tb.rule)
+		}
+	}
+	for _, tb := range fbfRuleTables {
+		if dismissed[tb.id] != n {
+			t.Errorf("leader %s: %d of %d retries dismissed", tb.rule, dismissed[tb.id], n)
+		}
+	}
+	for _, cl := range []coordinator.ConsistencyLevel{coordinator.All, coordinator.One} {
+		via := []int{1}
+		if cl == coordinator.One {
+			via = []int{4}
+		}
+		if bad, over := r.checkSums(sums, via, keys, cl); len(bad) > 0 {
+			t.Errorf("at %v, %d reads differ from the acknowledged sums (%d over-counted), e.g. %s", cl, len(bad), over, strings.Join(bad[:min(5, len(bad))], "; "))
+		}
+	}
+}
+
+// TestDecommissionRetriesDismissed: updates with op ids acknowledged by a
+// 4-node ring at RF 2, on an FBF table of each leader rule, are retried
+// once one node is decommissioned: the nodes that took its ranges over
+// (streamed cells, not op ids) lead some of them under the random rule
+// (under first, at RF 2, the replica that remains leads: a gainer is
+// always second), and every retry is dismissed, every read at ALL equal to
+// the acknowledged sum.
+func TestDecommissionRetriesDismissed(t *testing.T) {
+	const keys, n = 60, 150
+	r := newTCPRing(t, 4)
+	r.createFBFRuleTables(2)
+	rng := rand.New(rand.NewPCG(r.seed, 0xdec0))
+	ops, sums := r.writeOps(rng, []int{1, 2, 3, 4}, n, keys)
+	before := r.node(1).ClusterMetadata()
+	leaving := r.node(4)
+	dctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	err := leaving.Decommission(dctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("decommission: %v", err)
+	}
+	if err := leaving.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.nodes[3] = nil
+	r.mu.Unlock()
+	r.waitFor("node 4 out of every ring view", func() bool {
+		for i := 1; i <= 3; i++ {
+			if len(r.node(i).ClusterMetadata().Endpoints()) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	// The retries of ops on keys a remaining node gained, which it may lead.
+	after, s := r.node(1).ClusterMetadata(), ring.SimpleStrategy{RF: 2}
+	moved := map[uint64]int{}
+	for _, u := range ops {
+		was := s.Replicas(before, ring.Token(u.Key))
+		for _, e := range s.Replicas(after, ring.Token(u.Key)) {
+			if !hasEndpoint(was, e.ID) {
+				moved[u.Table]++
+			}
+		}
+	}
+	asked := uint64(0)
+	for j := 1; j <= 3; j++ {
+		asked -= r.node(j).Coordinator().Stats().OpsAsked
+	}
+	dismissed, _ := r.retryOps(rng, ops, []int{1, 2, 3}, 0)
+	for j := 1; j <= 3; j++ {
+		st := r.node(j).Coordinator().Stats()
+		asked += st.OpsAsked
+		t.Logf("node %d: %+v", j, st)
+	}
+	for _, tb := range fbfRuleTables {
+		t.Logf("leader %s: %d retries, %d on keys a remaining node gained, %d dismissed", tb.rule, n, moved[tb.id], dismissed[tb.id])
+	}
+	t.Logf("%d retries asked about (their leaders' filters lacked them)", asked)
+	if moved[45] == 0 {
+		t.Fatal("no retry on a key that moved: the test would not catch a filter a gainer lacks")
+	}
+	for _, tb := range fbfRuleTables {
+		if dismissed[tb.id] != n {
+			t.Errorf("leader %s: %d of %d retries dismissed", tb.rule, dismissed[tb.id], n)
+		}
+	}
+	if bad, over := r.checkSums(sums, []int{1}, keys, coordinator.All); len(bad) > 0 {
+		t.Errorf("%d reads at ALL differ from the acknowledged sums (%d over-counted), e.g. %s", len(bad), over, strings.Join(bad[:min(5, len(bad))], "; "))
+	}
+}
+
+// TestBootstrapHandoffCatchUp: a handoff counter's updates are exchanges
+// with natural replicas, which a joining node is not. 3 nodes at RF 2 hold
+// a handoff table; a 4th node bootstraps, and once it has streamed every
+// range, but before it is normal, more plain updates are made (on keys
+// streamed already, and on keys first written now), until the replicas
+// that served them have run their anti-entropy rounds among themselves.
+// Once the new node is normal, every read at ONE through it (its own
+// copy, where it is a replica) comes to hold every acknowledged increment
+// within a few anti-entropy intervals: the other replicas' rounds include
+// the pending replica. Without that, a cell that did not change after the
+// join never reached it.
+func TestBootstrapHandoffCatchUp(t *testing.T) {
+	const keys, table = 40, 46
+	const sync = 100 // ms, the anti-entropy interval
+	r := newTCPRingWith(t, 3, func(c *Config) { c.HandoffSyncMS = sync })
+	n1 := r.node(1)
+	if err := n1.Schema().CreateKeyspace(schema.Keyspace{Name: "ks", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "2"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.Schema().CreateTable(coltype.TableDef{ID: table, Keyspace: "ks", Name: "h", Columns: []coltype.ColumnDef{{Name: "c", Type: handoffcol.TypeName}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("handoff table everywhere", func() bool {
+		for i := 1; i <= 3; i++ {
+			if _, ok := r.node(i).Schema().Table("ks", "h"); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	rng := rand.New(rand.NewPCG(r.seed, 0x4a0d))
+	sums := map[string]int64{}
+	write := func(prefix string, n int) error {
+		for range n {
+			key := fmt.Sprintf("%s%d", prefix, rng.IntN(keys))
+			delta := int64(1 + rng.IntN(3))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := r.node(1+rng.IntN(3)).Coordinator().CoordinatedWrite(ctx, table, []byte(key), "c", delta)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("update of %s: %w", key, err)
+			}
+			sums[key] += delta
+		}
+		return nil
+	}
+	if err := write("k", 150); err != nil {
+		t.Fatal(err)
+	}
+	before := n1.ClusterMetadata()
+	// converged reports whether every copy on the replicas of the 3-node
+	// ring holds its key's sum: their anti-entropy rounds have run.
+	converged := func() bool {
+		byID := map[string]*Node{}
+		for i := 1; i <= 3; i++ {
+			byID[r.node(i).HostID()] = r.node(i)
+		}
+		for key, want := range sums {
+			for _, e := range (ring.SimpleStrategy{RF: 2}).Replicas(before, ring.Token([]byte(key))) {
+				if v, _, err := byID[e.ID].Replica().Value(table, []byte(key), "c"); err != nil || v != want {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	r.waitFor("the handoff copies to converge", converged)
+	var hookErr error
+	hook := func(nd *Node) {
+		if hookErr = write("k", 100); hookErr == nil {
+			hookErr = write("j", 100)
+		}
+		// The rounds of the replicas that served them have run (and,
+		// without the pending replica in them, cleared the cells).
+		r.waitFor("the handoff copies to converge while node 4 is joining", converged)
+	}
+	afterBootstrapStream.Store(&hook)
+	defer afterBootstrapStream.Store(nil)
+	i := r.add(func(c *Config) { c.HandoffSyncMS = sync })
+	r.start(i)
+	if hookErr != nil {
+		t.Fatal(hookErr)
+	}
+	after := r.node(4).ClusterMetadata()
+	gained := 0
+	for key := range sums {
+		if hasEndpoint((ring.SimpleStrategy{RF: 2}).Replicas(after, ring.Token([]byte(key))), r.node(4).HostID()) {
+			gained++
+		}
+	}
+	if gained == 0 {
+		t.Fatal("node 4 replicates none of the keys: the test would not catch a copy it lacks")
+	}
+	read := func() (bad []string) {
+		for key, want := range sums {
+			if v, err := r.value(4, table, key, coordinator.One); err != nil || v != want {
+				bad = append(bad, fmt.Sprintf("%s = %d (err %v), acknowledged %d", key, v, err, want))
+			}
+		}
+		slices.Sort(bad)
+		return bad
+	}
+	bad := read()
+	t.Logf("node 4 replicates %d of %d keys; right after the join, %d reads at ONE through it differ from the acknowledged sums", gained, len(sums), len(bad))
+	for deadline := time.Now().Add(10 * time.Second); len(bad) > 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		bad = read()
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d reads at ONE through the new node still differ from the acknowledged sums, e.g. %s", len(bad), strings.Join(bad[:min(5, len(bad))], "; "))
 	}
 }

@@ -329,6 +329,8 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	if err != nil {
 		return fail(err)
 	}
+	noteMove := n.coord.NoteRangeMovement
+	n.view.onMove.Store(&noteMove)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	// The peers it remembers may hold hints for it: it pulls them before it
@@ -796,6 +798,9 @@ type clusterView struct {
 	// heldDown (tests) holds nodes down whatever gossip says: the stepped
 	// scenario tests convict nodes without running the failure detector.
 	heldDown atomic.Pointer[map[string]bool]
+	// onMove, when set, is called (under mu) with the token map before a
+	// range movement when rebuild sees one complete.
+	onMove atomic.Pointer[func(before *ring.Metadata)]
 }
 
 func newClusterView(g *gossip.Gossiper, self ring.Endpoint, logger *slog.Logger) *clusterView {
@@ -841,7 +846,34 @@ func (v *clusterView) rebuild() {
 			f = nil
 		}
 	}
-	v.rings.Store(&rings{current: m, future: f})
+	prev := v.rings.Swap(&rings{current: m, future: f})
+	// A movement has completed when a node the previous snapshot had
+	// joining is now in the current map, or one it had leaving is out:
+	// the coordinator then asks the replicas of before it about the ops
+	// it leads on moved keys for a while. A node merely first heard of
+	// (at start-up) moves no range.
+	if prev != nil && prev.future != nil && movementDone(prev, m) {
+		if fn := v.onMove.Load(); fn != nil {
+			(*fn)(prev.current)
+		}
+	}
+}
+
+// movementDone reports whether a movement under way in prev has completed
+// in the current map now: a joining node is in it, or a leaving one out.
+func movementDone(prev *rings, now *ring.Metadata) bool {
+	was, will, is := prev.current.Endpoints(), prev.future.Endpoints(), now.Endpoints()
+	for _, e := range is {
+		if !hasEndpoint(was, e.ID) && hasEndpoint(will, e.ID) {
+			return true // joined
+		}
+	}
+	for _, e := range was {
+		if !hasEndpoint(is, e.ID) && !hasEndpoint(will, e.ID) {
+			return true // left
+		}
+	}
+	return false
 }
 
 // rings is one snapshot of the ring: the current token map and, while

@@ -606,6 +606,10 @@ func (n *Node) settle(ctx context.Context) error {
 	}
 }
 
+// afterBootstrapStream (tests) is called with a bootstrapping node once it
+// has streamed every range, before it flushes and announces normal.
+var afterBootstrapStream atomic.Pointer[func(*Node)]
+
 // setStatus announces a new status and rebuilds the node's own ring view.
 func (n *Node) setStatus(s gossip.Status) {
 	n.gossip.UpdateSelf(func(st *gossip.NodeState) { st.Status = s })
@@ -697,6 +701,9 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		after := n.StreamStats()
 		n.logger.Info("bootstrap: table streamed", "keyspace", d.Keyspace, "table", d.Name, "ranges", tableRanges,
 			"rows", after.RowsIn-before.RowsIn, "bytes", after.BytesIn-before.BytesIn)
+	}
+	if fn := afterBootstrapStream.Load(); fn != nil {
+		(*fn)(n)
 	}
 	if err := n.replica.FlushAll(); err != nil {
 		return fmt.Errorf("node: bootstrap: flush: %w", err)
