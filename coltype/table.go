@@ -53,6 +53,11 @@ type TableDef struct {
 	// composite names (row.AppendComponent). Empty: one row per partition,
 	// cells named by their column.
 	Clustering []ColumnDef `json:"clustering,omitempty"`
+	// Dropped are the columns ALTER TABLE ... DROP removed, each with the
+	// time of its drop (the latest, for a name dropped more than once):
+	// the replica keeps merging their cells, and a column added again
+	// under the name shows none written before the drop.
+	Dropped []DroppedColumn `json:"dropped_columns,omitempty"`
 	// Options are the table's options as CQL sets them (e.g. the
 	// idempotence map of FBF counters, JSON-encoded under "idempotence").
 	Options map[string]string `json:"options,omitempty"`
@@ -98,6 +103,12 @@ func (d TableDef) Validate() error {
 		}
 	}
 	return nil
+}
+
+// DroppedColumn is a column ALTER TABLE ... DROP removed.
+type DroppedColumn struct {
+	ColumnDef
+	DroppedAt int64 `json:"dropped_at"` // microseconds since the epoch
 }
 
 // ClusteringDesc lists the orders of the clustering columns (true:

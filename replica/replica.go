@@ -553,8 +553,8 @@ func (r *Replica) AlterTable(d coltype.TableDef) error {
 		return fmt.Errorf("replica: no table %d", d.ID)
 	}
 	cur := t.colset.Load().def
-	if cur.Keyspace != d.Keyspace || cur.Name != d.Name || !sameColumns(cur.Columns, d.Columns) {
-		return fmt.Errorf("replica: ALTER of %s.%s changes its name or columns; only options may change", cur.Keyspace, cur.Name)
+	if cur.Keyspace != d.Keyspace || cur.Name != d.Name || !compatibleColumns(cur, d) {
+		return fmt.Errorf("replica: ALTER of %s.%s changes its name or a column's type; only options may change, and columns be added or dropped", cur.Keyspace, cur.Name)
 	}
 	if err := t.alter(d); err != nil {
 		return err
@@ -566,12 +566,25 @@ func (r *Replica) AlterTable(d coltype.TableDef) error {
 	return saveSchema(r.cfg.FS, r.cfg.Dir, defs, r.dropped)
 }
 
-func sameColumns(a, b []coltype.ColumnDef) bool {
-	if len(a) != len(b) {
+// compatibleColumns reports whether next keeps cur's key and every
+// column of cur with its type, or records it dropped: ALTER TABLE adds and
+// drops columns, it does not change them.
+func compatibleColumns(cur, next coltype.TableDef) bool {
+	if len(cur.PartitionKey) != len(next.PartitionKey) || len(cur.Clustering) != len(next.Clustering) {
 		return false
 	}
-	for i := range a {
-		if a[i] != b[i] {
+	types := map[string]coltype.ColumnDef{}
+	for _, c := range next.Columns {
+		types[c.Name] = c
+	}
+	for _, c := range next.Dropped {
+		if _, live := types[c.Name]; !live {
+			types[c.Name] = c.ColumnDef
+		}
+	}
+	for _, c := range cur.Columns {
+		n, ok := types[c.Name]
+		if !ok || n.Type != c.Type {
 			return false
 		}
 	}

@@ -272,6 +272,20 @@ func (r *Replica) newColumnSet(d coltype.TableDef, prev *columnSet) (*columnSet,
 		}
 		cs.cols[c.Name] = ct
 	}
+	for _, c := range d.Dropped {
+		// A dropped column's cells still merge, until compaction drops them.
+		if _, live := cs.cols[c.Name]; live {
+			continue
+		}
+		ct, ok := coltype.TypeOf(c.ColumnDef)
+		if !ok {
+			return nil, fmt.Errorf("replica: table %s.%s: dropped column %q has unknown type %q", d.Keyspace, d.Name, c.Name, c.Type)
+		}
+		if prev != nil && prev.cols[c.Name] != nil {
+			ct = prev.cols[c.Name] // the instance its cells were written by
+		}
+		cs.cols[c.Name] = ct
+	}
 	if d.HasRegularColumns() {
 		// The CQL row marker of a regular table (row.AppendComponent).
 		cs.cols[""] = coltype.Regular{}

@@ -1,6 +1,8 @@
 package exec
 
 import (
+	"context"
+
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/cql/frame"
 	"github.com/idemkv/idemkv/cql/parse"
@@ -17,36 +19,91 @@ var cqlNativeTypes = map[string]bool{
 	"tuple": true, "vector": true,
 }
 
-// alterColumns checks ALTER TABLE ... ADD / DROP as Cassandra does (an
-// existing column, a non-counter column in a counter table, an unknown
-// column, a key column), then refuses the change itself: a replica keeps
-// a table's column set fixed (replica.AlterTable refuses a change of
-// columns: the cells of a dropped column would need dropping in reads and
-// compactions, and re-adding one is refused by Cassandra for counters).
-func alterColumns(ks string, def coltype.TableDef, st *parse.AlterTable) (frame.Result, error) {
+// alterColumns runs ALTER TABLE ... ADD / DROP with Cassandra's checks
+// (an existing column, a column of the other kind, an unknown column, a
+// key column, a counter column added again after its drop) and messages.
+// A dropped column's cells stay until compaction; a column added again
+// under a dropped name shows none written before its drop.
+func (e *Executor) alterColumns(ctx context.Context, ks string, def coltype.TableDef, st *parse.AlterTable) (frame.Result, error) {
 	t := newTableInfo(def)
+	next := def
+	next.Columns = append([]coltype.ColumnDef(nil), def.Columns...)
+	next.Dropped = append([]coltype.DroppedColumn(nil), def.Dropped...)
 	for _, c := range st.Add {
 		if _, ok := t.cols[c.Name]; ok {
 			return nil, invalid("Column with name '%s' already exists", c.Name)
 		}
-		if name, _ := counterTypeName(c.Type); name == "" {
+		if c.Static {
+			if len(def.Clustering) == 0 {
+				return nil, invalid("Static columns are only useful (and thus allowed) if the table has at least one clustering column")
+			}
+			return nil, invalid("idemkv does not support static columns (%s)", c.Name)
+		}
+		name, bad := counterTypeName(c.Type)
+		if bad != nil {
+			return nil, bad
+		}
+		switch {
+		case name != "" && t.regularTable:
+			return nil, frame.Errorf(frame.ErrConfig, "Cannot add a counter column (%s) in a non counter column family", c.Name)
+		case name == "" && !t.regularTable:
 			if len(c.Type.Params) == 0 && !cqlNativeTypes[c.Type.Name] {
 				return nil, invalid("Unknown type %s.%s", ks, c.Type.Name)
 			}
 			return nil, frame.Errorf(frame.ErrConfig, "%s.%s: Cannot have a non counter column (\"%s\") in a counter table", ks, def.Name, c.Name)
-		}
-		if c.Static {
-			return nil, invalid("Static columns are only useful (and thus allowed) if the table has at least one clustering column")
+		case name != "":
+			for _, d := range def.Dropped {
+				if d.Name == c.Name {
+					return nil, invalid("Cannot re-add previously dropped counter column %s", c.Name)
+				}
+			}
+			next.Columns = append(next.Columns, coltype.ColumnDef{Name: c.Name, Type: name})
+		default:
+			_, text, _, err := regularType(ks, c.Type)
+			if err != nil {
+				return nil, err
+			}
+			for _, d := range def.Dropped {
+				if d.Name == c.Name && d.CQL != text {
+					return nil, invalid("Cannot re-add previously dropped column '%s' of type %s, incompatible with previous type %s", c.Name, text, d.CQL)
+				}
+			}
+			next.Columns = append(next.Columns, coltype.ColumnDef{Name: c.Name, Type: coltype.RegularType, CQL: text})
 		}
 	}
+	now := e.opts.Now().UnixMicro()
 	for _, n := range st.Drop {
 		c, ok := t.cols[n]
 		if !ok {
 			return nil, invalid("Column %s was not found in table %s.%s", n, ks, def.Name)
 		}
-		if c.pkIndex >= 0 {
+		if c.isKey() {
 			return nil, invalid("Cannot drop PRIMARY KEY column %s", n)
 		}
+		var cd coltype.ColumnDef
+		kept := next.Columns[:0]
+		for _, x := range next.Columns {
+			if x.Name == n {
+				cd = x
+				continue
+			}
+			kept = append(kept, x)
+		}
+		next.Columns = kept
+		dropped := next.Dropped[:0]
+		for _, x := range next.Dropped {
+			if x.Name != n {
+				dropped = append(dropped, x)
+			}
+		}
+		next.Dropped = append(dropped, coltype.DroppedColumn{ColumnDef: cd, DroppedAt: now})
 	}
-	return nil, invalid("idemkv does not add or drop columns of an existing table (ALTER TABLE ... ADD/DROP): its replicas keep a table's columns fixed")
+	if len(next.Columns) == 0 && !t.regularTable {
+		return nil, invalid("Cannot drop the last counter column of %s.%s", ks, def.Name)
+	}
+	if err := e.b.Schema().AlterTable(next); err != nil {
+		return nil, frame.Errorf(frame.ErrConfig, "%s", err.Error())
+	}
+	e.waitAgreement(ctx)
+	return frame.SchemaChangeResult{Change: "UPDATED", Target: "TABLE", Keyspace: ks, Name: def.Name}, nil
 }

@@ -461,7 +461,7 @@ func (e *Executor) alterTable(ctx context.Context, sessionKS string, st *parse.A
 		return nil, invalid("Table '%s.%s' doesn't exist", ks, st.Table.Name)
 	}
 	if len(st.Add) > 0 || len(st.Drop) > 0 {
-		return alterColumns(ks, def, st)
+		return e.alterColumns(ctx, ks, def, st)
 	}
 	opts, err := tablePropertyOptions(st.Properties)
 	if err != nil {

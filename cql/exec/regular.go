@@ -723,7 +723,7 @@ func liveElements(r *crow, c *column, now time.Time) []row.Cell {
 	}
 	kept := out[:0]
 	for _, cell := range out {
-		if cell.Timestamp > del && liveCell(cell, now) {
+		if cell.Timestamp > del && cell.Timestamp > c.droppedAt && liveCell(cell, now) {
 			kept = append(kept, cell)
 		}
 	}
@@ -735,7 +735,7 @@ func liveElements(r *crow, c *column, now time.Time) []row.Cell {
 func regularValue(r *crow, c *column, now time.Time) (frame.Value, error) {
 	if !c.multiCell {
 		cell, ok := r.cell(c.name)
-		if !ok || !liveCell(cell, now) {
+		if !ok || !liveCell(cell, now) || cell.Timestamp <= c.droppedAt {
 			return frame.Null, nil
 		}
 		v, _, _, err := coltype.DecodeRegular(cell.Value)
@@ -794,7 +794,7 @@ func liveRegularRow(t *tableInfo, r *crow, now time.Time) bool {
 			}
 			continue
 		}
-		if cell, ok := r.cell(c.name); ok && liveCell(cell, now) {
+		if cell, ok := r.cell(c.name); ok && liveCell(cell, now) && cell.Timestamp > c.droppedAt {
 			return true
 		}
 	}

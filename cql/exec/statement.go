@@ -30,6 +30,9 @@ type column struct {
 	// non-frozen collection, stored element by element.
 	regular   bool
 	multiCell bool
+	// droppedAt hides the cells of a regular column written before a
+	// drop of its name (microseconds; 0: never dropped).
+	droppedAt int64
 }
 
 // isKey reports whether the column is part of the primary key.
@@ -134,6 +137,11 @@ func newTableInfo(def coltype.TableDef) *tableInfo {
 		if col.Type == coltype.RegularType {
 			ti := storedType(col.CQL)
 			c := &column{name: col.Name, typ: ti.dt, cqlType: col.CQL, pkIndex: -1, regular: true, multiCell: ti.multiCell}
+			for _, d := range def.Dropped {
+				if d.Name == col.Name {
+					c.droppedAt = d.DroppedAt
+				}
+			}
 			t.regular = append(t.regular, c)
 			t.cols[c.name] = c
 			continue
@@ -192,6 +200,8 @@ func (e *Executor) run(ctx context.Context, s *cql.Session, ks string, st parse.
 		return e.alterTable(ctx, ks, st)
 	case *parse.Truncate:
 		return e.truncate(ctx, ks, st)
+	case *parse.Unsupported:
+		return nil, invalid("idemkv does not support %s (%s)", st.Feature, st.Statement)
 	case *parse.Select:
 		r, err := e.selectRows(ctx, ks, st, p, payload, reply)
 		if err != nil || !st.JSON {
@@ -257,12 +267,36 @@ func (e *Executor) describe(ks string, st parse.Statement) (params []frame.Colum
 }
 
 func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.ColumnSpec) ([]uint16, error) {
-	mark := func(t parse.Term, spec frame.ColumnSpec) {
+	var mark func(t parse.Term, spec frame.ColumnSpec)
+	mark = func(t parse.Term, spec frame.ColumnSpec) {
 		if t.Kind == parse.TermMarker && t.Marker < len(params) {
 			if t.Name != "" {
 				spec.Name = t.Name
 			}
 			params[t.Marker] = spec
+		}
+		// The markers inside a literal take its elements' types.
+		elem := func(typ frame.DataType) frame.ColumnSpec {
+			s := spec
+			s.Type = typ
+			return s
+		}
+		switch {
+		case t.Kind == parse.TermTuple && spec.Type.ID == frame.TypeTuple:
+			for i, e := range t.Elems {
+				if i < len(spec.Type.Elems) {
+					mark(e, elem(spec.Type.Elems[i]))
+				}
+			}
+		case (t.Kind == parse.TermList || t.Kind == parse.TermSet) && len(spec.Type.Elems) > 0:
+			for _, e := range t.Elems {
+				mark(e, elem(spec.Type.Elems[0]))
+			}
+		case t.Kind == parse.TermMap && spec.Type.ID == frame.TypeMap && len(spec.Type.Elems) == 2:
+			for _, e := range t.Map {
+				mark(e.Key, elem(spec.Type.Elems[0]))
+				mark(e.Value, elem(spec.Type.Elems[1]))
+			}
 		}
 	}
 	using := func(t *tableInfo, us []parse.UsingOption) {

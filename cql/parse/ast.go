@@ -418,6 +418,18 @@ func (*Delete) statement()         {}
 func (*Insert) statement()         {}
 func (*Select) statement()         {}
 func (*Batch) statement()          {}
+func (*Unsupported) statement()    {}
+
+// Unsupported is a statement of a feature idemkv does not serve (secondary
+// indexes, user-defined types, functions and aggregates, materialized
+// views, triggers, roles): the executor refuses it naming the feature.
+type Unsupported struct {
+	Feature   string // "secondary indexes"
+	Statement string // its first words: "CREATE INDEX"
+}
+
+// String renders the statement's first words.
+func (s *Unsupported) String() string { return s.Statement + " ..." }
 
 func ifNotExists(b bool) string {
 	if b {

@@ -283,3 +283,26 @@ func TestParseAlterTable(t *testing.T) {
 		t.Fatal("ALTER KEYSPACE, outside the subset, parsed")
 	}
 }
+
+// TestUnsupportedStatements: the statements of features idemkv does not
+// serve parse as Unsupported naming the feature, function bodies included.
+func TestUnsupportedStatements(t *testing.T) {
+	for q, want := range map[string]string{
+		"CREATE INDEX ON t (v)":                    "secondary indexes",
+		"create custom index i on t (v) using 'x'": "secondary indexes",
+		"CREATE TYPE ks.addr (street text)":        "user-defined types",
+		"DROP TYPE IF EXISTS ks.addr":              "user-defined types",
+		"CREATE OR REPLACE FUNCTION f() RETURNS NULL ON NULL INPUT RETURNS int LANGUAGE java AS $$ return 1; $$": "user-defined functions",
+		"CREATE AGGREGATE a (int) SFUNC f STYPE int":                                                             "user-defined aggregates",
+		"CREATE  MATERIALIZED\tVIEW v AS SELECT":                                                                 "materialized views",
+	} {
+		st, err := Parse(q)
+		u, ok := st.(*Unsupported)
+		if err != nil || !ok || u.Feature != want {
+			t.Errorf("Parse(%q) = %#v, %v; want Unsupported %q", q, st, err, want)
+		}
+	}
+	if _, err := Parse("CREATE TABLE t (k int PRIMARY KEY)"); err != nil {
+		t.Errorf("CREATE TABLE: %v", err)
+	}
+}

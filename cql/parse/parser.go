@@ -30,11 +30,16 @@ package parse
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
 
 // Parse parses one statement.
 func Parse(query string) (Statement, error) {
+	if m := unsupportedRE.FindStringSubmatch(query); m != nil {
+		words := strings.Fields(strings.ToUpper(m[0]))
+		return &Unsupported{Feature: unsupportedFeatures[strings.Join(strings.Fields(strings.ToLower(m[3])), " ")], Statement: strings.Join(words, " ")}, nil
+	}
 	toks, err := lex(query)
 	if err != nil {
 		return nil, err
@@ -51,6 +56,16 @@ func Parse(query string) (Statement, error) {
 		return nil, p.mismatch(t, "EOF")
 	}
 	return st, nil
+}
+
+// unsupportedRE matches the statements of features idemkv does not serve,
+// before lexing (a function's body does not lex as CQL).
+var unsupportedRE = regexp.MustCompile(`(?is)^\s*(create|drop|alter)\s+(or\s+replace\s+|custom\s+)?(index|type|function|aggregate|materialized\s+view|trigger|role|user)\b`)
+
+// unsupportedFeatures names the features of unsupportedRE's statements.
+var unsupportedFeatures = map[string]string{
+	"index": "secondary indexes", "type": "user-defined types", "function": "user-defined functions",
+	"aggregate": "user-defined aggregates", "materialized view": "materialized views", "trigger": "triggers", "role": "roles", "user": "users",
 }
 
 // Markers returns the number of bind markers of a parsed statement.
