@@ -84,6 +84,19 @@ func orderKey(c *column, b []byte) ([]byte, error) {
 			}
 		}
 		return k, nil
+	case frame.TypeCustom:
+		// A custom type (a class name) orders by its bytes, except
+		// LexicalUUIDType: two signed longs, as java.util.UUID compares.
+		if c.typ.Custom != lexicalUUIDType {
+			return b, nil
+		}
+		if err := fixed(16, "LexicalUUIDType"); err != nil {
+			return nil, err
+		}
+		k := bytes.Clone(b)
+		k[0] ^= 0x80
+		k[8] ^= 0x80
+		return k, nil
 	case frame.TypeUUID, frame.TypeTimeUUID:
 		if err := validateKeyPart(c, b); err != nil {
 			return nil, err
@@ -97,9 +110,30 @@ func orderKey(c *column, b []byte) ([]byte, error) {
 	return nil, invalid("idemkv does not serve clustering columns of type %s", c.cqlType)
 }
 
+// lexicalUUIDType is the class of Cassandra's LexicalUUIDType.
+const lexicalUUIDType = "org.apache.cassandra.db.marshal.LexicalUUIDType"
+
+// customType is the type of a column declared with a class name
+// ('org.apache.cassandra.db.marshal.LexicalUUIDType'): drivers see the
+// class; idemkv stores its bytes.
+func customType(name string) (frame.DataType, bool) {
+	if !strings.Contains(name, ".") {
+		return frame.DataType{}, false
+	}
+	return frame.DataType{ID: frame.TypeCustom, Custom: name}, true
+}
+
 // fromOrderKey is orderKey's inverse: the value's CQL bytes.
 func fromOrderKey(c *column, k []byte) []byte {
 	switch c.typ.ID {
+	case frame.TypeCustom:
+		if c.typ.Custom == lexicalUUIDType && len(k) == 16 {
+			b := bytes.Clone(k)
+			b[0] ^= 0x80
+			b[8] ^= 0x80
+			return b
+		}
+		return k
 	case frame.TypeInt, frame.TypeBigint, frame.TypeSmallint, frame.TypeTinyint, frame.TypeTimestamp, frame.TypeTime:
 		b := bytes.Clone(k)
 		if len(b) > 0 {

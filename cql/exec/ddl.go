@@ -278,7 +278,8 @@ func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
 	}
 	for _, n := range st.PartitionKey {
 		c := cols[n]
-		if _, ok := nativeTypes[c.Type.Name]; !ok || len(c.Type.Params) > 0 {
+		_, custom := customType(c.Type.Name)
+		if _, ok := nativeTypes[c.Type.Name]; (!ok && !custom) || len(c.Type.Params) > 0 {
 			return def, invalid("idemkv does not support partition keys of type %s (the native types)", c.Type.String())
 		}
 		typ := c.Type.Name
@@ -327,7 +328,8 @@ func clusteringDefs(st *parse.CreateTable, cols map[string]parse.ColumnDef) ([]c
 	var out []coltype.ColumnDef
 	for i, n := range st.Clustering {
 		c := cols[n]
-		if _, ok := clusteringTypes[c.Type.Name]; !ok || len(c.Type.Params) > 0 {
+		_, custom := customType(c.Type.Name)
+		if _, ok := clusteringTypes[c.Type.Name]; (!ok && !custom) || len(c.Type.Params) > 0 {
 			return nil, invalid("idemkv does not support clustering columns of type %s (text, varchar, ascii, blob, int, bigint, smallint, tinyint, uuid, timeuuid, boolean, timestamp, date, time, double, float, inet)", c.Type.String())
 		}
 		typ := c.Type.Name

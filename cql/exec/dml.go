@@ -440,10 +440,17 @@ func (e *Executor) bindRegular(t *tableInfo, it batchItem, using []parse.UsingOp
 	}
 	switch st := it.stmt.(type) {
 	case *parse.Insert:
+		values := it.values
+		if st.JSON != nil {
+			var err error
+			if st, values, err = jsonInsert(t, st, values); err != nil {
+				return cellWrite{}, err
+			}
+		}
 		if err := checkRegularInsert(t, st); err != nil {
 			return cellWrite{}, err
 		}
-		return e.bindRegularInsert(t, st, it.values, using, clientTS)
+		return e.bindRegularInsert(t, st, values, using, clientTS)
 	case *parse.Update:
 		if err := checkRegularUpdate(t, st); err != nil {
 			return cellWrite{}, err

@@ -55,6 +55,9 @@ func resolveType(ks string, t parse.Type, frozen bool, depth int) (frame.DataTyp
 			}
 			return dt, name, nil
 		}
+		if dt, ok := customType(t.Name); ok {
+			return dt, "'" + t.Name + "'", nil
+		}
 		switch t.Name {
 		case "counter":
 			return frame.DataType{}, "", invalid("Counters are not allowed inside collections: %s", t.String())

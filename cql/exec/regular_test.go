@@ -203,3 +203,69 @@ func TestRegularClusteringAndBatch(t *testing.T) {
 	wantErr(t, h.queryErr(`BEGIN UNLOGGED BATCH INSERT INTO ks.ev (k, t, v) VALUES ('a', 5, 'x'); UPDATE ks.t SET c = c + 1 WHERE k = 'a'; APPLY BATCH`), frame.ErrInvalid, "Counter and non-counter mutations cannot exist in the same batch")
 	wantErr(t, h.queryErr(`BEGIN COUNTER BATCH INSERT INTO ks.ev (k, t, v) VALUES ('a', 5, 'x'); APPLY BATCH`), frame.ErrInvalid, "Cannot include non-counter statement in a counter batch")
 }
+
+// TestInsertJSONFilteringPerPartitionLimit: INSERT ... JSON (DEFAULT NULL
+// and DEFAULT UNSET), ALLOW FILTERING on regular and counter columns, PER
+// PARTITION LIMIT, and a clustering column of a custom type.
+func TestInsertJSONFilteringPerPartitionLimit(t *testing.T) {
+	h := newHarness(t)
+	h.setupRegular()
+	h.query(`CREATE TABLE ks.j (id text, n int, age int, state text, tags set<text>, m map<int, text>, PRIMARY KEY (id, n))`)
+	h.query(`INSERT INTO ks.j JSON ?`, text_(`{"id": "u1", "n": 1, "age": 42, "state": "TX", "tags": ["a", "b"], "m": {"2": "two"}}`))
+	h.query(`INSERT INTO ks.j JSON '{"id": "u1", "n": 2, "age": "7"}'`)
+	h.query(`INSERT INTO ks.j JSON '{"id": "u1", "n": 1, "state": "CA"}' DEFAULT UNSET`)
+	r := h.rows(`SELECT n, age, state, tags, m FROM ks.j WHERE id = 'u1'`)
+	if len(r.Rows) != 2 || decodeInt(t, r.Rows[0][1]) != 42 || string(r.Rows[0][2].Bytes) != "CA" || decodeInt(t, r.Rows[1][1]) != 7 || !r.Rows[1][2].Null {
+		t.Fatalf("rows after INSERT JSON: %v", r.Rows)
+	}
+	if want := frame.EncodeMap([][]byte{frame.EncodeInt(2)}, [][]byte{[]byte("two")}); string(r.Rows[0][4].Bytes) != string(want) {
+		t.Errorf("map from JSON = %x, want %x", r.Rows[0][4].Bytes, want)
+	}
+	h.query(`INSERT INTO ks.j JSON '{"id": "u1", "n": 1}'`) // DEFAULT NULL nulls the rest
+	if r := h.one(`SELECT age, state FROM ks.j WHERE id = 'u1' AND n = 1`); !r[0].Null || !r[1].Null {
+		t.Errorf("INSERT JSON without DEFAULT UNSET left %v", r)
+	}
+	wantErr(t, h.queryErr(`INSERT INTO ks.j JSON '{"id": "u1", "n": 1, "nope": 3}'`), frame.ErrInvalid, "JSON values map contains unrecognized column: nope")
+	wantErr(t, h.queryErr(`INSERT INTO ks.j JSON '{"id": "u1", "n": "x"}'`), frame.ErrInvalid, "Unable to make int from 'x'")
+
+	for i := range 5 {
+		h.query(`INSERT INTO ks.j (id, n, age) VALUES (?, ?, ?)`, text_("p"), int_(int32(i)), int_(int32(10*i)))
+		h.query(`INSERT INTO ks.j (id, n, age) VALUES (?, ?, ?)`, text_("q"), int_(int32(i)), int_(int32(10*i+5)))
+	}
+	if r := h.rows(`SELECT id, n FROM ks.j WHERE age >= 20 AND age < 40 ALLOW FILTERING`); len(r.Rows) != 4 {
+		t.Errorf("age in [20, 40): %d rows, want 4", len(r.Rows))
+	}
+	if r := h.rows(`SELECT n FROM ks.j WHERE id = 'p' AND age IN (10, 30) ALLOW FILTERING`); len(r.Rows) != 2 || decodeInt(t, r.Rows[1][0]) != 3 {
+		t.Errorf("age IN (10, 30) of p: %v", r.Rows)
+	}
+	wantErr(t, h.queryErr(`SELECT n FROM ks.j WHERE age = 10`), frame.ErrInvalid, "ALLOW FILTERING")
+	if r := h.rows(`SELECT id, n FROM ks.j PER PARTITION LIMIT 2`); len(r.Rows) != 6 {
+		t.Errorf("PER PARTITION LIMIT 2 over 3 partitions: %d rows, want 6", len(r.Rows))
+	}
+	if r := h.rows(`SELECT n FROM ks.j WHERE id = 'q' PER PARTITION LIMIT 3 LIMIT 2`); len(r.Rows) != 2 {
+		t.Errorf("PER PARTITION LIMIT 3 LIMIT 2: %d rows", len(r.Rows))
+	}
+
+	// Filtering on a counter column.
+	h.query(`CREATE TABLE ks.cnt (k int, c int, n counter, PRIMARY KEY (k, c))`)
+	for i := range 4 {
+		h.query(`UPDATE ks.cnt SET n = n + ? WHERE k = 1 AND c = ?`, big(int64(i*i)), int_(int32(i)))
+	}
+	if r := h.rows(`SELECT c FROM ks.cnt WHERE k = 1 AND n > 1 ALLOW FILTERING`); len(r.Rows) != 2 || decodeInt(t, r.Rows[0][0]) != 2 {
+		t.Errorf("n > 1: %v", r.Rows)
+	}
+
+	// A custom clustering type: LexicalUUIDType orders as two signed longs.
+	h.query(`CREATE TABLE ks.lex (k text, c 'org.apache.cassandra.db.marshal.LexicalUUIDType', v int, PRIMARY KEY (k, c))`)
+	hi := frame.Bytes([]byte{0x7f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1})
+	lo := frame.Bytes([]byte{0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1})
+	h.query(`INSERT INTO ks.lex (k, c, v) VALUES ('a', ?, 1)`, hi)
+	h.query(`INSERT INTO ks.lex (k, c, v) VALUES ('a', ?, 2)`, lo)
+	r = h.rows(`SELECT c, v FROM ks.lex WHERE k = 'a'`)
+	if len(r.Rows) != 2 || string(r.Rows[0][0].Bytes) != string(lo.Bytes) || r.Columns[0].Type.ID != frame.TypeCustom {
+		t.Errorf("LexicalUUIDType rows: %v (type %+v)", r.Rows, r.Columns[0].Type)
+	}
+	if r := h.rows(`SELECT v FROM ks.lex WHERE k = 'a' AND c = ?`, hi); len(r.Rows) != 1 || decodeInt(t, r.Rows[0][0]) != 1 {
+		t.Errorf("c = hi: %v", r.Rows)
+	}
+}

@@ -122,10 +122,19 @@ func selection(t *tableInfo, st *parse.Select) ([]selected, []frame.ColumnSpec, 
 
 // limitOf binds a LIMIT; 0 means none.
 func limitOf(st *parse.Select, values []frame.Value) (int, error) {
-	if st.Limit == nil {
+	return bindLimit(st.Limit, values, "[limit]", "LIMIT")
+}
+
+// perPartitionLimitOf binds a PER PARTITION LIMIT; 0 means none.
+func perPartitionLimitOf(st *parse.Select, values []frame.Value) (int, error) {
+	return bindLimit(st.PerPartitionLimit, values, "[per_partition_limit]", "PER PARTITION LIMIT")
+}
+
+func bindLimit(term *parse.Term, values []frame.Value, name, what string) (int, error) {
+	if term == nil {
 		return 0, nil
 	}
-	v, err := bind(*st.Limit, values, frame.Int, "[limit]")
+	v, err := bind(*term, values, frame.Int, name)
 	if err != nil {
 		return 0, err
 	}
@@ -139,7 +148,7 @@ func limitOf(st *parse.Select, values []frame.Value) (int, error) {
 	}
 	n := int32(binary.BigEndian.Uint32(v.Bytes))
 	if n <= 0 {
-		return 0, invalid("LIMIT must be strictly positive")
+		return 0, invalid("%s must be strictly positive", what)
 	}
 	return int(n), nil
 }
@@ -192,6 +201,9 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 	if q.reverse, err = orderOf(t, st); err != nil {
 		return nil, err
 	}
+	if q.perPartition, err = perPartitionLimitOf(st, p.Values); err != nil {
+		return nil, err
+	}
 	var count int64
 	var read []row.Row // the rows a reset context is asked of
 	emit := func(r *crow) error {
@@ -233,19 +245,27 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 			return nil, err
 		}
 		switch {
+		case !c.isKey():
+			nonKey = append(nonKey, c.name)
 		case c.ckPos > 0:
 			ckRels = append(ckRels, r)
-		case c.pkIndex >= 0:
-			pkRels = append(pkRels, r)
 		default:
-			nonKey = append(nonKey, c.name)
+			pkRels = append(pkRels, r)
 		}
 	}
 	if len(nonKey) > 0 {
 		if !st.AllowFiltering {
 			return nil, invalid("Cannot execute this query as it might involve data filtering and thus may have unpredictable performance. If you want to execute this query despite the performance unpredictability, use ALLOW FILTERING")
 		}
-		return nil, invalid("idemkv does not filter on counter columns (%s)", strings.Join(nonKey, ", "))
+		var rels []parse.Relation
+		for _, r := range where {
+			if c := t.cols[r.Column]; !c.isKey() {
+				rels = append(rels, r)
+			}
+		}
+		if q.values, err = e.valueFilter(t, rels, p.Values); err != nil {
+			return nil, err
+		}
 	}
 	if len(pkRels) == 0 && len(ckRels) > 0 && !st.AllowFiltering {
 		return nil, invalid("Cannot execute this query as it might involve data filtering and thus may have unpredictable performance. If you want to execute this query despite the performance unpredictability, use ALLOW FILTERING")
@@ -400,6 +420,10 @@ type rowQuery struct {
 	reverse  bool // ORDER BY against the declared clustering order
 	distinct bool // SELECT DISTINCT: one row per partition
 	now      time.Time
+	// perPartition is PER PARTITION LIMIT (0: none); values filter rows
+	// on regular columns (ALLOW FILTERING).
+	perPartition int
+	values       []valueRestriction
 }
 
 // rows are the live CQL rows of a partition that pass the clustering
@@ -411,12 +435,22 @@ func (q *rowQuery) rows(r row.Row) ([]crow, error) {
 	}
 	out := all[:0]
 	for i := range all {
-		if q.filter.match(&all[i]) && liveRow(q.t, &all[i], q.now) {
+		if !q.filter.match(&all[i]) || !liveRow(q.t, &all[i], q.now) {
+			continue
+		}
+		ok, err := q.matchValues(&all[i])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			out = append(out, all[i])
 		}
 	}
 	if q.reverse {
 		slices.Reverse(out)
+	}
+	if q.perPartition > 0 && len(out) > q.perPartition {
+		out = out[:q.perPartition]
 	}
 	if q.distinct && len(out) > 1 {
 		out = out[:1]

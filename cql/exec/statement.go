@@ -111,7 +111,9 @@ func newTableInfo(def coltype.TableDef) *tableInfo {
 		typ, ok := keyTypes[k.Type]
 		if !ok {
 			if typ, ok = nativeTypes[k.Type]; !ok {
-				typ = frame.Blob
+				if typ, ok = customType(k.Type); !ok {
+					typ = frame.Blob
+				}
 			}
 		}
 		c := &column{name: k.Name, typ: typ, cqlType: k.Type, pkIndex: i}
@@ -126,7 +128,9 @@ func newTableInfo(def coltype.TableDef) *tableInfo {
 	for i, k := range def.Clustering {
 		typ, ok := clusteringTypes[k.Type]
 		if !ok {
-			typ = frame.Blob
+			if typ, ok = customType(k.Type); !ok {
+				typ = frame.Blob
+			}
 		}
 		c := &column{name: k.Name, typ: typ, cqlType: k.Type, pkIndex: -1, ckPos: i + 1, desc: k.Desc}
 		t.ck = append(t.ck, c)
@@ -372,6 +376,9 @@ func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.Co
 		if err != nil {
 			return nil, err
 		}
+		if st.PerPartitionLimit != nil {
+			mark(*st.PerPartitionLimit, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: "[per_partition_limit]", Type: frame.Int})
+		}
 		if st.Limit != nil {
 			mark(*st.Limit, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: "[limit]", Type: frame.Int})
 		}
@@ -459,6 +466,14 @@ func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.Co
 		}
 		if !t.regularTable || t.sys != nil {
 			return nil, checkInsert(t)
+		}
+		if st.JSON != nil {
+			if st.IfNotExists {
+				return nil, lwtRefusal()
+			}
+			mark(*st.JSON, frame.ColumnSpec{Keyspace: t.keyspace, Table: t.name, Name: "[json]", Type: frame.Text})
+			using(t, st.Using)
+			return nil, nil
 		}
 		if err := checkRegularInsert(t, st); err != nil {
 			return nil, err

@@ -340,6 +340,11 @@ type Insert struct {
 	Values      []Term
 	IfNotExists bool
 	Using       []UsingOption
+	// JSON is the document of INSERT ... JSON (a string or a marker), nil
+	// for INSERT ... VALUES; DefaultUnset is its DEFAULT UNSET (columns
+	// the document omits keep their values; by default they are nulled).
+	JSON         *Term
+	DefaultUnset bool
 }
 
 // Selector is one item of a SELECT list: a column, COUNT(*) (Count),
@@ -377,15 +382,17 @@ func (s Selector) String() string {
 // Select is SELECT. Star is `SELECT *`; otherwise Selectors lists the
 // items. Distinct is SELECT DISTINCT, JSON is SELECT JSON.
 type Select struct {
-	JSON           bool
-	Distinct       bool
-	Star           bool
-	Selectors      []Selector
-	Table          TableName
-	Where          []Relation
-	OrderBy        []Ordering
-	Limit          *Term
-	AllowFiltering bool
+	JSON      bool
+	Distinct  bool
+	Star      bool
+	Selectors []Selector
+	Table     TableName
+	Where     []Relation
+	OrderBy   []Ordering
+	// PerPartitionLimit is PER PARTITION LIMIT's term; nil without.
+	PerPartitionLimit *Term
+	Limit             *Term
+	AllowFiltering    bool
 }
 
 // BatchType is a BATCH's kind.
@@ -562,6 +569,12 @@ func (s *Insert) String() string {
 		vals[i] = v.String()
 	}
 	out := "INSERT INTO " + s.Table.String() + " (" + identList(s.Columns) + ") VALUES (" + strings.Join(vals, ", ") + ")"
+	if s.JSON != nil {
+		out = "INSERT INTO " + s.Table.String() + " JSON " + s.JSON.String()
+		if s.DefaultUnset {
+			out += " DEFAULT UNSET"
+		}
+	}
 	if s.IfNotExists {
 		out += " IF NOT EXISTS"
 	}
@@ -593,6 +606,9 @@ func (s *Select) String() string {
 			}
 		}
 		out += " ORDER BY " + strings.Join(os, ", ")
+	}
+	if s.PerPartitionLimit != nil {
+		out += " PER PARTITION LIMIT " + s.PerPartitionLimit.String()
 	}
 	if s.Limit != nil {
 		out += " LIMIT " + s.Limit.String()

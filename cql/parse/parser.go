@@ -138,6 +138,9 @@ func walkTerms(s Statement, fn func(Term)) {
 		rels(s.Where)
 		rels(s.Conditions)
 	case *Insert:
+		if s.JSON != nil {
+			term(*s.JSON)
+		}
 		for _, v := range s.Values {
 			term(v)
 		}
@@ -149,6 +152,9 @@ func walkTerms(s Statement, fn func(Term)) {
 			}
 		}
 		rels(s.Where)
+		if s.PerPartitionLimit != nil {
+			term(*s.PerPartitionLimit)
+		}
 		if s.Limit != nil {
 			term(*s.Limit)
 		}
@@ -1029,6 +1035,32 @@ func (p *parser) insert() (Statement, error) {
 	if s.Table, err = p.tableName(); err != nil {
 		return nil, err
 	}
+	if p.acceptKw("json") {
+		// INSERT INTO t JSON 'doc' | ? [DEFAULT NULL | DEFAULT UNSET]
+		t := p.peek()
+		if t.kind != tString && t.kind != tQMark && !(t.kind == tPunct && t.text == ":") {
+			return nil, p.noViable(t)
+		}
+		v, err := p.term()
+		if err != nil {
+			return nil, err
+		}
+		s.JSON = &v
+		if p.acceptKw("default") {
+			switch {
+			case p.acceptKw("unset"):
+				s.DefaultUnset = true
+			case p.acceptKw("null"):
+			default:
+				return nil, p.noViable(p.peek())
+			}
+		}
+		if s.IfNotExists, err = p.ifNotExists(); err != nil {
+			return nil, err
+		}
+		s.Using, err = p.using()
+		return s, err
+	}
 	if err := p.expectPunct("("); err != nil {
 		return nil, err
 	}
@@ -1152,6 +1184,21 @@ func (p *parser) selectStmt() (Statement, error) {
 				break
 			}
 		}
+	}
+	if p.isKw("per") && p.peekAt(1).kind == tIdent && p.peekAt(1).val == "partition" {
+		p.pos += 2
+		if err := p.expectKw("limit"); err != nil {
+			return nil, err
+		}
+		t := p.peek()
+		if t.kind != tInt && t.kind != tQMark && !(t.kind == tPunct && t.text == ":") {
+			return nil, p.noViable(t)
+		}
+		v, err := p.term()
+		if err != nil {
+			return nil, err
+		}
+		s.PerPartitionLimit = &v
 	}
 	if p.acceptKw("limit") {
 		t := p.peek()
