@@ -81,3 +81,32 @@ func TestAlterRegularColumns(t *testing.T) {
 		t.Fatalf("a after the re-add = %q", r[0].Bytes)
 	}
 }
+
+// TestAlterForgetsPreparedStatements: a statement prepared before its
+// table's ALTER answers Unprepared, so that the driver prepares it again
+// and sees the new columns (gocql's TestSchemaReset).
+func TestAlterForgetsPreparedStatements(t *testing.T) {
+	h := newHarness(t)
+	h.setupRegular()
+	h.query(`CREATE TABLE ks.r (k int PRIMARY KEY)`)
+	out, err := h.e.Prepare(ctx, h.sess, `SELECT * FROM ks.r WHERE k = ?`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.Result.(frame.PreparedResult).ID
+	if _, err := h.e.Execute(ctx, h.sess, id, params(int_(1)), nil); err != nil {
+		t.Fatal(err)
+	}
+	h.query(`ALTER TABLE ks.r ADD v text`)
+	_, err = h.e.Execute(ctx, h.sess, id, params(int_(1)), nil)
+	if fe, ok := err.(*frame.Error); !ok || fe.Code != frame.ErrUnprepared {
+		t.Fatalf("EXECUTE after ALTER: %v, want Unprepared", err)
+	}
+	out, err = h.e.Prepare(ctx, h.sess, `SELECT * FROM ks.r WHERE k = ?`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(out.Result.(frame.PreparedResult).ResultColumns); n != 2 {
+		t.Fatalf("prepared again: %d result columns, want 2", n)
+	}
+}

@@ -159,6 +159,41 @@ type prepared struct {
 	keyspace string // the session's keyspace when it was prepared
 	stmt     parse.Statement
 	result   frame.PreparedResult
+	// table is the user table the statement reads or writes, as it was
+	// when prepared (id and revision); zero for other statements. A
+	// statement whose table changed since (ALTER, DROP and CREATE again)
+	// is forgotten, as Cassandra forgets it, so that the driver prepares
+	// it again and gets the new columns.
+	table    parse.TableName
+	tableID  uint64
+	revision uint64
+}
+
+// statementTable is the table a statement names, if one.
+func statementTable(st parse.Statement) (parse.TableName, bool) {
+	switch st := st.(type) {
+	case *parse.Select:
+		return st.Table, true
+	case *parse.Insert:
+		return st.Table, true
+	case *parse.Update:
+		return st.Table, true
+	case *parse.Delete:
+		return st.Table, true
+	}
+	return parse.TableName{}, false
+}
+
+// tableVersion is the id and revision of a prepared statement's table now.
+func (e *Executor) tableVersion(ks string, tn parse.TableName) (id, rev uint64) {
+	if tn.Keyspace != "" {
+		ks = tn.Keyspace
+	}
+	def, ok := e.b.Schema().Table(ks, tn.Name)
+	if !ok {
+		return 0, 0
+	}
+	return def.ID, def.Revision
 }
 
 // invalid builds an Invalid (0x2200) error.
@@ -225,6 +260,10 @@ func (e *Executor) Prepare(ctx context.Context, s *cql.Session, query string, pa
 		return cql.Outcome{}, mapError(err)
 	}
 	pr.result = frame.PreparedResult{ID: pr.id, Params: params, PKIndexes: pk, ResultColumns: resultCols}
+	if tn, ok := statementTable(st); ok {
+		pr.table = tn
+		pr.tableID, pr.revision = e.tableVersion(ks, tn)
+	}
 	e.mu.Lock()
 	if el, ok := e.prepared[string(pr.id)]; ok {
 		e.lru.MoveToFront(el)
@@ -245,6 +284,15 @@ func (e *Executor) lookup(id []byte) (*prepared, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	el, ok := e.prepared[string(id)]
+	if ok {
+		if pr := el.Value.(*prepared); pr.tableID != 0 {
+			if tid, rev := e.tableVersion(pr.keyspace, pr.table); tid != pr.tableID || rev != pr.revision {
+				e.lru.Remove(el)
+				delete(e.prepared, string(id))
+				ok = false
+			}
+		}
+	}
 	if !ok {
 		return nil, &frame.Error{Code: frame.ErrUnprepared,
 			Message:   fmt.Sprintf("Prepared query with ID %x not found (either the query was not prepared on this host (maybe the host has been restarted?) or you have prepared too many queries and it has been evicted from the internal cache)", id),
