@@ -266,16 +266,6 @@ func (f ckFilter) match(r *crow) bool {
 	return true
 }
 
-// restricted reports whether any clustering column is restricted.
-func (f ckFilter) restricted() bool {
-	for _, x := range f {
-		if x != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // clusteringFilter checks the relations on clustering columns as
 // Cassandra does (a column is restricted only if the ones before it are,
 // by equality; a slice only on the last restricted column) and binds them.
