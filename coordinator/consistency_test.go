@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -111,10 +112,14 @@ func TestWireRoundTrips(t *testing.T) {
 		t.Fatalf("write request round trip: %v %+v %v", cl, got, err)
 	}
 	for _, want := range []error{nil, &UnavailableError{CL: All, Required: 3, Alive: 2},
-		&WriteTimeoutError{CL: Quorum, Received: 1, BlockFor: 2, WriteType: WriteTypeCounter}, &InvalidError{Msg: "bad"}} {
+		&WriteTimeoutError{CL: Quorum, Received: 1, BlockFor: 2, WriteType: WriteTypeCounter}, &InvalidError{Msg: "bad"},
+		&WriteFailureError{CL: All, Received: 1, BlockFor: 3, Failures: 2, FailedReplicas: []string{"h1", "h2"}, WriteType: WriteTypeCounter}} {
 		err := DecodeResult(EncodeResult(want))
 		if (want == nil) != (err == nil) || (want != nil && err.Error() != want.Error()) {
 			t.Errorf("result round trip: %v became %v", want, err)
+		}
+		if wf, ok := want.(*WriteFailureError); ok && !reflect.DeepEqual(err, wf) {
+			t.Errorf("write failure round trip: %+v became %+v", wf, err)
 		}
 	}
 	r := row.Row{Cells: []row.Cell{{Column: "a", Value: []byte{1}}, {Column: "b", Tombstone: true, Timestamp: 3}}}
@@ -130,6 +135,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(EncodeWriteRequest(Quorum, coltype.Update{Table: 1, Key: []byte("k"), Column: "c", Delta: 1}))
 	f.Add(EncodeMutation(coltype.Mutation{Table: 1, Key: []byte("k"), Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
 	f.Add(EncodeResult(&WriteTimeoutError{CL: One, WriteType: WriteTypeCounter}))
+	f.Add(EncodeResult(&WriteFailureError{CL: One, BlockFor: 1, Failures: 1, FailedReplicas: []string{"h"}, WriteType: WriteTypeSimple}))
 	f.Add(EncodeReadResult(row.Row{Cells: []row.Cell{{Column: "c"}}}, true, nil))
 	f.Add(encodeOpAnswer(coltype.OpAnswer{Seen: true, Status: coltype.OpPending, Clock: 3, Found: true, Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {

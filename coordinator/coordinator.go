@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,6 +124,13 @@ type Config struct {
 	// updates); default crypto/rand. It must be safe for concurrent use.
 	IDs    io.Reader
 	Logger *slog.Logger
+	// RefuseWrites, when set, names the tables whose mutations this
+	// replica refuses: regular cells, tombstones, counter updates it
+	// would lead, replicated state, hints and read repairs (node option
+	// test_fail_writes_keyspace, Cassandra's cassandra.test.fail_writes_ks
+	// test hook). A coordinator answers a write that too many replicas
+	// refused with a *WriteFailureError.
+	RefuseWrites func(table uint64) bool
 }
 
 // Stats are a coordinator's running counts.
@@ -540,6 +548,13 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) (dismissed bool,
 	if trace.On(ctx) {
 		trace.Eventf(ctx, trace.ThreadWrite, "Leading the update here: applying it to the local replica")
 	}
+	if c.refused(w.u.Table) {
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadWrite, "This replica refuses writes to the table: the update fails")
+		}
+		return false, &WriteFailureError{CL: w.cl, BlockFor: req.blockFor, Failures: 1,
+			FailedReplicas: []string{c.cfg.Cluster.Self().ID}, WriteType: WriteTypeCounter}
+	}
 	m, err := c.cfg.Store.Apply(w.u)
 	for errors.Is(err, coltype.ErrOpInDoubt) {
 		// A retry of the very update this node holds in doubt: it waits
@@ -661,32 +676,84 @@ func newRequirementFor(w counterWrite, c *Coordinator) requirement {
 // down or does not answer gets a hint. It reports the replica's DC on ack,
 // "" on failure.
 func (c *Coordinator) replicate(ctx context.Context, e ring.Endpoint, m coltype.Mutation, acks chan<- string) {
+	if c.sendMutation(ctx, e, m) == mutationAcked {
+		acks <- e.DC
+		return
+	}
+	acks <- ""
+}
+
+// mutationOutcome is a replica's answer to one mutation.
+type mutationOutcome int
+
+const (
+	mutationAcked   mutationOutcome = iota
+	mutationNoAck                   // down or unanswered: hinted
+	mutationRefused                 // the replica refused it (RefuseWrites): not hinted
+)
+
+// sendMutation sends one mutation to a replica (not this node) and returns
+// its outcome; a replica that is down or does not acknowledge gets a hint,
+// one that refuses the write (errWritesRefused) does not: it would refuse
+// the hint as well.
+func (c *Coordinator) sendMutation(ctx context.Context, e ring.Endpoint, m coltype.Mutation) mutationOutcome {
 	addr, ok := c.cfg.Cluster.Addr(e.ID)
 	if !ok || !c.cfg.Cluster.IsUp(e.ID) {
 		if trace.On(ctx) {
 			trace.Eventf(ctx, trace.ThreadWrite, "Replica %s is down: storing a hint", c.endpointName(e))
 		}
 		c.hint(e.ID, m)
-		acks <- ""
-		return
+		return mutationNoAck
 	}
 	if trace.On(ctx) {
 		trace.Eventf(ctx, trace.ThreadWrite, "Sending MUTATION message to replica %s", addr)
 	}
 	_, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: EncodeMutation(m)})
+	if isWritesRefused(err) {
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadWrite, "Replica %s refused the write", addr)
+		}
+		return mutationRefused
+	}
 	if err != nil {
 		c.logger.Debug("replication failed; hinting", "replica", addr, "err", err)
 		if trace.On(ctx) {
 			trace.Eventf(ctx, trace.ThreadWrite, "Replica %s did not acknowledge (%v): storing a hint", addr, err)
 		}
 		c.hint(e.ID, m)
-		acks <- ""
-		return
+		return mutationNoAck
 	}
 	if trace.On(ctx) {
 		trace.Eventf(ctx, trace.ThreadWrite, "Replica %s acknowledged", addr)
 	}
-	acks <- e.DC
+	return mutationAcked
+}
+
+// isWritesRefused reports whether err is a replica's errWritesRefused, here
+// or from a peer.
+func isWritesRefused(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, errWritesRefused) {
+		return true
+	}
+	var re *transport.RemoteError
+	return errors.As(err, &re) && strings.Contains(re.Msg, writesRefusedMsg)
+}
+
+// refused reports whether this replica refuses writes to table.
+func (c *Coordinator) refused(table uint64) bool {
+	return c.cfg.RefuseWrites != nil && c.cfg.RefuseWrites(table)
+}
+
+// applyMutation applies a mutation to the local replica, unless it
+// refuses writes to the table.
+func (c *Coordinator) applyMutation(m coltype.Mutation) error {
+	if c.refused(m.Table) {
+		return errWritesRefused
+	}
+	return c.cfg.Store.ApplyMutation(m)
 }
 
 // endpointName names a replica in trace events: its address, or "this
@@ -728,7 +795,7 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		if err != nil {
 			return transport.Message{}, err
 		}
-		if err := c.cfg.Store.ApplyMutation(mu); err != nil {
+		if err := c.applyMutation(mu); err != nil {
 			return transport.Message{}, err
 		}
 		c.stats.mutations.Add(1)

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/idemkv/idemkv/coltype"
@@ -63,3 +64,31 @@ func (e *WriteTimeoutError) Is(target error) bool { return target == coltype.Err
 
 // Is makes an InvalidError a coltype.ErrRefused.
 func (e *InvalidError) Is(target error) bool { return target == coltype.ErrRefused }
+
+// WriteFailureError: enough replicas answered the write with an error
+// that the consistency level cannot be met (the native protocol's
+// WRITE_FAILURE). Unlike a timeout, the coordinator answers as soon as too
+// many replicas have failed. Failures counts them; FailedReplicas names
+// them (their peer addresses, or host ids), for logs: protocol v4 sends
+// only the count (v5's reason map is not spoken by idemkv's frame layer).
+type WriteFailureError struct {
+	CL             ConsistencyLevel
+	Received       int
+	BlockFor       int
+	Failures       int
+	FailedReplicas []string
+	WriteType      WriteType
+}
+
+func (e *WriteFailureError) Error() string {
+	return fmt.Sprintf("Operation failed - received %d responses and %d failures (%s, %s write, %d required)",
+		e.Received, e.Failures, e.CL, e.WriteType, e.BlockFor)
+}
+
+// errWritesRefused is a replica's answer to a mutation of a table whose
+// writes the node refuses (Config.RefuseWrites, the test hook of
+// Cassandra's cassandra.test.fail_writes_ks). Its text is what a
+// coordinator recognises in a peer's *transport.RemoteError.
+var errWritesRefused = errors.New(writesRefusedMsg)
+
+const writesRefusedMsg = "coordinator: writes to this table are refused on this replica (test_fail_writes_keyspace)"

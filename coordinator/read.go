@@ -248,7 +248,7 @@ func (c *Coordinator) repair(ctx context.Context, table uint64, key []byte, merg
 		go func() {
 			c.stats.repairs.Add(1)
 			if j.e.ID == c.cfg.Cluster.Self().ID {
-				errs <- c.cfg.Store.ApplyMutation(j.m)
+				errs <- c.applyMutation(j.m)
 				return
 			}
 			addr, ok := c.cfg.Cluster.Addr(j.e.ID)

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"sync"
 
@@ -370,7 +371,11 @@ func (c *Coordinator) WriteCells(ctx context.Context, table uint64, key []byte, 
 	rctx, rcancel := c.cfg.WithTimeout(context.WithoutCancel(ctx), c.cfg.ReadTimeout)
 	var wg sync.WaitGroup
 	self := c.cfg.Cluster.Self()
-	acks := make(chan string, len(natural))
+	type answer struct {
+		e   ring.Endpoint
+		out mutationOutcome
+	}
+	answers := make(chan answer, len(natural))
 	defer func() {
 		go func() {
 			wg.Wait()
@@ -383,28 +388,25 @@ func (c *Coordinator) WriteCells(ctx context.Context, table uint64, key []byte, 
 			defer wg.Done()
 			if e.ID == self.ID {
 				for _, m := range muts {
-					if err := c.cfg.Store.ApplyMutation(m); err != nil {
-						c.logger.Error("local write failed", "err", err)
-						acks <- ""
+					if err := c.applyMutation(m); err != nil {
+						out := mutationRefused // the replica answers with an error
+						if !errors.Is(err, errWritesRefused) {
+							c.logger.Error("local write failed", "err", err)
+						}
+						answers <- answer{e, out}
 						return
 					}
 				}
-				acks <- e.DC
+				answers <- answer{e, mutationAcked}
 				return
 			}
-			ok := true
+			out := mutationAcked
 			for _, m := range muts {
-				sub := make(chan string, 1)
-				c.replicate(rctx, e, m, sub)
-				if <-sub == "" {
-					ok = false
+				if o := c.sendMutation(rctx, e, m); o > out {
+					out = o
 				}
 			}
-			if ok {
-				acks <- e.DC
-			} else {
-				acks <- ""
-			}
+			answers <- answer{e, out}
 		}()
 	}
 	for _, e := range pending {
@@ -415,24 +417,52 @@ func (c *Coordinator) WriteCells(ctx context.Context, table uint64, key []byte, 
 		go func() {
 			defer wg.Done()
 			for _, m := range muts {
-				c.replicate(rctx, e, m, make(chan string, 1)) // not counted toward the level
+				c.sendMutation(rctx, e, m) // not counted toward the level
 			}
 		}()
 	}
+	// A replica that answers with an error (one that refuses the write) is
+	// a failure: as soon as the replicas that have not failed cannot meet
+	// the level any more, the write fails (WRITE_FAILURE), as Cassandra's
+	// AbstractWriteResponseHandler.onFailure, without waiting for a timeout.
 	t := req.newTally()
+	outstanding := make(map[string]string, len(natural)) // host id: dc
+	for _, e := range natural {
+		outstanding[e.ID] = e.DC
+	}
+	var failed []string
+	failure := func() error {
+		return &WriteFailureError{CL: cl, Received: t.total, BlockFor: req.blockFor, Failures: len(failed),
+			FailedReplicas: failed, WriteType: WriteTypeSimple}
+	}
 	for received := 0; received < len(natural); {
 		select {
-		case dc := <-acks:
+		case a := <-answers:
 			received++
-			if dc != "" {
-				t.add(dc)
-			}
-			if t.met() {
-				return nil
+			delete(outstanding, a.e.ID)
+			switch a.out {
+			case mutationAcked:
+				t.add(a.e.DC)
+				if t.met() {
+					return nil
+				}
+			case mutationRefused:
+				failed = append(failed, c.endpointName(a.e))
+				possible := req.newTally()
+				possible.total, possible.byDC = t.total, maps.Clone(t.byDC)
+				for _, dc := range outstanding {
+					possible.add(dc)
+				}
+				if !possible.met() {
+					return failure()
+				}
 			}
 		case <-ctx.Done():
 			return &WriteTimeoutError{CL: cl, Received: t.total, BlockFor: req.blockFor, WriteType: WriteTypeSimple}
 		}
+	}
+	if len(failed) > 0 {
+		return failure()
 	}
 	return &WriteTimeoutError{CL: cl, Received: t.total, BlockFor: req.blockFor, WriteType: WriteTypeSimple}
 }

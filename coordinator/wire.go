@@ -231,6 +231,8 @@ const (
 	// recognised: nothing applied now, the first attempt's copy is on
 	// as many replicas as the level asks.
 	statusDismissed = 6
+	// statusWriteFailure: the leader refused the update (RefuseWrites).
+	statusWriteFailure = 7
 )
 
 // encodeResult turns a leader's outcome into an answer body; the typed
@@ -240,6 +242,7 @@ func encodeResult(dismissed bool, err error) []byte {
 	var un *UnavailableError
 	var wt *WriteTimeoutError
 	var inv *InvalidError
+	var wf *WriteFailureError
 	switch {
 	case err == nil && dismissed:
 		e.u8(statusDismissed)
@@ -258,6 +261,17 @@ func encodeResult(dismissed bool, err error) []byte {
 		e.u32(uint32(wt.Received))
 		e.u32(uint32(wt.BlockFor))
 		e.str(string(wt.WriteType))
+	case errors.As(err, &wf):
+		e.u8(statusWriteFailure)
+		e.u16(uint16(wf.CL))
+		e.u32(uint32(wf.Received))
+		e.u32(uint32(wf.BlockFor))
+		e.u32(uint32(wf.Failures))
+		e.str(string(wf.WriteType))
+		e.u32(uint32(len(wf.FailedReplicas)))
+		for _, r := range wf.FailedReplicas {
+			e.str(r)
+		}
 	case errors.As(err, &inv):
 		e.u8(statusInvalid)
 		e.str(inv.Msg)
@@ -279,6 +293,12 @@ func decodeResult(b []byte) (dismissed bool, err error) {
 		out = &UnavailableError{CL: ConsistencyLevel(d.u16()), Required: int(d.u32()), Alive: int(d.u32())}
 	case statusWriteTimeout:
 		out = &WriteTimeoutError{CL: ConsistencyLevel(d.u16()), Received: int(d.u32()), BlockFor: int(d.u32()), WriteType: WriteType(d.str())}
+	case statusWriteFailure:
+		wf := &WriteFailureError{CL: ConsistencyLevel(d.u16()), Received: int(d.u32()), BlockFor: int(d.u32()), Failures: int(d.u32()), WriteType: WriteType(d.str())}
+		for n := d.u32(); n > 0 && d.err == nil; n-- {
+			wf.FailedReplicas = append(wf.FailedReplicas, d.str())
+		}
+		out = wf
 	case statusInvalid:
 		out = &InvalidError{Msg: d.str()}
 	case statusError:

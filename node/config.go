@@ -92,7 +92,25 @@ type Config struct {
 	// cassandra.yaml's auto_bootstrap (default true); seeds never do.
 	// false joins at once, without the data (docs/operations.md).
 	AutoBootstrap *bool `yaml:"auto_bootstrap"`
+
+	// CustomQueryHandlerClass, as Cassandra's
+	// -Dcassandra.custom_query_handler_class system property: empty (the
+	// default handler) or CustomPayloadMirroringQueryHandler (the class
+	// name org.apache.cassandra.cql3.CustomPayloadMirroringQueryHandler,
+	// or "mirror"), which echoes each QUERY, PREPARE, EXECUTE and BATCH
+	// request's custom payload in its response (idemkv's own reply keys
+	// win a collision). Any other class is a start-up error.
+	CustomQueryHandlerClass string `yaml:"custom_query_handler_class"`
+	// TestFailWritesKeyspace, as Cassandra's -Dcassandra.test.fail_writes_ks
+	// system property (a test hook): every replica refuses the mutations
+	// of the tables of this keyspace, and coordinators answer such writes
+	// WRITE_FAILURE. Empty: none.
+	TestFailWritesKeyspace string `yaml:"test_fail_writes_keyspace"`
 }
+
+// MirroringQueryHandler is the canonical custom_query_handler_class value
+// of the handler that echoes requests' custom payloads.
+const MirroringQueryHandler = "org.apache.cassandra.cql3.CustomPayloadMirroringQueryHandler"
 
 // LoadConfig reads a YAML configuration file with idemkv's keys and
 // cassandra.yaml's (see ParseConfig); unknown keys are an error.
@@ -223,6 +241,14 @@ func (c Config) withDefaults() (Config, error) {
 	orNone(&c.MaxHintWindowMS, 3*60*60*1000) // coordinator.DefaultMaxHintWindow
 	if c.NativeTransportIdleTimeoutMS < 0 {
 		c.NativeTransportIdleTimeoutMS = 0
+	}
+	switch c.CustomQueryHandlerClass {
+	case "", "QueryProcessor", "org.apache.cassandra.cql3.QueryProcessor":
+		c.CustomQueryHandlerClass = ""
+	case MirroringQueryHandler, "CustomPayloadMirroringQueryHandler", "mirror":
+		c.CustomQueryHandlerClass = MirroringQueryHandler
+	default:
+		return c, fmt.Errorf("node: custom_query_handler_class %q: idemkv has only %s (or \"mirror\"), or none", c.CustomQueryHandlerClass, MirroringQueryHandler)
 	}
 	switch c.Authenticator {
 	case "", "AllowAllAuthenticator", "org.apache.cassandra.auth.AllowAllAuthenticator":

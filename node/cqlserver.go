@@ -134,6 +134,9 @@ func (n *Node) startCQL(wrap func(cql.Executor) cql.Executor) error {
 	var ex cql.Executor = exec.New(meteredBackend{backend{n}, n.metrics}, exec.Options{ClusterName: n.cfg.ClusterName, ReleaseVersion: ReleaseVersion, Logger: n.logger,
 		BatchSizeWarnThreshold: kib(n.cfg.BatchSizeWarnThresholdKB), BatchSizeFailThreshold: kib(n.cfg.BatchSizeFailThresholdKB),
 		TableOptionMemory: mib(int64(n.cfg.FBFMaxMemoryMB))})
+	if n.cfg.CustomQueryHandlerClass == MirroringQueryHandler {
+		ex = mirroringExecutor{ex}
+	}
 	ex = &meteredExecutor{Executor: ex, m: n.metrics}
 	if wrap != nil {
 		ex = wrap(ex)

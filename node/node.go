@@ -325,6 +325,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		Cluster: n.view, Tables: n.schema, Store: rep, Transport: n.tr, Hints: n.hints,
 		LeaderRule: rule, LeaderRuleSet: cfg.CounterLeader != "", CounterWriteTimeout: ms(cfg.CounterWriteTimeoutMS), ReadTimeout: ms(cfg.ReadTimeoutMS),
 		Rand: rand.New(rand.NewPCG(opts.Seed, 0x1ead)), Now: opts.Clock, IDs: ids, WithTimeout: opts.WithTimeout, Logger: logger,
+		RefuseWrites: refuseWrites(n.schema, cfg.TestFailWritesKeyspace),
 	})
 	if err != nil {
 		return fail(err)

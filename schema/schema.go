@@ -619,6 +619,14 @@ func (s *Schema) Table(keyspace, name string) (coltype.TableDef, bool) {
 	return coltype.TableDef{}, false
 }
 
+// KeyspaceOf returns the keyspace of a table, by id.
+func (s *Schema) KeyspaceOf(table uint64) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.doc.Tables[table]
+	return t.Keyspace, ok
+}
+
 // Strategy returns the replication strategy of a table's keyspace
 // (coordinator.Tables).
 func (s *Schema) Strategy(table uint64) (ring.Strategy, error) {

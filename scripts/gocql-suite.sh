@@ -85,7 +85,13 @@ if [[ -z $RING_DIR ]]; then
 	(cd "$ROOT" && go build -o "$TMP/idemkv" ./cmd/idemkv)
 	STARTED_RING=$TMP/ring
 	echo "gocql-suite: starting a 3-node ring in $STARTED_RING" >&2
-	"$TMP/idemkv" ring up -n 3 --dir "$STARTED_RING" >"$OUT/ring-up.txt" 2>&1 ||
+	# The test hooks gocql's CI cluster starts Cassandra with
+	# (-Dcassandra.custom_query_handler_class=...CustomPayloadMirroringQueryHandler,
+	# -Dcassandra.test.fail_writes_ks=test), for TestCustomPayloadMessages,
+	# TestCustomPayloadValues and TestWriteFailure; see docs/config.md.
+	"$TMP/idemkv" ring up -n 3 --dir "$STARTED_RING" \
+		--custom-query-handler-class=org.apache.cassandra.cql3.CustomPayloadMirroringQueryHandler \
+		--test-fail-writes-keyspace=test >"$OUT/ring-up.txt" 2>&1 ||
 		{ cat "$OUT/ring-up.txt" >&2; exit 2; }
 fi
 HOSTS=127.0.0.1,127.0.0.2,127.0.0.3

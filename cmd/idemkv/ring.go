@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/localring"
+	"github.com/idemkv/idemkv/node"
 )
 
 func init() {
@@ -49,6 +50,9 @@ type ringOpts struct {
 	tokens   int
 	syncMode string
 	leader   string
+	// test hooks written into every node.yaml (ring up)
+	queryHandler string
+	failWrites   string
 }
 
 var ringVerbs = map[string]ringVerb{
@@ -59,10 +63,16 @@ var ringVerbs = map[string]ringVerb{
 			fs.IntVar(&o.tokens, "num-tokens", 16, "vnodes per node")
 			fs.StringVar(&o.syncMode, "commitlog-sync", "periodic", "periodic, batch or group")
 			fs.StringVar(&o.leader, "counter-leader", "", "counter leader rule of every table without its own, random (Cassandra's) or first (default: random, and first for FBF tables)")
+			fs.StringVar(&o.queryHandler, "custom-query-handler-class", "", "every node's custom_query_handler_class (test hook: mirror echoes requests' custom payloads)")
+			fs.StringVar(&o.failWrites, "test-fail-writes-keyspace", "", "every node's test_fail_writes_keyspace (test hook: writes to that keyspace fail with WRITE_FAILURE)")
 			waitFlag(fs, o)
 		},
 		run: func(ctx context.Context, r localring.Ring, o *ringOpts, w io.Writer) error {
-			if err := r.Up(ctx, localring.UpOptions{Nodes: o.n, NumTokens: o.tokens, CommitLogSync: o.syncMode, CounterLeader: o.leader}); err != nil {
+			extra := func(_ int, c *node.Config) {
+				c.CustomQueryHandlerClass = o.queryHandler
+				c.TestFailWritesKeyspace = o.failWrites
+			}
+			if err := r.Up(ctx, localring.UpOptions{Nodes: o.n, NumTokens: o.tokens, CommitLogSync: o.syncMode, CounterLeader: o.leader, Extra: extra}); err != nil {
 				return err
 			}
 			fmt.Fprintf(w, "ring of %d nodes up in %s\n", o.n, r.Dir)

@@ -472,6 +472,11 @@ func mapError(err error) error {
 		return &frame.Error{Code: frame.ErrWriteTimeout, Message: wt.Error(), Consistency: frame.Consistency(wt.CL),
 			Received: int32(wt.Received), BlockFor: int32(wt.BlockFor), WriteType: wtype}
 	}
+	var wf *coordinator.WriteFailureError
+	if errors.As(err, &wf) {
+		return &frame.Error{Code: frame.ErrWriteFailure, Message: wf.Error(), Consistency: frame.Consistency(wf.CL),
+			Received: int32(wf.Received), BlockFor: int32(wf.BlockFor), NumFailures: int32(wf.Failures), WriteType: string(wf.WriteType)}
+	}
 	var rt *coordinator.ReadTimeoutError
 	if errors.As(err, &rt) {
 		return &frame.Error{Code: frame.ErrReadTimeout, Message: rt.Error(), Consistency: frame.Consistency(rt.CL),
