@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/counter"
+	"github.com/idemkv/idemkv/row"
 )
 
 // TestTombstonePurge: compaction drops a counter's tombstone once it is
@@ -134,5 +135,56 @@ func TestTombstonePurge(t *testing.T) {
 				t.Fatal("gc_grace_seconds = 0 (ALTER TABLE) kept a tombstone a second old")
 			}
 		})
+	}
+}
+
+// TestExpiredRegularCellPurge: compaction drops a regular cell written with
+// a TTL once it has been expired for gc_grace_seconds, and keeps it
+// before; a cell without a TTL stays.
+func TestExpiredRegularCellPurge(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	cfg := testConfig(t.TempDir())
+	cfg.Now = clk.Now
+	r := mustOpen(t, cfg)
+	defer r.Close()
+	def := coltype.TableDef{ID: 8, Keyspace: "ks", Name: "reg", PartitionKey: []coltype.ColumnDef{{Name: "k", Type: "text"}},
+		Columns: []coltype.ColumnDef{{Name: "v", Type: coltype.RegularType, CQL: "text"}}, Options: map[string]string{"gc_grace_seconds": "60"}}
+	if err := r.CreateTable(def); err != nil {
+		t.Fatal(err)
+	}
+	exp := clk.Now().Unix() + 10
+	for _, c := range []struct {
+		key string
+		exp int64
+	}{{"ttl", exp}, {"forever", 0}} {
+		cell := row.Cell{Column: "v", Value: coltype.EncodeRegular([]byte("x"), c.exp), Timestamp: clk.Now().UnixMicro()}
+		if err := r.ApplyMutation(coltype.Mutation{Table: 8, Key: []byte(c.key), Cell: cell}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(8); err != nil {
+		t.Fatal(err)
+	}
+	held := func(key string) bool {
+		t.Helper()
+		_, ok, err := r.ReadRow(8, []byte(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	clk.Add(30 * time.Second) // expired, not for gc_grace yet
+	if err := r.Compact(8, true); err != nil {
+		t.Fatal(err)
+	}
+	if !held("ttl") || !held("forever") {
+		t.Fatalf("before gc_grace after expiry: ttl held %v, forever held %v", held("ttl"), held("forever"))
+	}
+	clk.Add(60 * time.Second)
+	if err := r.Compact(8, true); err != nil {
+		t.Fatal(err)
+	}
+	if held("ttl") || !held("forever") {
+		t.Fatalf("after gc_grace: ttl held %v (want dropped), forever held %v", held("ttl"), held("forever"))
 	}
 }

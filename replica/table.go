@@ -672,8 +672,30 @@ func (t *table) purger(gens []uint64, n *int) sstable.Purger {
 		in[g] = true
 	}
 	l := leader{r: t.r, t: t}
+	graceCutoff := t.r.cfg.Now().Add(-grace)
 	return func(k row.Key, c row.Cell) bool {
-		if !c.Tombstone || c.Timestamp > cutoff {
+		if !c.Tombstone {
+			// A regular cell written with a TTL goes gc_grace_seconds
+			// after it expired, as Cassandra's expired cells do.
+			col, ok := t.col(c.Column)
+			if !ok {
+				return false
+			}
+			ex, ok := col.(coltype.Expiring)
+			if !ok {
+				return false
+			}
+			at, ok := ex.Expires(c)
+			if !ok || at.After(graceCutoff) {
+				return false
+			}
+			if t.heldOutside(k, in) {
+				return false
+			}
+			*n++
+			return true
+		}
+		if c.Timestamp > cutoff {
 			return false
 		}
 		// Under the cell's lock, so that no vanilla leader update reads
