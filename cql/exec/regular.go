@@ -535,7 +535,7 @@ func (e *Executor) bindRegularDelete(t *tableInfo, st *parse.Delete, values []fr
 		return cellWrite{}, err
 	}
 	w := cellWrite{t: t, key: ks[0], ts: a.ts}
-	if len(t.ck) > 0 && !f.fullPrefix() || len(t.ck) == 0 && len(st.Columns) == 0 {
+	if len(t.ck) > 0 && !f.fullPrefix() {
 		// A range of rows, a partition: delete what a read finds.
 		w.rangeDel, w.delColumns = f, st.Columns
 		return w, nil
