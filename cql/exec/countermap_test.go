@@ -33,7 +33,7 @@ func (h *harness) mapOf(k string) map[string]int64 {
 	return decodeMap(h.t, r.Rows[0][0].Bytes)
 }
 
-func decodeMap(t *testing.T, b []byte) map[string]int64 {
+func decodeMap(t testing.TB, b []byte) map[string]int64 {
 	t.Helper()
 	ks, vs, err := frame.DecodeMap(b)
 	if err != nil {

@@ -125,6 +125,9 @@ type Executor struct {
 	lru      *list.List               // of *prepared, most recent first
 
 	traces *trace.Store
+
+	tablesMu sync.RWMutex
+	tables   map[tableKey]*tableInfo // resolved tables, by id and revision
 }
 
 var _ cql.Executor = (*Executor)(nil)
@@ -149,7 +152,7 @@ func New(b Backend, opts Options) *Executor {
 	if opts.Traces == nil {
 		opts.Traces = trace.NewStore()
 	}
-	return &Executor{b: b, opts: opts, prepared: map[string]*list.Element{}, lru: list.New(), traces: opts.Traces}
+	return &Executor{b: b, opts: opts, prepared: map[string]*list.Element{}, lru: list.New(), traces: opts.Traces, tables: map[tableKey]*tableInfo{}}
 }
 
 // prepared is a prepared statement.

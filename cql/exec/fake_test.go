@@ -44,7 +44,7 @@ type fakeBackend struct {
 	participants      byte // the temporary participants' ids given
 }
 
-func newFake(t *testing.T) *fakeBackend {
+func newFake(t testing.TB) *fakeBackend {
 	t.Helper()
 	dir := t.TempDir()
 	rep, err := replica.Open(replica.Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -241,13 +241,13 @@ func (f *fakeBackend) Peers() []NodeInfo { return f.peers }
 
 // harness is an executor over a fake backend with a session.
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	f    *fakeBackend
 	e    *Executor
 	sess *cql.Session
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	f := newFake(t)
 	e := New(f, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now: func() time.Time { return time.Unix(1700000000, 0) }, SchemaAgreementTimeout: time.Second})

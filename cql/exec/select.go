@@ -206,6 +206,7 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 	}
 	var count int64
 	var read []row.Row // the rows a reset context is asked of
+	wantContext := len(askedContexts(payload)) > 0
 	emit := func(r *crow) error {
 		vals, err := e.rowValues(t, sel, r)
 		if err != nil {
@@ -216,7 +217,7 @@ func (e *Executor) selectRows(ctx context.Context, ks string, st *parse.Select, 
 		} else {
 			res.Rows = append(res.Rows, vals)
 		}
-		if len(read) < 2 {
+		if wantContext && len(read) < 2 {
 			read = append(read, row.Row{Key: r.key, Cells: r.cells})
 		}
 		return nil
@@ -424,14 +425,22 @@ type rowQuery struct {
 	// on regular columns (ALLOW FILTERING).
 	perPartition int
 	values       []valueRestriction
+	one          [1]crow // the row of a partition without clustering columns
 }
 
 // rows are the live CQL rows of a partition that pass the clustering
 // restrictions, in the query's order.
 func (q *rowQuery) rows(r row.Row) ([]crow, error) {
-	all, err := expandRows(q.t, r)
-	if err != nil {
-		return nil, err
+	var all []crow
+	if len(q.t.ck) == 0 {
+		// One row, the partition: no allocation per partition.
+		q.one[0] = crow{key: r.Key, cells: r.Cells}
+		all = q.one[:]
+	} else {
+		var err error
+		if all, err = expandRows(q.t, r); err != nil {
+			return nil, err
+		}
 	}
 	out := all[:0]
 	for i := range all {

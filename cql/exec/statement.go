@@ -181,7 +181,30 @@ func (e *Executor) resolve(sessionKS string, tn parse.TableName) (*tableInfo, er
 		}
 		return nil, invalid("unconfigured table %s", tn.Name)
 	}
-	return newTableInfo(def), nil
+	return e.tableInfoOf(def), nil
+}
+
+// tableKey names one version of a table's definition.
+type tableKey struct{ id, revision uint64 }
+
+// tableInfoOf returns the resolved table of a definition, built once per
+// version of it (tableInfos are never changed once built).
+func (e *Executor) tableInfoOf(def coltype.TableDef) *tableInfo {
+	k := tableKey{def.ID, def.Revision}
+	e.tablesMu.RLock()
+	t, ok := e.tables[k]
+	e.tablesMu.RUnlock()
+	if ok {
+		return t
+	}
+	t = newTableInfo(def)
+	e.tablesMu.Lock()
+	if len(e.tables) >= 4096 {
+		clear(e.tables) // dropped and altered tables' versions
+	}
+	e.tables[k] = t
+	e.tablesMu.Unlock()
+	return t
 }
 
 // run executes a parsed statement with its parameters.
