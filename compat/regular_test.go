@@ -119,78 +119,9 @@ func TestGocqlRegularCollections(t *testing.T) {
 	exec(t, s, `CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}`)
 	exec(t, s, `CREATE TABLE ks.c (k int, n int, m map<text, int>, st set<int>, l list<text>, PRIMARY KEY (k, n))`)
 
-	type model struct {
-		m  map[string]int
-		st map[int]bool
-		l  []string
-	}
-	rows := map[[2]int]*model{}
-	keys := []string{"a", "b", "c", "d", "é"}
+	rows := map[[2]int]*collModel{}
 	for round := 0; round < 6; round++ {
-		for range 40 {
-			id := [2]int{rng.IntN(2), rng.IntN(3)}
-			md := rows[id]
-			if md == nil {
-				md = &model{m: map[string]int{}, st: map[int]bool{}}
-				rows[id] = md
-			}
-			where := " WHERE k = ? AND n = ?"
-			up := func(set string, vals ...any) {
-				t.Helper()
-				exec(t, s, "UPDATE ks.c SET "+set+where, append(vals, id[0], id[1])...)
-			}
-			key, val, num := keys[rng.IntN(len(keys))], rng.IntN(100), rng.IntN(10)-3
-			word := fmt.Sprintf("w%d", rng.IntN(6))
-			switch op := rng.IntN(14); op {
-			case 0:
-				up("m[?] = ?", key, val)
-				md.m[key] = val
-			case 1:
-				up("m = m + ?", map[string]int{key: val, "z": num})
-				md.m[key], md.m["z"] = val, num
-			case 2:
-				up("m = m - ?", []string{key})
-				delete(md.m, key)
-			case 3:
-				exec(t, s, "DELETE m[?] FROM ks.c"+where, key, id[0], id[1])
-				delete(md.m, key)
-			case 4:
-				up("st = st + ?", []int{num, val})
-				md.st[num], md.st[val] = true, true
-			case 5:
-				up("st = st - {" + fmt.Sprint(num) + "}")
-				delete(md.st, num)
-			case 6, 7:
-				up("l = l + ?", []string{word, "x"})
-				md.l = append(md.l, word, "x")
-			case 8:
-				up("l = ? + l", []string{word})
-				md.l = append([]string{word}, md.l...)
-			case 9:
-				if len(md.l) == 0 {
-					continue
-				}
-				i := rng.IntN(len(md.l))
-				up("l[?] = ?", i, word)
-				md.l[i] = word
-			case 10:
-				if len(md.l) == 0 {
-					continue
-				}
-				i := rng.IntN(len(md.l))
-				exec(t, s, "DELETE l[?] FROM ks.c"+where, i, id[0], id[1])
-				md.l = slices.Delete(md.l, i, i+1)
-			case 11:
-				up("l = l - ?", []string{word})
-				md.l = slices.DeleteFunc(md.l, func(e string) bool { return e == word })
-			case 12:
-				up("m = {'only': ?}, st = {?}, l = ['one']", val, num)
-				md.m, md.st, md.l = map[string]int{"only": val}, map[int]bool{num: true}, []string{"one"}
-			case 13:
-				exec(t, s, "DELETE st FROM ks.c"+where, id[0], id[1])
-				md.st = map[int]bool{}
-			}
-		}
+		collectionOps(t, s, rng, rows, 40)
 		for id, md := range rows {
 			var m map[string]int
 			var st []int
@@ -362,6 +293,85 @@ func TestGocqlRegularBatch(t *testing.T) {
 			if err := s.Query(`SELECT ttl(body) FROM ks.ev WHERE src = ? AND seq = ?`, src, seq).Scan(&left); err != nil || left == nil || *left < 1 || *left > 3600 {
 				t.Errorf("seed %d: ttl(body) of %s/%d written USING TTL 3600 in a batch: %v (%v)", seed, src, seq, left, err)
 			}
+		}
+	}
+}
+
+// collModel is the model of a row of ks.c (k int, n int, m map<text,
+// int>, st set<int>, l list<text>, PRIMARY KEY (k, n)).
+type collModel struct {
+	m  map[string]int
+	st map[int]bool
+	l  []string
+}
+
+// collectionOps applies n seeded random element operations to rows of
+// ks.c through gocql, and to their models.
+func collectionOps(t *testing.T, s *gocql.Session, rng *rand.Rand, rows map[[2]int]*collModel, n int) {
+	t.Helper()
+	keys := []string{"a", "b", "c", "d", "é"}
+	for range n {
+		id := [2]int{rng.IntN(2), rng.IntN(3)}
+		md := rows[id]
+		if md == nil {
+			md = &collModel{m: map[string]int{}, st: map[int]bool{}}
+			rows[id] = md
+		}
+		where := " WHERE k = ? AND n = ?"
+		up := func(set string, vals ...any) {
+			t.Helper()
+			exec(t, s, "UPDATE ks.c SET "+set+where, append(vals, id[0], id[1])...)
+		}
+		key, val, num := keys[rng.IntN(len(keys))], rng.IntN(100), rng.IntN(10)-3
+		word := fmt.Sprintf("w%d", rng.IntN(6))
+		switch op := rng.IntN(14); op {
+		case 0:
+			up("m[?] = ?", key, val)
+			md.m[key] = val
+		case 1:
+			up("m = m + ?", map[string]int{key: val, "z": num})
+			md.m[key], md.m["z"] = val, num
+		case 2:
+			up("m = m - ?", []string{key})
+			delete(md.m, key)
+		case 3:
+			exec(t, s, "DELETE m[?] FROM ks.c"+where, key, id[0], id[1])
+			delete(md.m, key)
+		case 4:
+			up("st = st + ?", []int{num, val})
+			md.st[num], md.st[val] = true, true
+		case 5:
+			up("st = st - {" + fmt.Sprint(num) + "}")
+			delete(md.st, num)
+		case 6, 7:
+			up("l = l + ?", []string{word, "x"})
+			md.l = append(md.l, word, "x")
+		case 8:
+			up("l = ? + l", []string{word})
+			md.l = append([]string{word}, md.l...)
+		case 9:
+			if len(md.l) == 0 {
+				continue
+			}
+			i := rng.IntN(len(md.l))
+			up("l[?] = ?", i, word)
+			md.l[i] = word
+		case 10:
+			if len(md.l) == 0 {
+				continue
+			}
+			i := rng.IntN(len(md.l))
+			exec(t, s, "DELETE l[?] FROM ks.c"+where, i, id[0], id[1])
+			md.l = slices.Delete(md.l, i, i+1)
+		case 11:
+			up("l = l - ?", []string{word})
+			md.l = slices.DeleteFunc(md.l, func(e string) bool { return e == word })
+		case 12:
+			up("m = {'only': ?}, st = {?}, l = ['one']", val, num)
+			md.m, md.st, md.l = map[string]int{"only": val}, map[int]bool{num: true}, []string{"one"}
+		case 13:
+			exec(t, s, "DELETE st FROM ks.c"+where, id[0], id[1])
+			md.st = map[int]bool{}
 		}
 	}
 }
