@@ -78,8 +78,8 @@ func bigPartitions(t *testing.T, s *gocql.Session, rng *rand.Rand) (counterRows,
 // exactly once, in clustering order, ORDER BY reversed too, a slice), and
 // by hand with Query.PageState and Iter.PageState — each page 333 rows
 // but the last, the next ones of the order, a page state replayed giving
-// the same page, the last page's state empty. Then the Python driver
-// reads the same partitions (pydriverPaging).
+// the same page, the last page's state empty. Then the Python and
+// Node.js drivers read the same partitions (driverPaging).
 func TestPagingBigPartition(t *testing.T) {
 	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 4))
@@ -130,7 +130,7 @@ func TestPagingBigPartition(t *testing.T) {
 				order = " ORDER BY n ASC"
 			}
 			check("paged"+order, all(c.sel+order, gocql.Quorum), rev)
-			lo, hi := c.want[1000].N, c.want[7000].N
+			lo, hi := c.want[bigPartition/10].N, c.want[7*bigPartition/10].N
 			if lo > hi {
 				lo, hi = hi, lo
 			}
@@ -189,5 +189,6 @@ func TestPagingBigPartition(t *testing.T) {
 			}
 		})
 	}
-	t.Run("python", func(t *testing.T) { pydriverPaging(t, r, seed, counterRows, regularRows) })
+	t.Run("python", func(t *testing.T) { driverPaging(t, runPyDriver, r, seed, counterRows, regularRows) })
+	t.Run("node", func(t *testing.T) { driverPaging(t, runNodeDriver, r, seed, counterRows, regularRows) })
 }

@@ -42,11 +42,22 @@ type pyResult struct {
 	Replayed []json.RawMessage   `json:"replayed"`
 }
 
-// runPyDriver runs pydriver.py against node 1 of the ring.
+// driverRun runs a driver script's request against node 1 of the ring.
+type driverRun func(t *testing.T, r *ring, queries []pyQuery) map[string]pyResult
+
+// runPyDriver runs pydriver.py with the cqlsh venv's python.
 func runPyDriver(t *testing.T, r *ring, queries []pyQuery) map[string]pyResult {
 	t.Helper()
 	python := filepath.Join(filepath.Dir(realCqlsh(t)), "python")
-	script, err := filepath.Abs(filepath.Join("testdata", "pydriver.py"))
+	return runDriverScript(t, r, queries, cqlshpy.DriverVersion, nil, python, "pydriver.py")
+}
+
+// runDriverScript runs interpreter testdata/script with the request on
+// its standard input and decodes its answer, checking the driver's
+// version.
+func runDriverScript(t *testing.T, r *ring, queries []pyQuery, version string, env []string, interpreter, script string) map[string]pyResult {
+	t.Helper()
+	path, err := filepath.Abs(filepath.Join("testdata", script))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,23 +67,23 @@ func runPyDriver(t *testing.T, r *ring, queries []pyQuery) map[string]pyResult {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := osexec.CommandContext(ctx, python, script)
+	cmd := osexec.CommandContext(ctx, interpreter, path)
 	cmd.Stdin = bytes.NewReader(req)
-	cmd.Env = append(os.Environ(), "PYTHONIOENCODING=utf-8")
+	cmd.Env = append(append(os.Environ(), "PYTHONIOENCODING=utf-8"), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("pydriver.py: %v\n--- stderr:\n%s", err, stderr.String())
+		t.Fatalf("%s: %v\n--- stderr:\n%s", script, err, stderr.String())
 	}
 	var out struct {
 		Driver  string              `json:"driver"`
 		Results map[string]pyResult `json:"results"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
-		t.Fatalf("pydriver.py's answer: %v\n%s\n--- stderr:\n%s", err, stdout.String(), stderr.String())
+		t.Fatalf("%s's answer: %v\n%s\n--- stderr:\n%s", script, err, stdout.String(), stderr.String())
 	}
-	if out.Driver != cqlshpy.DriverVersion {
-		t.Errorf("pydriver.py ran cassandra-driver %s, want %s", out.Driver, cqlshpy.DriverVersion)
+	if out.Driver != version {
+		t.Errorf("%s ran driver %s, want %s", script, out.Driver, version)
 	}
 	return out.Results
 }
@@ -111,15 +122,15 @@ func jsonOf(t *testing.T, v any) string {
 	return canonical(t, b)
 }
 
-// pydriverPaging: the Python driver reads the big partitions of
-// TestPagingBigPartition with fetch_size 333 — every row once, in order,
-// each page 333 rows but the last — and its first three pages by hand
-// with paging_state, the second page's state replayed.
-func pydriverPaging(t *testing.T, r *ring, seed uint64, counterRows, regularRows []pagedRow) {
+// driverPaging: a driver script reads the big partitions of
+// TestPagingBigPartition with a fetch size of 333 — every row once, in
+// order, each page 333 rows but the last — and its first three pages by
+// hand with their paging states, the second page's state replayed.
+func driverPaging(t *testing.T, run driverRun, r *ring, seed uint64, counterRows, regularRows []pagedRow) {
 	rev := slices.Clone(regularRows)
 	slices.Reverse(rev)
 	cases := map[string][]pagedRow{"counter": counterRows, "regular": regularRows, "regular ASC": rev}
-	res := runPyDriver(t, r, []pyQuery{
+	res := run(t, r, []pyQuery{
 		{Name: "counter", Q: `SELECT n, v FROM ks.cp WHERE k = 'p'`, FetchSize: pageSize, ManualPages: 3},
 		{Name: "regular", Q: `SELECT n, v FROM ks.rp WHERE k = 'p'`, FetchSize: pageSize, ManualPages: 3},
 		{Name: "regular ASC", Q: `SELECT n, v FROM ks.rp WHERE k = 'p' ORDER BY n ASC`, FetchSize: pageSize, ManualPages: 3},
@@ -135,11 +146,11 @@ func pydriverPaging(t *testing.T, r *ring, seed uint64, counterRows, regularRows
 		}
 		rows := canonicalRows(t, got.Rows)
 		if len(rows) != len(wantRows) {
-			t.Errorf("seed %d: %s: the Python driver read %d rows, want %d", seed, name, len(rows), len(wantRows))
+			t.Errorf("seed %d: %s: the driver read %d rows, want %d", seed, name, len(rows), len(wantRows))
 		}
 		for i := range min(len(rows), len(wantRows)) {
 			if rows[i] != wantRows[i] {
-				t.Fatalf("seed %d: %s: the Python driver's row %d = %s, want %s", seed, name, i, rows[i], wantRows[i])
+				t.Fatalf("seed %d: %s: the driver's row %d = %s, want %s", seed, name, i, rows[i], wantRows[i])
 			}
 		}
 		for i, n := range got.Pages {
@@ -162,13 +173,14 @@ func pydriverPaging(t *testing.T, r *ring, seed uint64, counterRows, regularRows
 	}
 }
 
-// TestPythonDriverCollections: rows of non-frozen map, set and list
-// columns written element by element through gocql (collectionOps), and
-// frozen collections, a nested frozen map and a tuple, read through the
-// Python driver in small pages across partitions: each row as the model
-// has it — a map's entries in key order, a set sorted, a list in order,
-// an empty collection null, a row whose collections are all empty gone.
-func TestPythonDriverCollections(t *testing.T) {
+// TestDriverCollections: rows of non-frozen map, set and list columns
+// written element by element through gocql (collectionOps), and frozen
+// collections, a nested frozen map and a tuple, read through the Python
+// and Node.js drivers in small pages across partitions: each row as the
+// model has it — a map's entries in key order, a set sorted, a list in
+// order, an empty collection null, a row whose collections are all empty
+// gone.
+func TestDriverCollections(t *testing.T) {
 	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 5))
 	r := startRing(t, 3, nil)
@@ -192,7 +204,17 @@ func TestPythonDriverCollections(t *testing.T) {
 	exec(t, s, `INSERT INTO ks.f (k) VALUES ('empty')`)
 	want["empty"] = jsonOf(t, []any{"empty", nil, nil, nil, nil, nil})
 
-	res := runPyDriver(t, r, []pyQuery{
+	for _, d := range []struct {
+		name string
+		run  driverRun
+	}{{"python", runPyDriver}, {"node", runNodeDriver}} {
+		t.Run(d.name, func(t *testing.T) { driverCollectionsRead(t, d.run, r, seed, rows, want) })
+	}
+}
+
+// driverCollectionsRead is TestDriverCollections's check of one driver.
+func driverCollectionsRead(t *testing.T, run driverRun, r *ring, seed uint64, rows map[[2]int]*collModel, want map[string]string) {
+	res := run(t, r, []pyQuery{
 		{Name: "c", Q: `SELECT k, n, m, st, l FROM ks.c`, FetchSize: 4},
 		{Name: "f", Q: `SELECT k, fl, tu, fm, nest, fs FROM ks.f`, FetchSize: 3},
 	})
@@ -225,7 +247,7 @@ func TestPythonDriverCollections(t *testing.T) {
 		gotC[row] = true
 	}
 	if !maps.Equal(gotC, wantC) {
-		t.Errorf("seed %d: ks.c through the Python driver:\n got %s\nwant %s", seed, sortedKeys(gotC), sortedKeys(wantC))
+		t.Errorf("seed %d: ks.c through the driver:\n got %s\nwant %s", seed, sortedKeys(gotC), sortedKeys(wantC))
 	}
 	gotF := map[string]string{}
 	for _, row := range canonicalRows(t, res["f"].Rows) {
@@ -237,7 +259,7 @@ func TestPythonDriverCollections(t *testing.T) {
 	}
 	for k, w := range want {
 		if gotF[k] != w {
-			t.Errorf("seed %d: ks.f row %s through the Python driver:\n got %s\nwant %s", seed, k, gotF[k], w)
+			t.Errorf("seed %d: ks.f row %s through the driver:\n got %s\nwant %s", seed, k, gotF[k], w)
 		}
 	}
 	if len(gotF) != len(want) {
