@@ -2,6 +2,7 @@ package compat
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -20,6 +21,7 @@ import (
 // slot or dot, which is what an unmodified driver gets. handoff_counter,
 // reset_counter and borrow_counter refuse decrements, so their deltas are
 // positive. (An empty partition key is refused, as by Cassandra.)
+// deletes: the test also deletes rows, a range and a partition.
 //
 // bug, when set, is an idemkv bug the design's subtest meets (found by
 // this test, reported, not yet fixed): the subtest skips saying so unless
@@ -27,15 +29,16 @@ import (
 var counterDesigns = []struct {
 	name, typ, with string
 	negative        bool
+	deletes         bool
 	bug             string
 }{
-	{"counter", "counter", "", true, ""},
-	{"fbf", "counter", " AND idempotence = {'class': 'fbf', 'target_fpp': '0.0001'}", true,
+	{"counter", "counter", "", true, true, ""},
+	{"fbf", "counter", " AND idempotence = {'class': 'fbf', 'target_fpp': '0.0001'}", true, false,
 		"an FBF counter with clustering columns adds each delta to the partition's running total, not the row's: " +
 			"UPDATE SET hits = hits + 1, +2, +3, +4 on days 1, 2, 1, 3 of one page reads 3:10 2:3 1:6, want 3:4 2:2 1:4"},
-	{"handoff", "handoff_counter", "", false, bugBareCell},
-	{"reset", "reset_counter", "", false, bugBareCell},
-	{"borrow", "borrow_counter", "", false, bugBareCell},
+	{"handoff", "handoff_counter", "", false, false, bugBareCell},
+	{"reset", "reset_counter", "", false, true, bugBareCell},
+	{"borrow", "borrow_counter", "", false, false, bugBareCell},
 }
 
 // bugBareCell: handoff_counter, reset_counter and borrow_counter accept a
@@ -68,7 +71,8 @@ type pvRow struct {
 // at QUORUM and ALL per partition — whole, as slices `day >= ? AND day <
 // ?`, ORDER BY day ASC, with LIMIT, in small pages — and as a scan of the
 // table: every value is the acknowledged sum and the rows come in CQL
-// order.
+// order. Then, where the design's DELETE removes or resets counters,
+// a row, a range of rows and a partition are deleted and read back.
 func TestGocqlClusteringCountersEveryDesign(t *testing.T) {
 	seed := testseed.Seed(t)
 	r := startRing(t, 3, nil)
@@ -183,12 +187,12 @@ func TestGocqlClusteringCountersEveryDesign(t *testing.T) {
 						read(gocql.Quorum, 5000, sel+` AND day >= ? AND day < ? ORDER BY day ASC LIMIT 3`, page, lo, hi), slice[:min(3, len(slice))])
 				}
 				// One row by its full key.
-				for day, v := range model[page] {
+				if len(full) > 0 {
+					day := full[rng.IntN(len(full))].day
 					var got int64
-					if err := ta.Query(`SELECT hits FROM `+table+` WHERE page = ? AND day = ?`, page, day).Scan(&got); err != nil || got != v {
-						t.Fatalf("seed %d: %q day %d = %d (%v), want %d", seed, page, day, got, err, v)
+					if err := ta.Query(`SELECT hits FROM `+table+` WHERE page = ? AND day = ?`, page, day).Scan(&got); err != nil || got != model[page][day] {
+						t.Fatalf("seed %d: %q day %d = %d (%v), want %d", seed, page, day, got, err, model[page][day])
 					}
-					break
 				}
 			}
 			// A scan of the table: every row once, each partition in order.
@@ -207,6 +211,31 @@ func TestGocqlClusteringCountersEveryDesign(t *testing.T) {
 			}
 			for page := range model {
 				check(fmt.Sprintf("scan's partition %q", page), scanned[page], want(page, all))
+			}
+
+			// Deletions of a row, a range of rows and a partition, for the
+			// designs whose DELETE removes (vanilla) or resets (reset_counter)
+			// the counters: the rows are gone, the others unchanged.
+			if !d.deletes {
+				return
+			}
+			if days := slices.Sorted(maps.Keys(model["home"])); len(days) > 0 {
+				day := days[rng.IntN(len(days))]
+				exec(t, rr, `DELETE FROM `+table+` WHERE page = 'home' AND day = ?`, day)
+				delete(model["home"], day)
+			}
+			exec(t, rr, `DELETE FROM `+table+` WHERE page = 'about' AND day >= -3 AND day < 3`)
+			for day := range model["about"] {
+				if day >= -3 && day < 3 {
+					delete(model["about"], day)
+				}
+			}
+			exec(t, rr, `DELETE FROM `+table+` WHERE page = 'z'`)
+			delete(model, "z")
+			for _, page := range pages {
+				for _, cl := range []gocql.Consistency{gocql.Quorum, gocql.All} {
+					check(fmt.Sprintf("%q after the deletions at %v", page, cl), read(cl, 5, sel, page), want(page, all))
+				}
 			}
 		})
 	}

@@ -67,6 +67,13 @@ func TestGocqlRegularTTL(t *testing.T) {
 	live(`SELECT ttl(tok) FROM ks.sess WHERE id = ?`, 4, "b")
 	live(`SELECT ttl(tok) FROM ks.sess WHERE id = ?`, 3, "c")
 	live(`SELECT ttl(v) FROM ks.short WHERE id = ?`, 3, "d")
+	var before map[string]string
+	if err := s.Query(`SELECT attrs FROM ks.sess WHERE id = 'c'`).Scan(&before); err != nil {
+		t.Fatalf("c's attrs: %v", err)
+	}
+	if el := time.Since(start); (before["tmp"] != "x" && el < 2*time.Second) || before["lang"] != "fr" {
+		t.Fatalf("c's attrs after %v: %v, want lang: fr and tmp: x (TTL 3 s)", el, before)
+	}
 	var owner string
 	var noTTL *int
 	if err := s.Query(`SELECT owner, ttl(owner) FROM ks.sess WHERE id = 'c'`).Scan(&owner, &noTTL); err != nil || owner != "cy" || noTTL != nil {
