@@ -3,17 +3,25 @@
 // of Cassandra's memtables and Data.db), with byte-size accounting so the
 // owner can flush when a threshold is reached.
 //
-// A Memtable is safe for concurrent use. Rows are copy-on-write: a row
-// returned by Get or an iterator is never modified afterwards, so callers may
-// keep it without copying while writers go on. The owner (the replica) keeps
-// one active memtable for writes and seals it for flushing; a sealed memtable
+// A Memtable is safe for concurrent use. A partition's cells are kept in
+// one sorted slice that writers change in place under the memtable's lock,
+// so that a write into a partition of n cells costs a binary search and at
+// most a move of the cells after it, not a copy of the partition (a table
+// with clustering columns holds many rows per partition). Readers get
+// copies: Get and the iterators of an active memtable copy a partition's
+// cells under the read lock; a sealed memtable, which no write changes
+// again, yields its rows without copying. The owner (the replica) keeps one
+// active memtable for writes and seals it for flushing; a sealed memtable
 // refuses writes, and the owner switches to a fresh one so that writes
 // continue while the old one is written out.
 package memtable
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -35,14 +43,21 @@ const (
 // Memtable is a concurrent sorted table of rows.
 type Memtable struct {
 	mu     sync.RWMutex
-	tree   *btree.BTreeG[row.Row]
-	sealed bool
+	tree   *btree.BTreeG[*partition]
+	sealed atomic.Bool
 	size   atomic.Int64
+}
+
+// partition is a row as the memtable holds it: its cells sorted by name,
+// changed in place under the memtable's write lock.
+type partition struct {
+	key   row.Key
+	cells []row.Cell
 }
 
 // New returns an empty memtable.
 func New() *Memtable {
-	return &Memtable{tree: btree.NewG(32, func(a, b row.Row) bool { return row.Compare(a.Key, b.Key) < 0 })}
+	return &Memtable{tree: btree.NewG(32, func(a, b *partition) bool { return row.Compare(a.key, b.key) < 0 })}
 }
 
 // Apply merges cell into the row at key: a new cell is added, an existing one
@@ -50,33 +65,49 @@ func New() *Memtable {
 func (m *Memtable) Apply(key row.Key, cell row.Cell, merge row.MergeFunc) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.sealed {
+	if m.sealed.Load() {
 		return ErrSealed
 	}
-	old, found := m.tree.Get(row.Row{Key: key})
+	p, found := m.tree.Get(&partition{key: key})
 	if !found {
-		m.tree.ReplaceOrInsert(row.Row{Key: key.Clone(), Cells: []row.Cell{cell.Clone()}})
+		m.tree.ReplaceOrInsert(&partition{key: key.Clone(), cells: []row.Cell{cell.Clone()}})
 		m.size.Add(int64(rowOverhead + len(key.Partition) + cellSize(cell)))
 		return nil
 	}
-	// The update is cloned once; the merge result shares memory only with
-	// the memtable's own old cell or that clone, never with the caller.
-	upd := row.Row{Key: key, Cells: []row.Cell{cell.Clone()}}
-	merged, err := row.MergeRows(old, upd, merge)
-	if err != nil {
-		return err
+	i, exists := slices.BinarySearchFunc(p.cells, cell.Column, func(c row.Cell, name string) int { return cmp.Compare(c.Column, name) })
+	if !exists {
+		p.cells = slices.Insert(p.cells, i, cell.Clone())
+		m.size.Add(int64(cellSize(cell)))
+		return nil
 	}
-	merged.Key = old.Key
-	m.tree.ReplaceOrInsert(merged)
-	m.size.Add(int64(rowSize(merged) - rowSize(old)))
+	old := p.cells[i]
+	merged, err := merge(old, cell.Clone())
+	if err != nil {
+		return fmt.Errorf("row: merge %s column %q: %w", p.key, old.Column, err)
+	}
+	p.cells[i] = merged
+	m.size.Add(int64(cellSize(merged) - cellSize(old)))
 	return nil
+}
+
+// view returns a partition as a row: its cells copied, unless the memtable
+// is sealed (then nothing changes them again).
+func (m *Memtable) view(p *partition) row.Row {
+	if m.sealed.Load() {
+		return row.Row{Key: p.key, Cells: p.cells}
+	}
+	return row.Row{Key: p.key, Cells: slices.Clone(p.cells)}
 }
 
 // Get returns the row at key. The row must not be modified.
 func (m *Memtable) Get(key row.Key) (row.Row, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.tree.Get(row.Row{Key: key})
+	p, ok := m.tree.Get(&partition{key: key})
+	if !ok {
+		return row.Row{}, false
+	}
+	return m.view(p), true
 }
 
 // Size returns the accounted bytes of the rows held.
@@ -93,7 +124,7 @@ func (m *Memtable) Len() int {
 // is called before the memtable is flushed.
 func (m *Memtable) Seal() {
 	m.mu.Lock()
-	m.sealed = true
+	m.sealed.Store(true)
 	m.mu.Unlock()
 }
 
@@ -113,11 +144,11 @@ func (m *Memtable) Range(from row.Key) iter.Seq[row.Row] {
 		for {
 			buf = buf[:0]
 			m.mu.RLock()
-			m.tree.AscendGreaterOrEqual(row.Row{Key: next}, func(r row.Row) bool {
-				if !inclusive && row.Compare(r.Key, next) == 0 {
+			m.tree.AscendGreaterOrEqual(&partition{key: next}, func(p *partition) bool {
+				if !inclusive && row.Compare(p.key, next) == 0 {
 					return true
 				}
-				buf = append(buf, r)
+				buf = append(buf, m.view(p))
 				return len(buf) < batch
 			})
 			m.mu.RUnlock()
@@ -135,11 +166,3 @@ func (m *Memtable) Range(from row.Key) iter.Seq[row.Row] {
 }
 
 func cellSize(c row.Cell) int { return cellOverhead + len(c.Column) + len(c.Value) }
-
-func rowSize(r row.Row) int {
-	n := rowOverhead + len(r.Key.Partition)
-	for _, c := range r.Cells {
-		n += cellSize(c)
-	}
-	return n
-}

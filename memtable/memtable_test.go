@@ -169,3 +169,49 @@ func BenchmarkApply(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApplyWidePartition: writes into one partition of 10,000 cells
+// (a table with clustering columns), each to a cell of its own.
+func BenchmarkApplyWidePartition(b *testing.B) {
+	m := New()
+	k := row.Key{Token: 1, Partition: []byte("p")}
+	cols := make([]string, 10000)
+	for i := range cols {
+		cols[i] = fmt.Sprintf("c%05d", (i*7919)%len(cols))
+		_ = m.Apply(k, row.Cell{Column: cols[i], Value: val(1)}, sumMerge)
+	}
+	v := val(1)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		_ = m.Apply(k, row.Cell{Column: cols[i%len(cols)], Value: v}, sumMerge)
+		i++
+	}
+}
+
+// TestReadersSeeSnapshots: a row returned by Get is not changed by later
+// writes into its partition (run with -race).
+func TestReadersSeeSnapshots(t *testing.T) {
+	m := New()
+	k := row.Key{Token: 1, Partition: []byte("p")}
+	_ = m.Apply(k, row.Cell{Column: "b", Value: val(1)}, sumMerge)
+	got, _ := m.Get(k)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 1000 {
+			_ = m.Apply(k, row.Cell{Column: fmt.Sprintf("a%04d", i), Value: val(1)}, sumMerge)
+			_ = m.Apply(k, row.Cell{Column: "b", Value: val(1)}, sumMerge)
+		}
+	}()
+	for range 1000 {
+		if len(got.Cells) != 1 || got.Cells[0].Column != "b" || string(got.Cells[0].Value) != string(val(1)) {
+			t.Fatalf("a row read before the writes changed: %+v", got.Cells)
+		}
+	}
+	<-done
+	now, _ := m.Get(k)
+	if len(now.Cells) != 1001 || string(now.Cells[1000].Value) != string(val(1001)) {
+		t.Fatalf("after the writes: %d cells, b = %x", len(now.Cells), now.Cells[len(now.Cells)-1].Value)
+	}
+}
