@@ -37,6 +37,7 @@ import (
 //	AntiEntropy   replicas reconcile cells in the background  handoff sync
 //	Unstreamable  cells a new replica cannot take by streaming (none)
 //	Joinable      a new replica adopts a current one's cell    observed reset (per-cell channel state)
+//	Clustered     cells of tables with clustering columns     vanilla, legacy, FBF
 //
 // A type without a capability gets the default the capability's doc gives
 // (a vanilla counter's behaviour).
@@ -394,3 +395,12 @@ var ErrStaleSnapshot = errors.New(StaleSnapshotMessage)
 
 // StaleSnapshotMessage is ErrStaleSnapshot's text.
 const StaleSnapshotMessage = "snapshot behind the joining replica"
+
+// Clustered is implemented by types that keep their state per cell name,
+// so that they serve tables with clustering columns, whose cells carry
+// composite names (row.AppendComponent): the name a Leader, an Update or a
+// Mutation gives is the cell's, not the column's. A type without it is
+// refused in such tables (its state is kept per partition and column).
+type Clustered interface {
+	ServesClustering()
+}

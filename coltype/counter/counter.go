@@ -182,3 +182,13 @@ func CellValue(c row.Cell) (int64, error) {
 	}
 	return ctx.Value(), nil
 }
+
+// ServesClustering implements coltype.Clustered: the vanilla counter's
+// state is its cells, the FBF's leader shards are kept per cell name.
+func (Vanilla) ServesClustering() {}
+
+// ServesClustering implements coltype.Clustered.
+func (Legacy) ServesClustering() {}
+
+// ServesClustering implements coltype.Clustered.
+func (*fbfCounter) ServesClustering() {}

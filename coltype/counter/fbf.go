@@ -363,7 +363,7 @@ func (c *fbfCounter) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation,
 		c.noOp.Add(1) // applied like a vanilla update, without dedup
 	}
 	key := u.RowKey()
-	cell, release, err := c.cell(l, key)
+	cell, release, err := c.cell(l, key, u.Column)
 	if err != nil {
 		return coltype.Mutation{}, err
 	}
@@ -395,7 +395,7 @@ func (c *fbfCounter) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation,
 // later restart does not take it back again.
 func (c *fbfCounter) Compensate(l coltype.Leader, u coltype.Update) error {
 	key := u.RowKey()
-	cell, release, err := c.cell(l, key)
+	cell, release, err := c.cell(l, key, u.Column)
 	if err != nil {
 		return err
 	}
@@ -417,13 +417,27 @@ func (c *fbfCounter) Compensate(l coltype.Leader, u coltype.Update) error {
 	return l.Write(key, m, commitlog.PayloadShard)
 }
 
-// cell returns the leader's shard of a cell, loaded from storage on first
-// use (or after an eviction), pinned in the cache until release.
-func (c *fbfCounter) cell(l coltype.Leader, key row.Key) (*fbfCell, func(), error) {
-	h, _ := c.shards.Acquire(c.ns, string(key.Partition), func() any { return &fbfCell{} })
+// shardKey names a cell in the column's namespace of the cache: its
+// partition, and for a cell of a table with clustering columns (whose name
+// is not the column's) the length of the partition, the partition and the
+// cell name.
+func (c *fbfCounter) shardKey(partition []byte, name string) string {
+	if name == c.column || name == "" {
+		return string(partition)
+	}
+	b := binary.AppendUvarint(make([]byte, 0, 2+len(partition)+len(name)), uint64(len(partition)))
+	b = append(b, partition...)
+	return string(append(b, name...))
+}
+
+// cell returns the leader's shard of a cell (name: the cell's name, the
+// column's or a composite one), loaded from storage on first use (or after
+// an eviction), pinned in the cache until release.
+func (c *fbfCounter) cell(l coltype.Leader, key row.Key, name string) (*fbfCell, func(), error) {
+	h, _ := c.shards.Acquire(c.ns, c.shardKey(key.Partition, name), func() any { return &fbfCell{} })
 	cell := h.Value().(*fbfCell)
 	cell.load.Do(func() {
-		clock, count, err := c.storedShard(l, key)
+		clock, count, err := c.storedShard(l, key, name)
 		cell.err = err
 		cell.v.Store(&[2]int64{clock, count})
 		h.SetSize(fbfCellBytes)
@@ -440,8 +454,11 @@ func (c *fbfCounter) cell(l coltype.Leader, key row.Key) (*fbfCell, func(), erro
 // (memtables and SSTables; (0, 0) if none), as a cold start does. It does
 // not read the replica's cached vanilla shards, which FBF writes do not
 // update.
-func (c *fbfCounter) storedShard(l coltype.Leader, key row.Key) (clock, count int64, err error) {
-	stored, found, err := l.Cell(key, c.column)
+func (c *fbfCounter) storedShard(l coltype.Leader, key row.Key, name string) (clock, count int64, err error) {
+	if name == "" {
+		name = c.column
+	}
+	stored, found, err := l.Cell(key, name)
 	if err != nil || !found || stored.Tombstone {
 		return 0, 0, err
 	}
@@ -471,12 +488,12 @@ func (c *fbfCounter) observe(m coltype.Mutation) {
 		c.filter.TestAndAddHash(c.opHash(m.OpID, m.Key))
 	}
 	if m.Cell.Tombstone {
-		c.shards.Remove(c.ns, string(m.Key))
+		c.shards.Remove(c.ns, c.shardKey(m.Key, m.Cell.Column))
 		return
 	}
 	// A shard not in memory is read from storage on its next use, which
 	// this mutation joins once the replica writes it.
-	h, ok := c.shards.Peek(c.ns, string(m.Key))
+	h, ok := c.shards.Peek(c.ns, c.shardKey(m.Key, m.Cell.Column))
 	if !ok {
 		return
 	}

@@ -57,6 +57,11 @@ func (e *Executor) alterColumns(ctx context.Context, ks string, def coltype.Tabl
 					return nil, invalid("Cannot re-add previously dropped counter column %s", c.Name)
 				}
 			}
+			if t, ok := coltype.Lookup(name); ok && len(def.Clustering) > 0 {
+				if _, per := t.(coltype.Clustered); !per {
+					return nil, invalid("idemkv does not serve %s columns in tables with clustering columns (%s): the design keeps its state per partition", name, c.Name)
+				}
+			}
 			next.Columns = append(next.Columns, coltype.ColumnDef{Name: c.Name, Type: name})
 		default:
 			_, text, _, err := regularType(ks, c.Type)

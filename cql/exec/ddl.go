@@ -268,6 +268,15 @@ func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
 		return def, err
 	}
 	def.Clustering = clustering
+	if len(clustering) > 0 {
+		for _, n := range counters {
+			if t, ok := coltype.Lookup(design[n]); ok {
+				if _, per := t.(coltype.Clustered); !per {
+					return def, invalid("idemkv does not serve %s columns in tables with clustering columns (%s): the design keeps its state per partition", design[n], n)
+				}
+			}
+		}
+	}
 	for _, n := range others {
 		c := cols[n]
 		_, text, _, err := regularType(ks, c.Type)
