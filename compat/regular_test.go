@@ -398,9 +398,6 @@ func (r *rawCQL) UnmarshalCQL(_ gocql.TypeInfo, data []byte) error {
 // value). gocql returns a set as a slice in the server's order, and the
 // raw bytes show the map's.
 func TestGocqlFrozenNormalized(t *testing.T) {
-	skipKnownBug(t, "frozen sets and maps are stored as the client wrote them: "+
-		"INSERT INTO ks.f (k, fs, fm) VALUES ('lit', {'z', 'b', 'z'}, {3: 'c', -1: 'a', 3: 'C'}) then SELECT fs reads ['z' 'b' 'z'], want ['b' 'z'], "+
-		"and fm reads 3 entries, key 3 first, want {-1: 'a', 3: 'C'}; a bound set []string{\"s3\", \"a\"} reads [s3 a], want [a s3]")
 	r := startRing(t, 3, nil)
 	s := r.session(r.cluster())
 	exec(t, s, `CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}`)

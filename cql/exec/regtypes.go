@@ -1,9 +1,11 @@
 package exec
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -325,4 +327,67 @@ func encodeCollection(dt frame.DataType, keys, vals [][]byte) []byte {
 		return frame.EncodeSet(vals)
 	}
 	return frame.EncodeList(vals)
+}
+
+// normalizeValue puts a frozen value in the form Cassandra stores it: a
+// set's elements in their type's order without repeats, a map's entries in
+// key order with a repeated key once (its last value), recursively in the
+// elements of collections and tuples. Other values are returned as they
+// are. b must have passed validateValue.
+func normalizeValue(dt frame.DataType, b []byte) []byte {
+	switch dt.ID {
+	case frame.TypeSet:
+		es, err := frame.DecodeSet(b)
+		if err != nil {
+			return b
+		}
+		type el struct{ key, val []byte }
+		out := make([]el, 0, len(es))
+		for _, e := range es {
+			e = normalizeValue(dt.Elems[0], e)
+			out = append(out, el{elementKey(dt.Elems[0], e), e})
+		}
+		slices.SortStableFunc(out, func(a, b el) int { return bytes.Compare(a.key, b.key) })
+		out = slices.CompactFunc(out, func(a, b el) bool { return bytes.Equal(a.key, b.key) })
+		vals := make([][]byte, len(out))
+		for i, e := range out {
+			vals[i] = e.val
+		}
+		return frame.EncodeSet(vals)
+	case frame.TypeMap:
+		ks, vs, err := frame.DecodeMap(b)
+		if err != nil {
+			return b
+		}
+		type entry struct{ key, k, v []byte }
+		out := make([]entry, 0, len(ks))
+		for i := range ks {
+			k := normalizeValue(dt.Elems[0], ks[i])
+			out = append(out, entry{elementKey(dt.Elems[0], k), k, normalizeValue(dt.Elems[1], vs[i])})
+		}
+		// Stable, then the last of equal keys kept: the last value wins.
+		slices.SortStableFunc(out, func(a, b entry) int { return bytes.Compare(a.key, b.key) })
+		kept := out[:0]
+		for i, e := range out {
+			if i+1 < len(out) && bytes.Equal(out[i+1].key, e.key) {
+				continue
+			}
+			kept = append(kept, e)
+		}
+		keys, vals := make([][]byte, len(kept)), make([][]byte, len(kept))
+		for i, e := range kept {
+			keys[i], vals[i] = e.k, e.v
+		}
+		return frame.EncodeMap(keys, vals)
+	case frame.TypeList:
+		es, err := frame.DecodeList(b)
+		if err != nil || !isCollection(dt.Elems[0]) {
+			return b
+		}
+		for i, e := range es {
+			es[i] = normalizeValue(dt.Elems[0], e)
+		}
+		return frame.EncodeList(es)
+	}
+	return b
 }

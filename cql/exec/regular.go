@@ -260,7 +260,7 @@ func setCells(out []row.Cell, prefix string, c *column, v frame.Value, a writeAt
 		if v.Null || v.Bytes == nil {
 			return append(out, row.Cell{Column: prefix + c.name, Timestamp: a.ts, Tombstone: true}), nil
 		}
-		return append(out, row.Cell{Column: prefix + c.name, Value: coltype.EncodeRegular(v.Bytes, a.exp), Timestamp: a.ts}), nil
+		return append(out, row.Cell{Column: prefix + c.name, Value: coltype.EncodeRegular(normalizeValue(c.typ, v.Bytes), a.exp), Timestamp: a.ts}), nil
 	}
 	out = append(out, row.Cell{Column: prefix + row.CollectionDeletion(c.name), Timestamp: a.ts - 1, Tombstone: true})
 	if v.Null || v.Bytes == nil {
@@ -278,7 +278,8 @@ func addElements(out []row.Cell, prefix string, c *column, b []byte, a writeAttr
 			return nil, invalid("Invalid value for column %s: %v", c.name, err)
 		}
 		for i := range ks {
-			out = append(out, row.Cell{Column: prefix + row.ElementName(c.name, elementKey(c.typ.Elems[0], ks[i])), Value: coltype.EncodeRegular(vs[i], a.exp), Timestamp: a.ts})
+			k := normalizeValue(c.typ.Elems[0], ks[i])
+			out = append(out, row.Cell{Column: prefix + row.ElementName(c.name, elementKey(c.typ.Elems[0], k)), Value: coltype.EncodeRegular(normalizeValue(c.typ.Elems[1], vs[i]), a.exp), Timestamp: a.ts})
 		}
 	case frame.TypeSet:
 		es, err := frame.DecodeSet(b)
@@ -286,6 +287,7 @@ func addElements(out []row.Cell, prefix string, c *column, b []byte, a writeAttr
 			return nil, invalid("Invalid value for column %s: %v", c.name, err)
 		}
 		for _, e := range es {
+			e = normalizeValue(c.typ.Elems[0], e)
 			out = append(out, row.Cell{Column: prefix + row.ElementName(c.name, elementKey(c.typ.Elems[0], e)), Value: coltype.EncodeRegular(nil, a.exp), Timestamp: a.ts})
 		}
 	case frame.TypeList:
@@ -294,7 +296,7 @@ func addElements(out []row.Cell, prefix string, c *column, b []byte, a writeAttr
 			return nil, invalid("Invalid value for column %s: %v", c.name, err)
 		}
 		for i, e := range es {
-			out = append(out, row.Cell{Column: prefix + row.ElementName(c.name, listKey(a.ts, i, len(es), prepend)), Value: coltype.EncodeRegular(e, a.exp), Timestamp: a.ts})
+			out = append(out, row.Cell{Column: prefix + row.ElementName(c.name, listKey(a.ts, i, len(es), prepend)), Value: coltype.EncodeRegular(normalizeValue(c.typ.Elems[0], e), a.exp), Timestamp: a.ts})
 		}
 	}
 	return out, nil
