@@ -404,3 +404,15 @@ const StaleSnapshotMessage = "snapshot behind the joining replica"
 type Clustered interface {
 	ServesClustering()
 }
+
+// ErrHeld is wrapped by a replica's refusal of a replicated op it cannot
+// apply yet because an earlier op of the same origin has not arrived (a
+// per-cell FIFO channel: the observed-reset counter). The op is held, not
+// acknowledged; the sender may send it again once the earlier op had time
+// to arrive (concurrent updates of one cell are replicated concurrently),
+// and hints it if it is still held at its deadline. HeldMessage is in its
+// text, for an error that crossed the network.
+var ErrHeld = errors.New(HeldMessage)
+
+// HeldMessage is ErrHeld's text.
+const HeldMessage = "op held until the ops before it arrive"

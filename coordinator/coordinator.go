@@ -708,7 +708,21 @@ func (c *Coordinator) sendMutation(ctx context.Context, e ring.Endpoint, m colty
 	if trace.On(ctx) {
 		trace.Eventf(ctx, trace.ThreadWrite, "Sending MUTATION message to replica %s", addr)
 	}
-	_, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: EncodeMutation(m)})
+	body := EncodeMutation(m)
+	_, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: body})
+	for pause := time.Millisecond; isHeld(err) && ctx.Err() == nil; pause = min(2*pause, 50*time.Millisecond) {
+		// The replica holds the op behind an earlier one of its cell that
+		// is still on its way (replicated concurrently): send it again
+		// once that one had time to arrive; a duplicate is ignored.
+		if trace.On(ctx) {
+			trace.Eventf(ctx, trace.ThreadWrite, "Replica %s holds the op behind an earlier one: sending it again", addr)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+			_, err = c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: body})
+		}
+	}
 	if isWritesRefused(err) {
 		if trace.On(ctx) {
 			trace.Eventf(ctx, trace.ThreadWrite, "Replica %s refused the write", addr)
@@ -727,6 +741,19 @@ func (c *Coordinator) sendMutation(ctx context.Context, e ring.Endpoint, m colty
 		trace.Eventf(ctx, trace.ThreadWrite, "Replica %s acknowledged", addr)
 	}
 	return mutationAcked
+}
+
+// isHeld reports whether err is a replica's coltype.ErrHeld, here or from
+// a peer.
+func isHeld(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, coltype.ErrHeld) {
+		return true
+	}
+	var re *transport.RemoteError
+	return errors.As(err, &re) && strings.Contains(re.Msg, coltype.HeldMessage)
 }
 
 // isWritesRefused reports whether err is a replica's errWritesRefused, here

@@ -608,7 +608,7 @@ func (col *Column) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
 // ErrHeld is returned for a replicated op that arrived before an earlier
 // op of its origin: it is held, not applied, until the gap fills, and the
 // replica does not acknowledge it.
-var ErrHeld = errors.New("resetcol: op held until the ops before it arrive")
+var ErrHeld = fmt.Errorf("resetcol: %w", coltype.ErrHeld)
 
 // applyCell takes another replica's cell sent as a mutation (a leader
 // re-sends its cell when it dismisses a retry): its ops for this replica
