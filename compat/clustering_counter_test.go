@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -43,16 +42,6 @@ var counterDesigns = []struct {
 // refusedPerPartition is the refusal of a design without
 // coltype.Clustered.
 const refusedPerPartition = "in tables with clustering columns (hits): the design keeps its state per partition"
-
-// knownBugsEnv, set to 1, runs the subtests of known, unfixed bugs.
-const knownBugsEnv = "IDEMKV_KNOWN_BUGS"
-
-func skipKnownBug(t *testing.T, bug string) {
-	t.Helper()
-	if bug != "" && os.Getenv(knownBugsEnv) != "1" {
-		t.Skipf("BUG: %s (%s=1 runs it)", bug, knownBugsEnv)
-	}
-}
 
 // pvRow is one CQL row of a page-views table.
 type pvRow struct {
