@@ -22,6 +22,30 @@ type cell struct {
 	data []byte
 }
 
+// tupleBytes encodes a tuple's elements, scanned one by one, as the tuple's
+// value: each element's length (-1 for a null) and bytes. Every element
+// null reads as a null tuple: gocql's element-wise scan cannot tell them
+// apart, and a null tuple is the likelier.
+func tupleBytes(elems []cell) []byte {
+	null := true
+	for _, e := range elems {
+		null = null && e.data == nil
+	}
+	if null {
+		return nil
+	}
+	var out []byte
+	for _, e := range elems {
+		if e.data == nil {
+			out = binary.BigEndian.AppendUint32(out, 0xffffffff)
+			continue
+		}
+		out = binary.BigEndian.AppendUint32(out, uint32(len(e.data)))
+		out = append(out, e.data...)
+	}
+	return out
+}
+
 // UnmarshalCQL keeps the value's bytes (gocql.Unmarshaler).
 func (c *cell) UnmarshalCQL(info gocql.TypeInfo, data []byte) error {
 	c.info = info

@@ -583,9 +583,20 @@ func (s *Shell) selectRowsTraced(stmt string, lr LineReader, out io.Writer, tr g
 		}
 		iter := q.Iter()
 		cols := iter.Columns()
+		// gocql scans a tuple column element by element, into as many
+		// destinations as it has elements.
+		width := make([]int, len(cols))
+		n := 0
+		for i, c := range cols {
+			width[i] = 1
+			if t, ok := c.TypeInfo.(gocql.TupleTypeInfo); ok {
+				width[i] = len(t.Elems)
+			}
+			n += width[i]
+		}
 		for {
-			cells := make([]cell, len(cols))
-			dest := make([]any, len(cols))
+			cells := make([]cell, n)
+			dest := make([]any, n)
 			for i := range cells {
 				dest[i] = &cells[i]
 			}
@@ -593,10 +604,18 @@ func (s *Shell) selectRowsTraced(stmt string, lr LineReader, out io.Writer, tr g
 				break
 			}
 			r := make([]string, len(cols))
-			for i, c := range cells {
+			j := 0
+			for i, col := range cols {
+				if _, ok := col.TypeInfo.(gocql.TupleTypeInfo); ok {
+					r[i] = FormatValue(col.TypeInfo, tupleBytes(cells[j:j+width[i]]))
+					j += width[i]
+					continue
+				}
+				c := cells[j]
+				j++
 				info := c.info
 				if info == nil {
-					info = cols[i].TypeInfo
+					info = col.TypeInfo
 				}
 				r[i] = FormatValue(info, c.data)
 			}
