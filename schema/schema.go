@@ -23,6 +23,14 @@
 //	 "dropped_keyspace_generations": {"ks": 0},
 //	 "dropped_tables": {"5": true}}
 //
+// A table's entry is coltype.TableDef's JSON: "columns" (name, type: a
+// counter design or "regular", and for a regular column "cql", its CQL
+// type), "partition_key", "clustering" (name, type, and "desc": true for a
+// descending column), "dropped_columns" (a column's entry and its
+// "dropped_at" in microseconds), "options", "revision". Every field added
+// since the first version is omitted when empty, so a table of counters
+// without clustering columns encodes as it did.
+//
 // "generation" and "keyspace_generation" are omitted when 0.
 // "dropped_keyspaces" holds true for every name ever dropped (generation 0
 // at least), as versions before reuse wrote it, so that a document without
