@@ -770,6 +770,38 @@ func regularValue(r *crow, c *column, now time.Time) (frame.Value, error) {
 	return frame.Bytes(encodeCollection(c.typ, keys, vals)), nil
 }
 
+// regularElement reads m['k'] of a map column: the value of key k (its
+// CQL bytes), null when the map lacks it.
+func regularElement(r *crow, c *column, k []byte, now time.Time) (frame.Value, error) {
+	if c.multiCell {
+		name := row.ElementName(c.name, elementKey(c.typ.Elems[0], k))
+		for _, cell := range liveElements(r, c, now) {
+			if cell.Column == name {
+				v, _, _, err := coltype.DecodeRegular(cell.Value)
+				if err != nil {
+					return frame.Value{}, frame.Errorf(frame.ErrServer, "column %s: %v", c.name, err)
+				}
+				return frame.Bytes(v), nil
+			}
+		}
+		return frame.Null, nil
+	}
+	m, err := regularValue(r, c, now)
+	if err != nil || m.Null || m.Bytes == nil {
+		return frame.Null, err
+	}
+	ks, vs, err := frame.DecodeMap(m.Bytes)
+	if err != nil {
+		return frame.Value{}, frame.Errorf(frame.ErrServer, "column %s: %v", c.name, err)
+	}
+	for i := range ks {
+		if bytes.Equal(ks[i], k) {
+			return frame.Bytes(vs[i]), nil
+		}
+	}
+	return frame.Null, nil
+}
+
 // regularTTL is ttl(c): the seconds left of a cell written with a TTL.
 func regularTTL(r *crow, c *column, now time.Time) frame.Value {
 	cell, ok := r.cell(c.name)

@@ -162,6 +162,9 @@ func TestRegularCollections(t *testing.T) {
 	if len(list) != 3 || string(list[0]) != "w" || string(list[1]) != "X" || string(list[2]) != "z" {
 		t.Fatalf("list = %q, want [w X z]", list)
 	}
+	if r := h.one(`SELECT m['a'], m['nope'], m[?] FROM ks.c WHERE k = 1`, text_("c")); decodeInt(t, r[0]) != 100 || !r[1].Null || decodeInt(t, r[2]) != 3 {
+		t.Fatalf("m['a'], m['nope'], m['c'] = %v", r)
+	}
 	h.query(`UPDATE ks.c SET m = {'only': 1} WHERE k = 1`)
 	if r := h.one(`SELECT m FROM ks.c WHERE k = 1`); string(r[0].Bytes) != string(frame.EncodeMap([][]byte{[]byte("only")}, [][]byte{frame.EncodeInt(1)})) {
 		t.Fatalf("map after overwrite = %x", r[0].Bytes)
@@ -171,6 +174,9 @@ func TestRegularCollections(t *testing.T) {
 		t.Fatalf("deleted map = %x", r[0].Bytes)
 	}
 	h.query(`INSERT INTO ks.c (k, fm, tu) VALUES (2, {2: 'b', 1: 'a'}, (7, 'seven'))`)
+	if r := h.one(`SELECT fm[1], fm[3] FROM ks.c WHERE k = 2`); string(r[0].Bytes) != "a" || !r[1].Null {
+		t.Fatalf("fm[1], fm[3] = %v", r)
+	}
 	r = h.one(`SELECT fm, tu FROM ks.c WHERE k = 2`)
 	if want := frame.EncodeMap([][]byte{frame.EncodeInt(1), frame.EncodeInt(2)}, [][]byte{[]byte("a"), []byte("b")}); string(r[0].Bytes) != string(want) {
 		t.Errorf("frozen map = %x, want %x (sorted by key, as Cassandra stores it)", r[0].Bytes, want)

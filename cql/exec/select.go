@@ -36,6 +36,14 @@ func bindElements(sel []selected, values []frame.Value) error {
 		if s.elem == nil {
 			continue
 		}
+		if s.col.regular {
+			k, err := bindElem(s.col.typ.Elems[0], *s.elem, values, s.col.name)
+			if err != nil {
+				return err
+			}
+			sel[i].elemKey = string(normalizeValue(s.col.typ.Elems[0], k))
+			continue
+		}
 		v, err := bind(*s.elem, values, frame.Text, s.col.name)
 		if err != nil {
 			return err
@@ -98,10 +106,14 @@ func selection(t *tableInfo, st *parse.Select) ([]selected, []frame.ColumnSpec, 
 		}
 		spec := t.spec(c)
 		if s.Element != nil {
-			if _, isMap := counterMapOf(c); !isMap {
+			switch _, isMap := counterMapOf(c); {
+			case isMap:
+				spec.Name, spec.Type = elementName(c, *s.Element), frame.Bigint
+			case c.regular && c.typ.ID == frame.TypeMap:
+				spec.Name, spec.Type = elementName(c, *s.Element), c.typ.Elems[1]
+			default:
 				return nil, nil, invalid("Invalid element selection: %s is not a map", c.name)
 			}
-			spec.Name, spec.Type = elementName(c, *s.Element), frame.Bigint
 		}
 		if s.Func != "" {
 			if spec, err = cellFunction(t, c, s.Func); err != nil {
@@ -695,6 +707,12 @@ func (e *Executor) rowValues(t *tableInfo, sel []selected, r *crow) ([]frame.Val
 			out = append(out, frame.Bytes(parts[s.col.pkIndex]))
 		case s.col.ckPos > 0:
 			out = append(out, frame.Bytes(r.ck[s.col.ckPos-1]))
+		case s.col.regular && s.elem != nil:
+			v, err := regularElement(r, s.col, []byte(s.elemKey), now)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
 		case s.col.regular:
 			v, err := regularValue(r, s.col, now)
 			if err != nil {

@@ -391,7 +391,11 @@ func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.Co
 		for _, s := range st.Selectors {
 			if s.Element != nil {
 				if c, ok := t.cols[s.Column]; ok {
-					mark(*s.Element, keySpec(t, c))
+					spec := keySpec(t, c)
+					if c.regular && c.typ.ID == frame.TypeMap {
+						spec.Type = c.typ.Elems[0]
+					}
+					mark(*s.Element, spec)
 				}
 			}
 		}
