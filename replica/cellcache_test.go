@@ -257,6 +257,23 @@ func TestCellCacheReset(t *testing.T) {
 	}
 }
 
+// TestCellCacheResetSeedPeers replays TestCellCacheReset's seed
+// 1795749349682173512, whose k4 diverged (474 and 485): replica A's first
+// op of the cell was a DELETE through Replica.Delete (no replica list),
+// an observed reset of B's increments that A had delivered; it went to
+// nobody, and A's later outbox to B, numbered from 0, never carried it.
+// resetcol now addresses a write without a replica list to every origin
+// the cell delivered ops from (coltype/resetcol
+// TestResetOutsideCoordinatorReachesKnownPeers).
+func TestCellCacheResetSeedPeers(t *testing.T) {
+	const seed = 1795749349682173512
+	bounded := runResetCache(t, seed, true, func() *cellcache.Cache { return cellcache.NewEntries(tinyCache) })
+	unbounded := runResetCache(t, seed, true, func() *cellcache.Cache { return cellcache.New(0) })
+	if fmt.Sprint(bounded) != fmt.Sprint(unbounded) {
+		t.Fatalf("bounded cache %v, unbounded %v", bounded, unbounded)
+	}
+}
+
 func openResetCache(t *testing.T, dir string, c *cellcache.Cache) *Replica {
 	t.Helper()
 	r := mustOpen(t, cacheConfig(dir, c))

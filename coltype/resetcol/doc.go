@@ -21,8 +21,10 @@
 // UPDATE t SET c = c + w is led by one replica (the coordinator's counter
 // write path): under the cell's lock it generates the op (State.Inc, one
 // op of weight w), applies it, pushes it to the outbox of every other
-// natural replica (coltype.Update.Replicas, which the coordinator sets),
-// writes the blob durably, and returns a Mutation whose cell value is the
+// natural replica (coltype.Update.Replicas, which the coordinator sets;
+// a write without that list, such as the replica-level Delete, goes to
+// every origin the cell delivered ops from, Column.peers), writes the
+// blob durably, and returns a Mutation whose cell value is the
 // op with its sequence number on each peer's channel (EncodeOp). The
 // coordinator sends it to the other replicas and counts their acks for
 // the consistency level, or hints it. A replica receiving it

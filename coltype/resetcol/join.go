@@ -30,7 +30,9 @@ var ErrAdopt = fmt.Errorf("resetcol: %w", coltype.ErrStaleSnapshot)
 // newOutbox returns the outbox to a new peer of the cell: a copy of the
 // cell's outbox that holds the most ops (the smallest acknowledgement).
 // When the cell has none, every op this replica generated in it went to
-// nobody (a replica set of one, or a write outside the coordinator):
+// nobody, the cell knowing no other replica (a replica set of one, or a
+// write outside the coordinator on a cell that had delivered no peer's
+// op; see peers):
 // gen says whether the new peer adopts a snapshot counting them (an empty
 // outbox numbered from the op count, for PrepareJoin and SnapshotFor) or
 // not (numbered from 0, as a natural replica's first outbox always was).

@@ -539,8 +539,8 @@ func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, rec 
 		return coltype.Mutation{}, fmt.Errorf("%s: %w", TypeName, err)
 	}
 	payload := EncodeChannelOp(enc, rec)
-	for _, r := range slices.Concat(replicas, pending) {
-		if id := reset.ID(r); id != col.self && c.b.Out[id] == nil {
+	for _, id := range col.peers(c, replicas, pending) {
+		if c.b.Out[id] == nil {
 			c.b.Out[id] = col.newOutbox(c, false)
 		}
 	}
@@ -564,6 +564,36 @@ func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, rec 
 		m.HasOp, m.OpID, m.OpTime = true, rec.ID, rec.Time
 	}
 	return m, nil
+}
+
+// peers returns the replicas an op generated here must reach besides those
+// the cell already has an outbox to: the natural and pending replicas the
+// coordinator names (coltype.Update.Replicas, coltype.Deletion.Replicas),
+// or, for a write that does not come through the coordinator (no replica
+// named: the replica-level Delete, a Lead without Replicas), every origin
+// the cell delivered ops from. Such an origin is a replica of the cell:
+// skipping it would send this op to nobody, and its outbox, created at a
+// later op, would number from 0 and never carry this one (the replicas
+// would diverge for good: an observed reset of its increments applied here
+// and never there). With a replica list the list alone is used: it names
+// every natural and pending replica, while the inboxes also name nodes
+// that left the ring, to which a new outbox would never drain. c.mu is
+// held.
+func (col *Column) peers(c *cell, replicas, pending []counters.ID) []reset.ID {
+	var out []reset.ID
+	for _, r := range slices.Concat(replicas, pending) {
+		if id := reset.ID(r); id != col.self {
+			out = append(out, id)
+		}
+	}
+	if len(replicas) == 0 && len(pending) == 0 {
+		for id := range c.b.In {
+			if id != col.self {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
 }
 
 // ApplyReplicated implements coltype.Replicated: an op another replica
