@@ -346,7 +346,7 @@ type Channel interface {
 type AntiEntropy interface {
 	TakeDirty() []CellRef
 	MarkDirty(c CellRef)
-	View(l Leader, key []byte, peer counters.ID) ([]byte, error)
+	View(l Leader, key []byte, column string, peer counters.ID) ([]byte, error)
 	Sweep(l Leader) (held int, err error)
 }
 

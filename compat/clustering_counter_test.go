@@ -34,7 +34,7 @@ var counterDesigns = []struct {
 }{
 	{"counter", "counter", "", true, true, ""},
 	{"fbf", "counter", " AND idempotence = {'class': 'fbf', 'target_fpp': '0.0001'}", true, false, ""},
-	{"handoff", "handoff_counter", "", false, false, refusedPerPartition},
+	{"handoff", "handoff_counter", "", false, false, ""},
 	{"reset", "reset_counter", "", false, true, refusedPerPartition},
 	{"borrow", "borrow_counter", "", false, false, refusedPerPartition},
 }

@@ -1229,7 +1229,7 @@ func (r *Replica) SyncView(tableID uint64, key []byte, column string, peer count
 	if !ok {
 		return nil, fmt.Errorf("replica: column %s.%s.%s (%s) has no anti-entropy", t.def.Keyspace, t.def.Name, column, col.Name())
 	}
-	return ae.View(leader{r: r, t: t}, key, peer)
+	return ae.View(leader{r: r, t: t}, key, column, peer)
 }
 
 // antiEntropy calls f with every column instance that has anti-entropy.

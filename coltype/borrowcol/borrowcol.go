@@ -533,7 +533,7 @@ func (col *Column) TakeDirty() []coltype.CellRef {
 
 // View implements coltype.AntiEntropy: this replica's full state (a
 // KindState payload, the same for every peer), after settling it.
-func (col *Column) View(l coltype.Leader, key []byte, _ counters.ID) ([]byte, error) {
+func (col *Column) View(l coltype.Leader, key []byte, _ string, _ counters.ID) ([]byte, error) {
 	unlock := l.Lock(rowKey(key), col.column)
 	defer unlock()
 	s, prev, err := col.load(l, key)
@@ -598,3 +598,5 @@ func ReplicaStats(r ColumnLister) Stats {
 	}
 	return out
 }
+
+var _ coltype.AntiEntropy = (*Column)(nil)

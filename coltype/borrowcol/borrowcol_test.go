@@ -119,7 +119,7 @@ func newColumn(t *testing.T, f *fakeLeader) *Column {
 // coordinator does: a's view to b, b's answer back to a.
 func syncCells(t *testing.T, ca *Column, a *fakeLeader, cb *Column, b *fakeLeader, key string) {
 	t.Helper()
-	v, err := ca.View(a, []byte(key), b.id)
+	v, err := ca.View(a, []byte(key), "", b.id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -335,22 +335,44 @@ func (c *cell) message(state *handoff.Counter, notices map[handoff.ID]*handoff.H
 	return m
 }
 
-func (col *Column) ref(key []byte) coltype.CellRef {
-	return coltype.CellRef{Table: col.table, Key: key, Column: col.column}
+// A cell is named by its partition key and its cell name: the column's
+// name, or a composite one in a table with clustering columns (one cell
+// per CQL row, row.AppendComponent). name defaults an empty name to the
+// column's.
+func (col *Column) name(name string) string {
+	if name == "" {
+		return col.column
+	}
+	return name
+}
+
+// cellKey names a cell in the cell cache and the dirty and notice sets:
+// its partition key, and for a composite name the key's length, the key
+// and the name.
+func (col *Column) cellKey(key []byte, name string) string {
+	if name == col.column || name == "" {
+		return string(key)
+	}
+	b := binary.AppendUvarint(make([]byte, 0, 2+len(key)+len(name)), uint64(len(key)))
+	return string(append(append(b, key...), name...))
+}
+
+func (col *Column) ref(key []byte, name string) coltype.CellRef {
+	return coltype.CellRef{Table: col.table, Key: key, Column: col.name(name)}
 }
 
 // trackNotices records whether a cell holds notices (for the sweep).
-func (col *Column) trackNotices(key []byte, holds bool) {
+func (col *Column) trackNotices(key []byte, name string, holds bool) {
 	col.noticeMu.Lock()
 	defer col.noticeMu.Unlock()
 	if !holds {
-		delete(col.noticeCells, string(key))
+		delete(col.noticeCells, col.cellKey(key, name))
 		return
 	}
 	if col.noticeCells == nil {
 		col.noticeCells = map[string]coltype.CellRef{}
 	}
-	col.noticeCells[string(key)] = col.ref(key)
+	col.noticeCells[col.cellKey(key, name)] = col.ref(key, name)
 }
 
 // MarkDirty implements coltype.AntiEntropy: the cell is synchronised again
@@ -360,7 +382,7 @@ func (col *Column) MarkDirty(c coltype.CellRef) {
 	if col.dirty == nil {
 		col.dirty = map[string]coltype.CellRef{}
 	}
-	col.dirty[string(c.Key)] = col.ref(c.Key)
+	col.dirty[col.cellKey(c.Key, c.Column)] = col.ref(c.Key, c.Column)
 	col.dirtyMu.Unlock()
 }
 
@@ -392,8 +414,8 @@ const CellBytesBase = 72
 // decoding it from the cell's encoding. The caller calls unlock, which
 // drops the decoded state, records the cell's size, unlocks c.mu and
 // unpins the cell.
-func (col *Column) lock(l coltype.Leader, key []byte) (c *cell, unlock func(), err error) {
-	h, _ := col.cells.Acquire(col.ns, string(key), func() any { return &cell{} })
+func (col *Column) lock(l coltype.Leader, key []byte, name string) (c *cell, unlock func(), err error) {
+	h, _ := col.cells.Acquire(col.ns, col.cellKey(key, name), func() any { return &cell{} })
 	c = h.Value().(*cell)
 	c.mu.Lock()
 	unlock = func() {
@@ -414,7 +436,7 @@ func (col *Column) lock(l coltype.Leader, key []byte) (c *cell, unlock func(), e
 		}
 		return c, unlock, nil
 	}
-	if err := col.load(l, key, c); err != nil {
+	if err := col.load(l, key, name, c); err != nil {
 		unlock()
 		return nil, nil, err
 	}
@@ -423,11 +445,11 @@ func (col *Column) lock(l coltype.Leader, key []byte) (c *cell, unlock func(), e
 
 // load reads a cell's state from storage, as a cold start does. c.mu is
 // held.
-func (col *Column) load(l coltype.Leader, key []byte, c *cell) (err error) {
+func (col *Column) load(l coltype.Leader, key []byte, name string, c *cell) (err error) {
 	c.state = handoff.NewCounter(col.self, 0)
 	c.notices = map[handoff.ID]*handoff.HeldNotice{}
 	c.version = 0
-	stored, found, err := l.Cell(row.Key{Token: ring.Token(key), Partition: key}, col.column)
+	stored, found, err := l.Cell(row.Key{Token: ring.Token(key), Partition: key}, col.name(name))
 	if err != nil {
 		return err
 	}
@@ -442,7 +464,7 @@ func (col *Column) load(l coltype.Leader, key []byte, c *cell) (err error) {
 			for _, n := range notices {
 				c.notices[n.Notice.ID] = n
 			}
-			col.trackNotices(key, len(c.notices) > 0)
+			col.trackNotices(key, name, len(c.notices) > 0)
 		} else {
 			// Never written by this replica; merge rather than adopt.
 			c.state.Merge(st)
@@ -472,7 +494,7 @@ func (col *Column) load(l coltype.Leader, key []byte, c *cell) (err error) {
 // notice, the acknowledgement of its retirement; a replica: all). A merge
 // that changes nothing writes nothing. Exchanging the same message again is
 // harmless.
-func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, incoming []byte) ([]byte, error) {
+func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, name string, incoming []byte) ([]byte, error) {
 	msg, bare, err := handoff.DecodeMessage(incoming)
 	if err != nil {
 		return nil, fmt.Errorf("handoff exchange: %w", err)
@@ -487,7 +509,7 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 		}
 	}
 	col.exchanges.Add(1)
-	c, unlock, err := col.lock(l, key)
+	c, unlock, err := col.lock(l, key, name)
 	if err != nil {
 		return nil, err
 	}
@@ -495,7 +517,7 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 	next := c.state // decoded for this lock: dropped at unlock, so no clone
 	next.Merge(in)
 	notices, settled := col.takeNotices(c, msg.Notices)
-	expired, err := col.commit(l, key, c, next, notices)
+	expired, err := col.commit(l, key, name, c, next, notices)
 	if err != nil {
 		return nil, err
 	}
@@ -578,7 +600,7 @@ func (col *Column) noticeExpired(h *handoff.HeldNotice, nowMilli int64) bool {
 // made), marks this replica as having processed each, drops the expired
 // ones (and returns them) and, if the cell changed, writes it with a new
 // version and installs it in c. c.mu is held.
-func (col *Column) commit(l coltype.Leader, key []byte, c *cell, next *handoff.Counter, notices map[handoff.ID]*handoff.HeldNotice) (expired map[handoff.ID]*handoff.HeldNotice, err error) {
+func (col *Column) commit(l coltype.Leader, key []byte, name string, c *cell, next *handoff.Counter, notices map[handoff.ID]*handoff.HeldNotice) (expired map[handoff.ID]*handoff.HeldNotice, err error) {
 	now := col.env.Now().UnixMilli()
 	var collected uint64
 	for k, h := range notices {
@@ -602,15 +624,15 @@ func (col *Column) commit(l coltype.Leader, key []byte, c *cell, next *handoff.C
 		return expired, nil
 	}
 	version := c.version + 1
-	m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: EncodeCell(version, enc), Timestamp: col.env.Now().UnixMicro()}}
+	m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.name(name), Value: EncodeCell(version, enc), Timestamp: col.env.Now().UnixMicro()}}
 	if err := l.Write(row.Key{Token: ring.Token(key), Partition: key}, m, commitlog.PayloadShard); err != nil {
 		return nil, err
 	}
 	c.state, c.notices, c.enc, c.version = next, notices, bytes.Clone(enc), version
 	col.writes.Add(1)
 	col.collected.Add(collected)
-	col.trackNotices(key, len(notices) > 0)
-	col.MarkDirty(col.ref(key))
+	col.trackNotices(key, name, len(notices) > 0)
+	col.MarkDirty(col.ref(key, name))
 	return expired, nil
 }
 
@@ -622,13 +644,13 @@ func (col *Column) Sweep(l coltype.Leader) (held int, err error) {
 	cells := slices.Collect(maps.Values(col.noticeCells))
 	col.noticeMu.Unlock()
 	for _, hc := range cells {
-		c, unlock, lerr := col.lock(l, hc.Key)
+		c, unlock, lerr := col.lock(l, hc.Key, hc.Column)
 		if lerr != nil {
 			err = errors.Join(err, lerr)
 			continue
 		}
 		notices, _ := col.takeNotices(c, nil)
-		if _, cerr := col.commit(l, hc.Key, c, c.state.Clone(), notices); cerr != nil {
+		if _, cerr := col.commit(l, hc.Key, hc.Column, c, c.state.Clone(), notices); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
 		held += len(c.notices)
@@ -650,8 +672,8 @@ func (col *Column) Sweep(l coltype.Leader) (held int, err error) {
 // View implements coltype.AntiEntropy: this replica's view of a cell for
 // another tier-0 node (View(peer, 0)) with the notices it holds, an encoded
 // handoff.Message, for anti-entropy.
-func (col *Column) View(l coltype.Leader, key []byte, peer counters.ID) ([]byte, error) {
-	c, unlock, err := col.lock(l, key)
+func (col *Column) View(l coltype.Leader, key []byte, name string, peer counters.ID) ([]byte, error) {
+	c, unlock, err := col.lock(l, key, name)
 	if err != nil {
 		return nil, err
 	}
@@ -737,7 +759,7 @@ func (col *Column) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
 		_, err = col.Exchange(l, m.Table, m.Key, m.Cell.Column, enc)
 		return err
 	}
-	c, unlock, err := col.lock(l, m.Key)
+	c, unlock, err := col.lock(l, m.Key, m.Cell.Column)
 	if err != nil {
 		return err
 	}
@@ -748,3 +770,18 @@ func (col *Column) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
 	c.loaded = false // reload the merged version on next use
 	return nil
 }
+
+// ServesClustering implements coltype.Clustered: a cell's state, cache
+// entry, notices and anti-entropy are kept per cell name.
+func (*Column) ServesClustering() {}
+
+// Type is what a table's CREATE sees (the registry's instance): it serves
+// tables with clustering columns as its configured Column does.
+func (Type) ServesClustering() {}
+
+var (
+	_ coltype.AntiEntropy = (*Column)(nil)
+	_ coltype.Exchanger   = (*Column)(nil)
+	_ coltype.Replicated  = (*Column)(nil)
+	_ coltype.Clustered   = (*Column)(nil)
+)

@@ -90,7 +90,7 @@ func (m memColumn) deliver(t *testing.T, mu coltype.Mutation) {
 // replica's SyncView, then Exchange at b, then at a).
 func syncMem(t *testing.T, a, b memColumn, key string) {
 	t.Helper()
-	view, err := a.col.View(a, []byte(key), b.host)
+	view, err := a.col.View(a, []byte(key), "", b.host)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -727,7 +727,7 @@ func (col *Column) receive(l coltype.Leader, key []byte, c *cell, origin reset.I
 
 // View implements coltype.AntiEntropy: this replica's Sync for a peer —
 // its ack of the peer's ops and its own ops the peer has not acknowledged.
-func (col *Column) View(l coltype.Leader, key []byte, peer counters.ID) ([]byte, error) {
+func (col *Column) View(l coltype.Leader, key []byte, _ string, peer counters.ID) ([]byte, error) {
 	c, unlock, err := col.lock(l, key)
 	if err != nil {
 		return nil, err
@@ -920,3 +920,5 @@ func (col *Column) PendingTo(l coltype.Leader, peers []counters.ID) (int, error)
 	}
 	return n, nil
 }
+
+var _ coltype.AntiEntropy = (*Column)(nil)

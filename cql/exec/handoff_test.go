@@ -76,3 +76,37 @@ func TestHandoffCounterColumn(t *testing.T) {
 		t.Fatalf("after deleting the other column: %d, want 8", v)
 	}
 }
+
+// TestHandoffCounterClustering: handoff counters in a table with
+// clustering columns count per row, through a client's exchanges and
+// plain updates.
+func TestHandoffCounterClustering(t *testing.T) {
+	h := newHarness(t)
+	h.setup()
+	h.query(`CREATE TABLE ks.hc (k text, d int, c handoff_counter, PRIMARY KEY (k, d))`)
+	for _, d := range []int32{1, 2} {
+		cl := handoff.NewCounter(handoff.ID{byte(7 + d)}, 1)
+		cl.Add(uint64(5 * d))
+		for i := 0; !cl.Handed(); i++ {
+			if i > 4 {
+				t.Fatal("client not handed off")
+			}
+			view, _ := cl.View(handoff.ID{}, 0).MarshalBinary()
+			out, err := h.e.Query(ctx, h.sess, `UPDATE ks.hc SET c = c + 1 WHERE k = 'a' AND d = ?`, params(int_(d)),
+				map[string][]byte{handoffcol.PayloadKey: view})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := handoff.NewCounter(handoff.ID{}, 0)
+			if err := r.UnmarshalBinary(out.Payload[handoffcol.PayloadKey]); err != nil {
+				t.Fatal(err)
+			}
+			cl.Merge(r)
+		}
+	}
+	h.query(`UPDATE ks.hc SET c = c + 3 WHERE k = 'a' AND d = 2`)
+	r := h.rows(`SELECT d, c FROM ks.hc WHERE k = 'a'`)
+	if len(r.Rows) != 2 || decodeBig(t, r.Rows[0][1]) != 5 || decodeBig(t, r.Rows[1][1]) != 13 {
+		t.Fatalf("rows %v, want d=1: 5, d=2: 13", r.Rows)
+	}
+}
