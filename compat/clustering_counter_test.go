@@ -36,7 +36,7 @@ var counterDesigns = []struct {
 	{"fbf", "counter", " AND idempotence = {'class': 'fbf', 'target_fpp': '0.0001'}", true, false, ""},
 	{"handoff", "handoff_counter", "", false, false, ""},
 	{"reset", "reset_counter", "", false, true, refusedPerPartition},
-	{"borrow", "borrow_counter", "", false, false, refusedPerPartition},
+	{"borrow", "borrow_counter", "", false, false, ""},
 }
 
 // refusedPerPartition is the refusal of a design without

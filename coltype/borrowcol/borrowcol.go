@@ -2,6 +2,7 @@ package borrowcol
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -180,14 +181,35 @@ var (
 
 func rowKey(key []byte) row.Key { return row.Key{Token: ring.Token(key), Partition: key} }
 
-func (col *Column) ref(key []byte) coltype.CellRef {
-	return coltype.CellRef{Table: col.table, Key: key, Column: col.column}
+// A cell is named by its partition key and its cell name: the column's
+// name, or a composite one in a table with clustering columns (one cell
+// per CQL row). name defaults an empty name to the column's.
+func (col *Column) name(name string) string {
+	if name == "" {
+		return col.column
+	}
+	return name
+}
+
+// cellKey names a cell in the dirty set and the retired clients' memory:
+// its partition key, and for a composite name the key's length, the key
+// and the name.
+func (col *Column) cellKey(key []byte, name string) string {
+	if name == col.column || name == "" {
+		return string(key)
+	}
+	b := binary.AppendUvarint(make([]byte, 0, 2+len(key)+len(name)), uint64(len(key)))
+	return string(append(append(b, key...), name...))
+}
+
+func (col *Column) ref(key []byte, name string) coltype.CellRef {
+	return coltype.CellRef{Table: col.table, Key: key, Column: col.name(name)}
 }
 
 // load reads this replica's state of a cell and its encoding (nil: none).
 // The cell's lock is held.
-func (col *Column) load(l coltype.Leader, key []byte) (*borrow.State, []byte, error) {
-	c, found, err := l.Cell(rowKey(key), col.column)
+func (col *Column) load(l coltype.Leader, key []byte, name string) (*borrow.State, []byte, error) {
+	c, found, err := l.Cell(rowKey(key), col.name(name))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -242,19 +264,19 @@ func closeUnlearnt(me borrow.ID, s *borrow.State) int {
 // durable (syncLog): the caller sets it when s holds something this
 // replica authored (a loan, its own dot's count, a fold, a closed loan) or
 // a retirement it is about to acknowledge. The cell's lock is held.
-func (col *Column) commit(l coltype.Leader, key []byte, s *borrow.State, prev []byte, dirty, fsync bool) ([]byte, error) {
+func (col *Column) commit(l coltype.Leader, key []byte, name string, s *borrow.State, prev []byte, dirty, fsync bool) ([]byte, error) {
 	enc, err := EncodeCell(s)
 	if err != nil {
 		return nil, err
 	}
-	col.noteRetired(l.Now(), key, s)
+	col.noteRetired(l.Now(), key, name, s)
 	if !bytes.Equal(enc, prev) {
-		m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: enc, Timestamp: l.Now().UnixMicro()}}
+		m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.name(name), Value: enc, Timestamp: l.Now().UnixMicro()}}
 		if err := l.Write(rowKey(key), m, commitlog.PayloadShard); err != nil {
 			return nil, err
 		}
 		if dirty {
-			col.MarkDirty(col.ref(key))
+			col.MarkDirty(col.ref(key, name))
 		}
 	}
 	if fsync {
@@ -304,7 +326,7 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 	key := u.RowKey()
 	unlock := l.Lock(key, u.Column)
 	defer unlock()
-	s, prev, err := col.load(l, u.Key)
+	s, prev, err := col.load(l, u.Key, u.Column)
 	if err != nil {
 		return coltype.Mutation{}, err
 	}
@@ -317,7 +339,7 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 			return coltype.Mutation{}, err
 		}
 	}
-	enc, err := col.commit(l, u.Key, s, prev, false, true)
+	enc, err := col.commit(l, u.Key, u.Column, s, prev, false, true)
 	if err != nil {
 		return coltype.Mutation{}, err
 	}
@@ -338,20 +360,20 @@ func (col *Column) Observe(l coltype.Leader, m coltype.Mutation) error {
 	if err != nil {
 		return err
 	}
-	col.noteRetired(l.Now(), m.Key, in)
+	col.noteRetired(l.Now(), m.Key, m.Cell.Column, in)
 	me := col.self
 	if !concerns(me, in) {
 		return nil
 	}
-	unlock := l.Lock(m.RowKey(), col.column)
+	unlock := l.Lock(m.RowKey(), col.name(m.Cell.Column))
 	defer unlock()
-	s, prev, err := col.load(l, m.Key)
+	s, prev, err := col.load(l, m.Key, m.Cell.Column)
 	if err != nil {
 		return err
 	}
 	s.Join(in)
 	settled := col.settle(me, s)
-	_, err = col.commit(l, m.Key, s, prev, true, settled)
+	_, err = col.commit(l, m.Key, m.Cell.Column, s, prev, true, settled)
 	return err
 }
 
@@ -391,19 +413,19 @@ func concerns(me borrow.ID, s *borrow.State) bool {
 // from the state leaves before it is durable as the log's sync mode
 // promises, and a new loan, a transfer or a retirement not before it is
 // fsynced (syncLog).
-func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, incoming []byte) ([]byte, error) {
+func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, name string, incoming []byte) ([]byte, error) {
 	p, err := DecodePayload(incoming)
 	if err != nil {
 		return nil, err
 	}
-	unlock := l.Lock(rowKey(key), col.column)
+	unlock := l.Lock(rowKey(key), col.name(name))
 	defer unlock()
-	s, prev, err := col.load(l, key)
+	s, prev, err := col.load(l, key, name)
 	if err != nil {
 		return nil, err
 	}
 	if p.State != nil {
-		col.noteRetired(l.Now(), key, p.State)
+		col.noteRetired(l.Now(), key, name, p.State)
 	}
 	me := col.self
 	var owner borrow.ID
@@ -421,7 +443,7 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 		if owner == me {
 			return nil, errors.New("borrow exchange: a client with this replica's id")
 		}
-		if s.Retired(owner) || col.retiredRecently(l.Now(), key, owner) {
+		if s.Retired(owner) || col.retiredRecently(l.Now(), key, name, owner) {
 			col.late.Add(1)
 			return nil, fmt.Errorf("borrow exchange: client %v: %w", owner, borrow.ErrLateBorrow)
 		}
@@ -447,7 +469,7 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 	if col.settle(me, s) {
 		spread, fsync = true, true
 	}
-	if _, err := col.commit(l, key, s, prev, spread, fsync); err != nil {
+	if _, err := col.commit(l, key, name, s, prev, spread, fsync); err != nil {
 		return nil, err
 	}
 	if p.Kind == KindState {
@@ -474,7 +496,7 @@ type retiredKey struct {
 
 // noteRetired remembers, at now, every client with a frozen dot in s, the
 // cell key's state.
-func (col *Column) noteRetired(now time.Time, key []byte, s *borrow.State) {
+func (col *Column) noteRetired(now time.Time, key []byte, name string, s *borrow.State) {
 	var ids []borrow.ID
 	for _, o := range s.Dots() {
 		if o.Cell.Frozen && o.Owner != o.Dot.Creator {
@@ -487,7 +509,7 @@ func (col *Column) noteRetired(now time.Time, key []byte, s *borrow.State) {
 		col.retired = map[retiredKey]time.Time{}
 	}
 	for _, id := range ids {
-		col.retired[retiredKey{string(key), id}] = now
+		col.retired[retiredKey{col.cellKey(key, name), id}] = now
 	}
 	if now.Sub(col.retiredPrune) >= RetiredRetention/10 {
 		col.retiredPrune = now
@@ -501,10 +523,10 @@ func (col *Column) noteRetired(now time.Time, key []byte, s *borrow.State) {
 
 // retiredRecently reports whether client retired in the cell key less
 // than RetiredRetention ago, as far as this replica saw.
-func (col *Column) retiredRecently(now time.Time, key []byte, client borrow.ID) bool {
+func (col *Column) retiredRecently(now time.Time, key []byte, name string, client borrow.ID) bool {
 	col.retiredMu.Lock()
 	defer col.retiredMu.Unlock()
-	t, ok := col.retired[retiredKey{string(key), client}]
+	t, ok := col.retired[retiredKey{col.cellKey(key, name), client}]
 	return ok && now.Sub(t) <= RetiredRetention
 }
 
@@ -515,7 +537,7 @@ func (col *Column) MarkDirty(c coltype.CellRef) {
 	if col.dirty == nil {
 		col.dirty = map[string]coltype.CellRef{}
 	}
-	col.dirty[string(c.Key)] = col.ref(c.Key)
+	col.dirty[col.cellKey(c.Key, c.Column)] = col.ref(c.Key, c.Column)
 }
 
 // TakeDirty implements coltype.AntiEntropy: the cells changed outside the
@@ -533,15 +555,15 @@ func (col *Column) TakeDirty() []coltype.CellRef {
 
 // View implements coltype.AntiEntropy: this replica's full state (a
 // KindState payload, the same for every peer), after settling it.
-func (col *Column) View(l coltype.Leader, key []byte, _ string, _ counters.ID) ([]byte, error) {
-	unlock := l.Lock(rowKey(key), col.column)
+func (col *Column) View(l coltype.Leader, key []byte, name string, _ counters.ID) ([]byte, error) {
+	unlock := l.Lock(rowKey(key), col.name(name))
 	defer unlock()
-	s, prev, err := col.load(l, key)
+	s, prev, err := col.load(l, key, name)
 	if err != nil {
 		return nil, err
 	}
 	settled := col.settle(col.self, s)
-	if _, err := col.commit(l, key, s, prev, false, settled); err != nil {
+	if _, err := col.commit(l, key, name, s, prev, false, settled); err != nil {
 		return nil, err
 	}
 	col.views.Add(1)
@@ -600,3 +622,13 @@ func ReplicaStats(r ColumnLister) Stats {
 }
 
 var _ coltype.AntiEntropy = (*Column)(nil)
+
+// ServesClustering implements coltype.Clustered: a cell's state, the
+// memory of retired clients and anti-entropy are kept per cell name.
+func (*Column) ServesClustering() {}
+
+// ServesClustering implements coltype.Clustered for the registry's
+// instance, which CREATE TABLE checks.
+func (Type) ServesClustering() {}
+
+var _ coltype.Clustered = (*Column)(nil)
