@@ -380,10 +380,11 @@ type Joinable interface {
 	// PrepareJoin makes this (current) replica keep, for the joining
 	// replica, every op of the cell it has not seen acknowledged by all
 	// its peers, and send it every op it generates from now on.
-	PrepareJoin(l Leader, key []byte, joiner counters.ID) error
+	// column is the cell's name (the column's, or a composite one).
+	PrepareJoin(l Leader, key []byte, column string, joiner counters.ID) error
 	// SnapshotFor returns the cell the joiner adopts; ok is false when
 	// this replica holds nothing of the cell (the joiner starts empty).
-	SnapshotFor(l Leader, key []byte, joiner counters.ID) (c row.Cell, ok bool, err error)
+	SnapshotFor(l Leader, key []byte, column string, joiner counters.ID) (c row.Cell, ok bool, err error)
 }
 
 // ErrStaleSnapshot is wrapped by a Joinable type's refusal to adopt a

@@ -1324,7 +1324,7 @@ func (r *Replica) PrepareJoin(tableID uint64, key []byte, column string, joiner 
 	if !ok {
 		return nil
 	}
-	return j.PrepareJoin(leader{r: r, t: t}, key, joiner)
+	return j.PrepareJoin(leader{r: r, t: t}, key, column, joiner)
 }
 
 // SnapshotFor is the cell a joining replica adopts (coltype.Joinable).
@@ -1337,7 +1337,7 @@ func (r *Replica) SnapshotFor(tableID uint64, key []byte, column string, joiner 
 	if !ok {
 		return row.Cell{}, false, fmt.Errorf("replica: column %s.%s.%s (%s) is not joinable", t.def.Keyspace, t.def.Name, column, col.Name())
 	}
-	return j.SnapshotFor(leader{r: r, t: t}, key, joiner)
+	return j.SnapshotFor(leader{r: r, t: t}, key, column, joiner)
 }
 
 // JoinablePending is what the Joinable columns' cells still hold for

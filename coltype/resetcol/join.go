@@ -58,12 +58,12 @@ func (col *Column) newOutbox(c *cell, gen bool) *reset.Outbox {
 // after what a later snapshot of any replica delivered from this one
 // reaches the joiner. A cell where this replica generated nothing needs
 // none yet (the first op creates it, numbered from 0).
-func (col *Column) PrepareJoin(l coltype.Leader, key []byte, joiner counters.ID) error {
+func (col *Column) PrepareJoin(l coltype.Leader, key []byte, name string, joiner counters.ID) error {
 	j := reset.ID(joiner)
 	if j == col.self {
 		return nil
 	}
-	c, unlock, err := col.lock(l, key)
+	c, unlock, err := col.lock(l, key, name)
 	if err != nil {
 		return err
 	}
@@ -72,10 +72,10 @@ func (col *Column) PrepareJoin(l coltype.Leader, key []byte, joiner counters.ID)
 		return nil
 	}
 	c.b.Out[j] = col.newOutbox(c, true)
-	if err := col.write(l, key, c, 0); err != nil {
+	if err := col.write(l, key, name, c, 0); err != nil {
 		return fmt.Errorf("%s: prepare join: %w", TypeName, err)
 	}
-	col.MarkDirty(col.ref(key))
+	col.MarkDirty(col.ref(key, name))
 	return nil
 }
 
@@ -84,12 +84,12 @@ func (col *Column) PrepareJoin(l coltype.Leader, key []byte, joiner counters.ID)
 // (its own op count as the count delivered from it) and op ids, and no
 // outboxes. This replica's outbox to the joiner is created first if the
 // cell has none, empty and numbered from its op count.
-func (col *Column) SnapshotFor(l coltype.Leader, key []byte, joiner counters.ID) (row.Cell, bool, error) {
+func (col *Column) SnapshotFor(l coltype.Leader, key []byte, name string, joiner counters.ID) (row.Cell, bool, error) {
 	j := reset.ID(joiner)
 	if j == col.self {
 		return row.Cell{}, false, nil
 	}
-	c, unlock, err := col.lock(l, key)
+	c, unlock, err := col.lock(l, key, name)
 	if err != nil {
 		return row.Cell{}, false, err
 	}
@@ -103,10 +103,10 @@ func (col *Column) SnapshotFor(l coltype.Leader, key []byte, joiner counters.ID)
 	}
 	if b.Out[j] == nil {
 		b.Out[j] = col.newOutbox(c, true)
-		if err := col.write(l, key, c, 0); err != nil {
+		if err := col.write(l, key, name, c, 0); err != nil {
 			return row.Cell{}, false, fmt.Errorf("%s: snapshot: %w", TypeName, err)
 		}
-		col.MarkDirty(col.ref(key))
+		col.MarkDirty(col.ref(key, name))
 	}
 	snap := &Blob{State: b.State.CloneAs(j), Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}, Recent: slices.Clone(b.Recent)}
 	for k, in := range b.In {
@@ -119,7 +119,7 @@ func (col *Column) SnapshotFor(l coltype.Leader, key []byte, joiner counters.ID)
 	if err != nil {
 		return row.Cell{}, false, err
 	}
-	return row.Cell{Column: col.column, Value: enc, Timestamp: col.env.Now().UnixMicro()}, true, nil
+	return row.Cell{Column: col.name(name), Value: enc, Timestamp: col.env.Now().UnixMicro()}, true, nil
 }
 
 // adopt takes a snapshot made for this replica (SnapshotFor) as its cell:
@@ -127,11 +127,11 @@ func (col *Column) SnapshotFor(l coltype.Leader, key []byte, joiner counters.ID)
 // snapshot's, and it must have generated none; ops it holds beyond a gap
 // are kept and delivered if the snapshot fills the gap. A snapshot this
 // replica's cell already covers (streamed again) changes nothing.
-func (col *Column) adopt(l coltype.Leader, key []byte, snap *Blob) error {
+func (col *Column) adopt(l coltype.Leader, key []byte, name string, snap *Blob) error {
 	if snap.State.Kind() != col.newState().Kind() {
 		return fmt.Errorf("%w: column %s: the snapshot's kind is not the column's", ErrCorrupt, col.column)
 	}
-	c, unlock, err := col.lock(l, key)
+	c, unlock, err := col.lock(l, key, name)
 	if err != nil {
 		return err
 	}
@@ -172,9 +172,9 @@ func (col *Column) adopt(l coltype.Leader, key []byte, snap *Blob) error {
 		remember(c.b, r)
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(c.b.In), reset.ID.Compare) {
-		if err := col.receive(l, key, c, k, nil, false); err != nil {
+		if err := col.receive(l, key, name, c, k, nil, false); err != nil {
 			return err
 		}
 	}
-	return col.write(l, key, c, 0)
+	return col.write(l, key, name, c, 0)
 }

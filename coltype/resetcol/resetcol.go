@@ -2,6 +2,7 @@ package resetcol
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -322,8 +323,29 @@ type cell struct {
 	size   int // bytes of the stored blob
 }
 
-func (col *Column) ref(key []byte) coltype.CellRef {
-	return coltype.CellRef{Table: col.table, Key: key, Column: col.column}
+// A cell is named by its partition key and its cell name: the column's
+// name, or a composite one in a table with clustering columns (one cell
+// per CQL row). name defaults an empty name to the column's.
+func (col *Column) name(name string) string {
+	if name == "" {
+		return col.column
+	}
+	return name
+}
+
+// cellKey names a cell in the cell cache and the dirty and pending sets:
+// its partition key, and for a composite name the key's length, the key
+// and the name.
+func (col *Column) cellKey(key []byte, name string) string {
+	if name == col.column || name == "" {
+		return string(key)
+	}
+	b := binary.AppendUvarint(make([]byte, 0, 2+len(key)+len(name)), uint64(len(key)))
+	return string(append(append(b, key...), name...))
+}
+
+func (col *Column) ref(key []byte, name string) coltype.CellRef {
+	return coltype.CellRef{Table: col.table, Key: key, Column: col.name(name)}
 }
 
 // cellBytes estimates the bytes of a cell's blob in memory besides the
@@ -335,8 +357,8 @@ func cellBytes(c *cell) int64 { return 768 + int64(4*c.size) }
 // lock returns the cell, locked, loaded and pinned in the cell cache. The
 // caller calls unlock, which records the cell's size, unlocks c.mu and
 // unpins the cell.
-func (col *Column) lock(l coltype.Leader, key []byte) (c *cell, unlock func(), err error) {
-	h, _ := col.cells.Acquire(col.ns, string(key), func() any { return &cell{} })
+func (col *Column) lock(l coltype.Leader, key []byte, name string) (c *cell, unlock func(), err error) {
+	h, _ := col.cells.Acquire(col.ns, col.cellKey(key, name), func() any { return &cell{} })
 	c = h.Value().(*cell)
 	c.mu.Lock()
 	unlock = func() {
@@ -349,7 +371,7 @@ func (col *Column) lock(l coltype.Leader, key []byte) (c *cell, unlock func(), e
 	if c.loaded {
 		return c, unlock, nil
 	}
-	if err := col.load(l, key, c); err != nil {
+	if err := col.load(l, key, name, c); err != nil {
 		unlock()
 		return nil, nil, err
 	}
@@ -358,9 +380,9 @@ func (col *Column) lock(l coltype.Leader, key []byte) (c *cell, unlock func(), e
 
 // load reads a cell's blob from storage, as a cold start does. c.mu is
 // held.
-func (col *Column) load(l coltype.Leader, key []byte, c *cell) error {
+func (col *Column) load(l coltype.Leader, key []byte, name string, c *cell) error {
 	b := &Blob{State: col.newState(), Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}}
-	stored, found, err := l.Cell(row.Key{Token: ring.Token(key), Partition: key}, col.column)
+	stored, found, err := l.Cell(row.Key{Token: ring.Token(key), Partition: key}, col.name(name))
 	if err != nil {
 		return err
 	}
@@ -379,36 +401,36 @@ func (col *Column) load(l coltype.Leader, key []byte, c *cell) error {
 		b, c.size = sb, len(stored.Value)
 	}
 	c.b, c.loaded = b, true
-	col.track(key, b)
+	col.track(key, name, b)
 	return nil
 }
 
 // track records whether a cell's outboxes hold ops (Sweep resends them).
-func (col *Column) track(key []byte, b *Blob) {
+func (col *Column) track(key []byte, name string, b *Blob) {
 	col.dirtyMu.Lock()
 	defer col.dirtyMu.Unlock()
 	n := b.Pending()
 	if n == 0 {
-		delete(col.pending, string(key))
+		delete(col.pending, col.cellKey(key, name))
 		return
 	}
 	if col.pending == nil {
 		col.pending = map[string]pendingCell{}
 	}
-	col.pending[string(key)] = pendingCell{col.ref(key), n}
+	col.pending[col.cellKey(key, name)] = pendingCell{col.ref(key, name), n}
 }
 
 // write stores the cell's blob with a new version. On error the cell is
 // reloaded from storage on next use (its in-memory blob may be ahead).
 // c.mu is held.
-func (col *Column) write(l coltype.Leader, key []byte, c *cell, ts int64) error {
+func (col *Column) write(l coltype.Leader, key []byte, name string, c *cell, ts int64) error {
 	c.b.Version++
 	enc, err := EncodeCell(c.b)
 	if err == nil {
 		if ts == 0 {
 			ts = col.env.Now().UnixMicro()
 		}
-		m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: enc, Timestamp: ts}}
+		m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.name(name), Value: enc, Timestamp: ts}}
 		err = l.Write(row.Key{Token: ring.Token(key), Partition: key}, m, commitlog.PayloadShard)
 	}
 	if err != nil {
@@ -417,7 +439,7 @@ func (col *Column) write(l coltype.Leader, key []byte, c *cell, ts int64) error 
 	}
 	c.size = len(enc)
 	col.writes.Add(1)
-	col.track(key, c.b)
+	col.track(key, name, c.b)
 	return nil
 }
 
@@ -433,9 +455,9 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 	}
 	if u.Delta == 0 {
 		// c = c + 0 changes nothing: an op addressed to nobody.
-		return coltype.Mutation{Table: col.table, Key: u.Key, Cell: row.Cell{Column: col.column, Value: EncodeOp(col.self, nil, nil), Timestamp: u.Timestamp}}, nil
+		return coltype.Mutation{Table: col.table, Key: u.Key, Cell: row.Cell{Column: col.name(u.Column), Value: EncodeOp(col.self, nil, nil), Timestamp: u.Timestamp}}, nil
 	}
-	c, unlock, err := col.lock(l, u.Key)
+	c, unlock, err := col.lock(l, u.Key, u.Column)
 	if err != nil {
 		return coltype.Mutation{}, err
 	}
@@ -449,7 +471,7 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 			// which the coordinator re-sends to the other replicas
 			// (ApplyReplicated takes their ops from it).
 			col.dismissed.Add(1)
-			return coltype.Mutation{Table: col.table, Key: u.Key, Cell: row.Cell{Column: col.column}, HasOp: true, OpID: u.OpID, OpTime: u.OpTime, Dismissed: true}, nil
+			return coltype.Mutation{Table: col.table, Key: u.Key, Cell: row.Cell{Column: col.name(u.Column)}, HasOp: true, OpID: u.OpID, OpTime: u.OpTime, Dismissed: true}, nil
 		}
 		rec = &OpRecord{ID: u.OpID, Time: u.OpTime}
 		if rec.Time <= 0 {
@@ -463,7 +485,7 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 	if rec != nil {
 		remember(c.b, *rec)
 	}
-	return col.emit(l, u.Key, c, op, rec, u.Replicas, u.Pending, u.Timestamp)
+	return col.emit(l, u.Key, u.Column, c, op, rec, u.Replicas, u.Pending, u.Timestamp)
 }
 
 // seen reports whether a client op id is among the cell's recent ones.
@@ -497,7 +519,7 @@ func (col *Column) Delete(l coltype.Leader, d coltype.Deletion) (coltype.Mutatio
 	if err := col.checkElement(d.Element); err != nil {
 		return coltype.Mutation{}, err
 	}
-	c, unlock, err := col.lock(l, d.Key)
+	c, unlock, err := col.lock(l, d.Key, d.Column)
 	if err != nil {
 		return coltype.Mutation{}, err
 	}
@@ -525,14 +547,14 @@ func (col *Column) Delete(l coltype.Leader, d coltype.Deletion) (coltype.Mutatio
 		c.loaded = false
 		return coltype.Mutation{}, fmt.Errorf("%s: %w", TypeName, err)
 	}
-	return col.emit(l, d.Key, c, op, nil, d.Replicas, d.Pending, d.Timestamp)
+	return col.emit(l, d.Key, d.Column, c, op, nil, d.Replicas, d.Pending, d.Timestamp)
 }
 
 // emit pushes an op this replica generated (and applied to c.b.State) to
 // the outbox of every peer (the natural and pending replicas given, and
 // those the cell already has an outbox for), writes the blob and returns
 // the mutation to replicate. c.mu is held.
-func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, rec *OpRecord, replicas, pending []counters.ID, ts int64) (coltype.Mutation, error) {
+func (col *Column) emit(l coltype.Leader, key []byte, name string, c *cell, op reset.Op, rec *OpRecord, replicas, pending []counters.ID, ts int64) (coltype.Mutation, error) {
 	enc, err := op.MarshalBinary()
 	if err != nil {
 		c.loaded = false
@@ -550,16 +572,16 @@ func (col *Column) emit(l coltype.Leader, key []byte, c *cell, op reset.Op, rec 
 		seqs = append(seqs, Seq{Peer: id, Seq: e.Seq})
 	}
 	c.b.Gen++
-	if err := col.write(l, key, c, ts); err != nil {
+	if err := col.write(l, key, name, c, ts); err != nil {
 		return coltype.Mutation{}, err
 	}
 	// Anti-entropy only has to push ops and bring acks back: a new op
 	// puts its cell in the next round, and Sweep keeps a cell whose
 	// outboxes hold ops in every round after. A cell with nothing pending
 	// needs no round (its peers' rounds carry their ops and its acks).
-	col.MarkDirty(col.ref(key))
+	col.MarkDirty(col.ref(key, name))
 	col.generated.Add(1)
-	m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.column, Value: EncodeOp(col.self, payload, seqs), Timestamp: ts}}
+	m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.name(name), Value: EncodeOp(col.self, payload, seqs), Timestamp: ts}}
 	if rec != nil {
 		m.HasOp, m.OpID, m.OpTime = true, rec.ID, rec.Time
 	}
@@ -618,13 +640,13 @@ func (col *Column) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
 	if i < 0 {
 		return nil // not addressed to this replica
 	}
-	c, unlock, err := col.lock(l, m.Key)
+	c, unlock, err := col.lock(l, m.Key, m.Cell.Column)
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	seq := seqs[i].Seq
-	if err := col.receive(l, m.Key, c, origin, []reset.Envelope{{Seq: seq, Payload: payload}}, false); err != nil {
+	if err := col.receive(l, m.Key, m.Cell.Column, c, origin, []reset.Envelope{{Seq: seq, Payload: payload}}, false); err != nil {
 		return err
 	}
 	if d := c.b.In[origin].Delivered(); d < seq {
@@ -656,19 +678,19 @@ func (col *Column) applyCell(l coltype.Leader, m coltype.Mutation) error {
 		}
 		// A snapshot made for this replica, joining the cell's replica
 		// set (SnapshotFor: no ops generated, no outboxes).
-		return col.adopt(l, m.Key, b)
+		return col.adopt(l, m.Key, m.Cell.Column, b)
 	}
 	out := b.Out[col.self]
 	if out == nil || out.Len() == 0 {
 		return nil
 	}
 	envs := out.Pending()
-	c, unlock, err := col.lock(l, m.Key)
+	c, unlock, err := col.lock(l, m.Key, m.Cell.Column)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := col.receive(l, m.Key, c, origin, envs, false); err != nil {
+	if err := col.receive(l, m.Key, m.Cell.Column, c, origin, envs, false); err != nil {
 		return err
 	}
 	last := envs[len(envs)-1].Seq
@@ -681,7 +703,7 @@ func (col *Column) applyCell(l coltype.Leader, m coltype.Mutation) error {
 // receive takes envelopes from an origin into its inbox, applies every op
 // now deliverable and writes the blob if anything changed (or force).
 // c.mu is held.
-func (col *Column) receive(l coltype.Leader, key []byte, c *cell, origin reset.ID, envs []reset.Envelope, force bool) error {
+func (col *Column) receive(l coltype.Leader, key []byte, name string, c *cell, origin reset.ID, envs []reset.Envelope, force bool) error {
 	in := c.b.In[origin]
 	if in == nil {
 		in = &reset.Inbox{}
@@ -718,7 +740,7 @@ func (col *Column) receive(l coltype.Leader, key []byte, c *cell, origin reset.I
 	if n == 0 && !force {
 		return nil
 	}
-	if err := col.write(l, key, c, 0); err != nil {
+	if err := col.write(l, key, name, c, 0); err != nil {
 		return err
 	}
 	col.delivered.Add(n)
@@ -727,8 +749,8 @@ func (col *Column) receive(l coltype.Leader, key []byte, c *cell, origin reset.I
 
 // View implements coltype.AntiEntropy: this replica's Sync for a peer —
 // its ack of the peer's ops and its own ops the peer has not acknowledged.
-func (col *Column) View(l coltype.Leader, key []byte, _ string, peer counters.ID) ([]byte, error) {
-	c, unlock, err := col.lock(l, key)
+func (col *Column) View(l coltype.Leader, key []byte, name string, peer counters.ID) ([]byte, error) {
+	c, unlock, err := col.lock(l, key, name)
 	if err != nil {
 		return nil, err
 	}
@@ -757,7 +779,7 @@ func (col *Column) PayloadKey() string { return PayloadKey }
 // Exchange implements coltype.Exchanger: a peer's Sync (anti-entropy). The
 // ack trims this replica's outbox to the peer, the ops are delivered as
 // replicated ops are, and the answer is this replica's Sync for the peer.
-func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, incoming []byte) ([]byte, error) {
+func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, name string, incoming []byte) ([]byte, error) {
 	s, err := DecodeSync(incoming)
 	if err != nil {
 		return nil, err
@@ -765,7 +787,7 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 	if s.To != col.self {
 		return nil, fmt.Errorf("%s: a sync message for %s reached %s", TypeName, s.To, col.self)
 	}
-	c, unlock, err := col.lock(l, key)
+	c, unlock, err := col.lock(l, key, name)
 	if err != nil {
 		return nil, err
 	}
@@ -776,7 +798,7 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, _ string, in
 		o.Ack(s.Ack)
 		trimmed = o.Len() != n
 	}
-	if err := col.receive(l, key, c, s.From, s.Ops, trimmed); err != nil {
+	if err := col.receive(l, key, name, c, s.From, s.Ops, trimmed); err != nil {
 		return nil, err
 	}
 	return EncodeSync(col.syncFor(c, s.From)), nil
@@ -788,7 +810,7 @@ func (col *Column) MarkDirty(c coltype.CellRef) {
 	if col.dirty == nil {
 		col.dirty = map[string]coltype.CellRef{}
 	}
-	col.dirty[string(c.Key)] = col.ref(c.Key)
+	col.dirty[col.cellKey(c.Key, c.Column)] = col.ref(c.Key, c.Column)
 	col.dirtyMu.Unlock()
 }
 
@@ -827,7 +849,7 @@ func (col *Column) Replayed(rec commitlog.Record) error {
 		return err
 	}
 	if b.Pending() > 0 {
-		col.MarkDirty(col.ref(bytes.Clone(rec.Key)))
+		col.MarkDirty(col.ref(bytes.Clone(rec.Key), rec.Column))
 	}
 	return nil
 }
@@ -907,7 +929,7 @@ func (col *Column) PendingTo(l coltype.Leader, peers []counters.ID) (int, error)
 	col.dirtyMu.Unlock()
 	n := 0
 	for _, p := range refs {
-		c, unlock, err := col.lock(l, p.ref.Key)
+		c, unlock, err := col.lock(l, p.ref.Key, p.ref.Column)
 		if err != nil {
 			return n, err
 		}
@@ -922,3 +944,25 @@ func (col *Column) PendingTo(l coltype.Leader, peers []counters.ID) (int, error)
 }
 
 var _ coltype.AntiEntropy = (*Column)(nil)
+
+// ServesClustering implements coltype.Clustered: a cell's blob, its
+// channels, anti-entropy and joins are kept per cell name.
+func (*Column) ServesClustering() {}
+
+// ServesClustering implements coltype.Clustered for the registry's
+// instances, which CREATE TABLE checks.
+func (Type) ServesClustering() {}
+
+// ServesClustering implements coltype.Clustered.
+func (MapType) ServesClustering() {}
+
+var _ coltype.Clustered = (*Column)(nil)
+
+var (
+	_ coltype.Joinable   = (*Column)(nil)
+	_ coltype.Replicated = (*Column)(nil)
+	_ coltype.Exchanger  = (*Column)(nil)
+	_ coltype.Deleter    = (*Column)(nil)
+	_ coltype.Leading    = (*Column)(nil)
+	_ coltype.Replayer   = (*Column)(nil)
+)
