@@ -37,7 +37,7 @@ import (
 //	AntiEntropy   replicas reconcile cells in the background  handoff sync
 //	Unstreamable  cells a new replica cannot take by streaming (none)
 //	Joinable      a new replica adopts a current one's cell    observed reset (per-cell channel state)
-//	Clustered     cells of tables with clustering columns     vanilla, legacy, FBF
+//	Clustered     cells of tables with clustering columns     every design
 //
 // A type without a capability gets the default the capability's doc gives
 // (a vanilla counter's behaviour).
