@@ -1,6 +1,7 @@
 package coltype
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -220,3 +221,16 @@ type LeaderLog struct {
 
 // RowKey is the mutation's partition as the storage engine keys it.
 func (m Mutation) RowKey() row.Key { return row.Key{Token: ring.Token(m.Key), Partition: m.Key} }
+
+// CellKey names one cell of a column for a design's per-cell maps and
+// caches: the partition key alone when the cell is named by the column
+// (name is column, or empty), else the key's length (uvarint), the key
+// and the cell's name (a composite name of a table with clustering
+// columns). Two cells of one column never share a CellKey.
+func CellKey(key []byte, name, column string) string {
+	if name == column || name == "" {
+		return string(key)
+	}
+	b := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(key)+len(name)), uint64(len(key)))
+	return string(append(append(b, key...), name...))
+}

@@ -2,7 +2,6 @@ package borrowcol
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -195,11 +194,7 @@ func (col *Column) name(name string) string {
 // its partition key, and for a composite name the key's length, the key
 // and the name.
 func (col *Column) cellKey(key []byte, name string) string {
-	if name == col.column || name == "" {
-		return string(key)
-	}
-	b := binary.AppendUvarint(make([]byte, 0, 2+len(key)+len(name)), uint64(len(key)))
-	return string(append(append(b, key...), name...))
+	return coltype.CellKey(key, name, col.column)
 }
 
 func (col *Column) ref(key []byte, name string) coltype.CellRef {

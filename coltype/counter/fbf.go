@@ -422,12 +422,7 @@ func (c *fbfCounter) Compensate(l coltype.Leader, u coltype.Update) error {
 // is not the column's) the length of the partition, the partition and the
 // cell name.
 func (c *fbfCounter) shardKey(partition []byte, name string) string {
-	if name == c.column || name == "" {
-		return string(partition)
-	}
-	b := binary.AppendUvarint(make([]byte, 0, 2+len(partition)+len(name)), uint64(len(partition)))
-	b = append(b, partition...)
-	return string(append(b, name...))
+	return coltype.CellKey(partition, name, c.column)
 }
 
 // cell returns the leader's shard of a cell (name: the cell's name, the

@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/idemkv/idemkv/internal/flock"
 )
 
 // Version is the pinned cqlsh release (PyPI package cqlsh).
@@ -70,7 +72,7 @@ func Ensure(ctx context.Context) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", fmt.Errorf("%w: cache directory: %w", ErrUnavailable, err)
 	}
-	unlock, err := lock(dir + ".lock")
+	unlock, err := flock.Lock(dir + ".lock")
 	if err != nil {
 		return "", fmt.Errorf("%w: lock %s.lock: %w", ErrUnavailable, dir, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/idemkv/idemkv/internal/flock"
 )
 
 func TestDir(t *testing.T) {
@@ -37,7 +39,7 @@ func TestLockExcludes(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			unlock, err := lock(path)
+			unlock, err := flock.Lock(path)
 			if err != nil {
 				t.Error(err)
 				return

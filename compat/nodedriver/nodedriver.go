@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/idemkv/idemkv/internal/flock"
 )
 
 // Version is the pinned driver release (npm package cassandra-driver).
@@ -67,7 +69,7 @@ func Ensure(ctx context.Context) (node, dir string, err error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", "", fmt.Errorf("%w: cache directory: %w", ErrUnavailable, err)
 	}
-	unlock, err := lock(dir + ".lock")
+	unlock, err := flock.Lock(dir + ".lock")
 	if err != nil {
 		return "", "", fmt.Errorf("%w: lock %s.lock: %w", ErrUnavailable, dir, err)
 	}

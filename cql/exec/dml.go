@@ -469,15 +469,7 @@ func (e *Executor) bindRegular(t *tableInfo, it batchItem, using []parse.UsingOp
 func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 	switch st := it.stmt.(type) {
 	case *parse.Update:
-		terms, ck, err := keyRestrictions(t, st.Where, false)
-		if err != nil {
-			return nil, err
-		}
-		ks, err := keys(t, terms, it.values)
-		if err != nil {
-			return nil, err
-		}
-		f, err := clusteringFilter(t, ck, it.values, false)
+		key, f, err := bindTarget(t, st.Where, it.values)
 		if err != nil {
 			return nil, err
 		}
@@ -487,7 +479,7 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 		}
 		var out []write
 		for _, prefix := range prefixes {
-			ws, err := bindSets(t, st, it, i, ks[0], prefix)
+			ws, err := bindSets(t, st, it, i, key, prefix)
 			if err != nil {
 				return nil, err
 			}
@@ -555,20 +547,12 @@ func bindSets(t *tableInfo, st *parse.Update, it batchItem, i int, key []byte, p
 // clustering column bound by equality, it names its cells; otherwise it
 // is a deletion of the rows a read finds (rangeDel).
 func bindDelete(t *tableInfo, st *parse.Delete, it batchItem, i int) ([]write, error) {
-	terms, ck, err := keyRestrictions(t, st.Where, false)
-	if err != nil {
-		return nil, err
-	}
-	ks, err := keys(t, terms, it.values)
-	if err != nil {
-		return nil, err
-	}
-	f, err := clusteringFilter(t, ck, it.values, false)
+	key, f, err := bindTarget(t, st.Where, it.values)
 	if err != nil {
 		return nil, err
 	}
 	if len(t.ck) > 0 && !f.fullPrefix() {
-		return []write{{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: st.Columns, rangeDel: f, index: i}}, nil
+		return []write{{delete: true, table: t.id, tableInfo: t, key: key, columns: st.Columns, rangeDel: f, index: i}}, nil
 	}
 	prefixes, err := clusteringPrefixes(t, f)
 	if err != nil {
@@ -593,7 +577,7 @@ func bindDelete(t *tableInfo, st *parse.Delete, it batchItem, i int) ([]write, e
 		return out
 	}
 	if st.Elements == nil {
-		return []write{{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: compose(named), index: i}}, nil
+		return []write{{delete: true, table: t.id, tableInfo: t, key: key, columns: compose(named), index: i}}, nil
 	}
 	var whole []string
 	var elems []write
@@ -612,11 +596,11 @@ func bindDelete(t *tableInfo, st *parse.Delete, it batchItem, i int) ([]write, e
 			return nil, err
 		}
 		for _, col := range compose([]string{name}) {
-			elems = append(elems, write{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: []string{col}, element: k, index: i})
+			elems = append(elems, write{delete: true, table: t.id, tableInfo: t, key: key, columns: []string{col}, element: k, index: i})
 		}
 	}
 	if len(whole) > 0 {
-		elems = append([]write{{delete: true, table: t.id, tableInfo: t, key: ks[0], columns: compose(whole), index: i}}, elems...)
+		elems = append([]write{{delete: true, table: t.id, tableInfo: t, key: key, columns: compose(whole), index: i}}, elems...)
 	}
 	return elems, nil
 }

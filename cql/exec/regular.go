@@ -384,21 +384,31 @@ func (e *Executor) bindRegularInsert(t *tableInfo, st *parse.Insert, values []fr
 	return w, nil
 }
 
+// bindTarget binds the WHERE clause of a modification: its partition key
+// (one: IN is refused) and its clustering restrictions.
+func bindTarget(t *tableInfo, where []parse.Relation, values []frame.Value) ([]byte, ckFilter, error) {
+	terms, ck, err := keyRestrictions(t, where, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	ks, err := keys(t, terms, values)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := clusteringFilter(t, ck, values, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ks[0], f, nil
+}
+
 // bindRegularUpdate binds an UPDATE of a regular table.
 func (e *Executor) bindRegularUpdate(t *tableInfo, st *parse.Update, values []frame.Value, batch []parse.UsingOption, clientTS int64) (cellWrite, error) {
 	a, err := e.bindAttrs(t, st.Using, batch, values, clientTS, false)
 	if err != nil {
 		return cellWrite{}, err
 	}
-	terms, ck, err := keyRestrictions(t, st.Where, false)
-	if err != nil {
-		return cellWrite{}, err
-	}
-	ks, err := keys(t, terms, values)
-	if err != nil {
-		return cellWrite{}, err
-	}
-	f, err := clusteringFilter(t, ck, values, false)
+	key, f, err := bindTarget(t, st.Where, values)
 	if err != nil {
 		return cellWrite{}, err
 	}
@@ -406,7 +416,7 @@ func (e *Executor) bindRegularUpdate(t *tableInfo, st *parse.Update, values []fr
 	if err != nil {
 		return cellWrite{}, err
 	}
-	w := cellWrite{t: t, key: ks[0], ts: a.ts}
+	w := cellWrite{t: t, key: key, ts: a.ts}
 	for _, p := range prefixes {
 		for _, sc := range st.Set {
 			c := t.cols[sc.Column]
@@ -524,19 +534,11 @@ func (e *Executor) bindRegularDelete(t *tableInfo, st *parse.Delete, values []fr
 	if err != nil {
 		return cellWrite{}, err
 	}
-	terms, ck, err := keyRestrictions(t, st.Where, false)
+	key, f, err := bindTarget(t, st.Where, values)
 	if err != nil {
 		return cellWrite{}, err
 	}
-	ks, err := keys(t, terms, values)
-	if err != nil {
-		return cellWrite{}, err
-	}
-	f, err := clusteringFilter(t, ck, values, false)
-	if err != nil {
-		return cellWrite{}, err
-	}
-	w := cellWrite{t: t, key: ks[0], ts: a.ts}
+	w := cellWrite{t: t, key: key, ts: a.ts}
 	if len(t.ck) > 0 && !f.fullPrefix() {
 		// A range of rows, a partition: delete what a read finds.
 		w.rangeDel, w.delColumns = f, st.Columns

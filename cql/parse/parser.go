@@ -1089,6 +1089,15 @@ func (p *parser) insert() (Statement, error) {
 	return s, err
 }
 
+// limitTerm parses the value of a LIMIT: an integer or a bind marker.
+func (p *parser) limitTerm() (Term, error) {
+	t := p.peek()
+	if t.kind != tInt && t.kind != tQMark && !(t.kind == tPunct && t.text == ":") {
+		return Term{}, p.noViable(t)
+	}
+	return p.term()
+}
+
 func (p *parser) selectStmt() (Statement, error) {
 	p.pos++ // SELECT
 	s := &Select{}
@@ -1190,22 +1199,14 @@ func (p *parser) selectStmt() (Statement, error) {
 		if err := p.expectKw("limit"); err != nil {
 			return nil, err
 		}
-		t := p.peek()
-		if t.kind != tInt && t.kind != tQMark && !(t.kind == tPunct && t.text == ":") {
-			return nil, p.noViable(t)
-		}
-		v, err := p.term()
+		v, err := p.limitTerm()
 		if err != nil {
 			return nil, err
 		}
 		s.PerPartitionLimit = &v
 	}
 	if p.acceptKw("limit") {
-		t := p.peek()
-		if t.kind != tInt && t.kind != tQMark && !(t.kind == tPunct && t.text == ":") {
-			return nil, p.noViable(t)
-		}
-		v, err := p.term()
+		v, err := p.limitTerm()
 		if err != nil {
 			return nil, err
 		}

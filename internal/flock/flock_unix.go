@@ -1,15 +1,17 @@
 //go:build unix
 
-package cqlshpy
+// Package flock takes exclusive file locks across processes, for the
+// provisioning of caches shared by concurrent test binaries.
+package flock
 
 import (
 	"os"
 	"syscall"
 )
 
-// lock takes an exclusive flock on path, waiting for it; the lock goes
+// Lock takes an exclusive flock on path, waiting for it; the lock goes
 // with the process if it dies.
-func lock(path string) (func(), error) {
+func Lock(path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
