@@ -22,6 +22,9 @@ type ColumnDef struct {
 	// "frozen<list<int>>"); empty for a counter column, whose CQL type its
 	// design gives.
 	CQL string `json:"cql,omitempty"`
+	// Static marks a static column of a table with clustering columns:
+	// one value per partition, its cells named by row.StaticPrefix.
+	Static bool `json:"static,omitempty"`
 }
 
 // HasRegularColumns reports whether a table holds regular (non-counter)

@@ -33,6 +33,9 @@ import (
 // adjacent. The CQL row marker of a regular table is the cell named by the
 // components and an empty column name.
 //
+// A partition's static cells (the columns declared STATIC, one value per
+// partition) are named by StaticPrefix and the column.
+//
 // A table without clustering columns names its cells by the column name
 // alone (and the element, for a non-frozen collection), as before.
 
@@ -64,6 +67,9 @@ func AppendComponent(dst []byte, orderKey []byte, desc bool) []byte {
 // table whose clustering columns have the orders desc (true: descending):
 // the name up to the column, and the column name after it.
 func ClusteringPrefix(name string, desc []bool) (prefix, column string, err error) {
+	if sp := StaticPrefix(desc); sp != "" && strings.HasPrefix(name, sp) {
+		return sp, name[len(sp):], nil
+	}
 	i := 0
 	for _, d := range desc {
 		n, ok := componentEnd(name[i:], d)
@@ -73,6 +79,23 @@ func ClusteringPrefix(name string, desc []bool) (prefix, column string, err erro
 		i += n
 	}
 	return name[:i], name[i:], nil
+}
+
+// StaticPrefix is the prefix of the cells of a partition's static
+// columns in a table with clustering columns (desc: their orders; "" for a
+// table without): 0x00 0x00 when the first clustering column ascends,
+// 0xFF 0xFF when it descends. No component starts with it (an ascending
+// one starts with a byte other than 0x00, or with 0x00 0xFF or 0x00 0x01;
+// a descending one likewise with 0xFF), so a static cell never reads as a
+// row's; it sorts before every row, or after every row.
+func StaticPrefix(desc []bool) string {
+	switch {
+	case len(desc) == 0:
+		return ""
+	case desc[0]:
+		return "\xff\xff"
+	}
+	return "\x00\x00"
 }
 
 // ColumnOf is the CQL column name of a cell name: the name up to its

@@ -110,3 +110,25 @@ func FuzzClusteringPrefix(f *testing.F) {
 		}
 	})
 }
+
+// TestStaticNames: a static cell splits into the static prefix and its
+// column, never into a row's components, and sorts before (ascending
+// first column) or after (descending) every row.
+func TestStaticNames(t *testing.T) {
+	for _, desc := range [][]bool{{false}, {true}, {false, true}} {
+		sp := StaticPrefix(desc)
+		prefix, col, err := ClusteringPrefix(sp+"s", desc)
+		if err != nil || prefix != sp || col != "s" {
+			t.Fatalf("desc %v: static name splits into %q %q %v", desc, prefix, col, err)
+		}
+		for _, keys := range [][][]byte{{{}, {}}, {{0}, {0xff}}, {{0xff, 0xff}, {0}}, {{0, 0}, {1}}} {
+			row := compose(keys[:len(desc)], desc, "c")
+			if p, _, _ := ClusteringPrefix(row, desc); p == sp {
+				t.Fatalf("desc %v: row %x reads as static", desc, row)
+			}
+			if (sp+"s" < row) == desc[0] {
+				t.Fatalf("desc %v: static %x and row %x in the wrong order", desc, sp+"s", row)
+			}
+		}
+	}
+}

@@ -33,11 +33,8 @@ func (e *Executor) alterColumns(ctx context.Context, ks string, def coltype.Tabl
 		if _, ok := t.cols[c.Name]; ok {
 			return nil, invalid("Column with name '%s' already exists", c.Name)
 		}
-		if c.Static {
-			if len(def.Clustering) == 0 {
-				return nil, invalid("Static columns are only useful (and thus allowed) if the table has at least one clustering column")
-			}
-			return nil, invalid("idemkv does not support static columns (%s)", c.Name)
+		if c.Static && len(def.Clustering) == 0 {
+			return nil, invalid("Static columns are only useful (and thus allowed) if the table has at least one clustering column")
 		}
 		name, bad := counterTypeName(c.Type)
 		if bad != nil {
@@ -62,7 +59,7 @@ func (e *Executor) alterColumns(ctx context.Context, ks string, def coltype.Tabl
 					return nil, invalid("idemkv does not serve %s columns in tables with clustering columns (%s): the design keeps its state per partition", name, c.Name)
 				}
 			}
-			next.Columns = append(next.Columns, coltype.ColumnDef{Name: c.Name, Type: name})
+			next.Columns = append(next.Columns, coltype.ColumnDef{Name: c.Name, Type: name, Static: c.Static})
 		default:
 			_, text, _, err := regularType(ks, c.Type)
 			if err != nil {
@@ -73,7 +70,7 @@ func (e *Executor) alterColumns(ctx context.Context, ks string, def coltype.Tabl
 					return nil, invalid("Cannot re-add previously dropped column '%s' of type %s, incompatible with previous type %s", c.Name, text, d.CQL)
 				}
 			}
-			next.Columns = append(next.Columns, coltype.ColumnDef{Name: c.Name, Type: coltype.RegularType, CQL: text})
+			next.Columns = append(next.Columns, coltype.ColumnDef{Name: c.Name, Type: coltype.RegularType, CQL: text, Static: c.Static})
 		}
 	}
 	now := e.opts.Now().UnixMicro()

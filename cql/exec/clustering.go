@@ -175,11 +175,21 @@ type crow struct {
 	ckKeys [][]byte
 	prefix string
 	cells  []row.Cell
+	// statics are the partition's static cells, named by their columns;
+	// staticOnly marks the row a partition with static cells and no
+	// clustering row reads as (its clustering values null).
+	statics    []row.Cell
+	staticOnly bool
 }
 
-// cell is the row's cell of a column.
+// cell is the row's cell of a column, a static one included.
 func (r *crow) cell(name string) (row.Cell, bool) {
 	for _, c := range r.cells {
+		if c.Column == name {
+			return c, true
+		}
+	}
+	for _, c := range r.statics {
 		if c.Column == name {
 			return c, true
 		}
@@ -194,11 +204,18 @@ func expandRows(t *tableInfo, r row.Row) ([]crow, error) {
 		return []crow{{key: r.Key, cells: r.Cells}}, nil
 	}
 	desc := t.def.ClusteringDesc()
+	static := row.StaticPrefix(desc)
 	var out []crow
+	var statics []row.Cell
 	for _, c := range r.Cells {
 		prefix, col, err := row.ClusteringPrefix(c.Column, desc)
 		if err != nil {
 			return nil, frame.Errorf(frame.ErrServer, "cell %x of %s.%s: %v", c.Column, t.keyspace, t.name, err)
+		}
+		if prefix == static {
+			c.Column = col
+			statics = append(statics, c)
+			continue
 		}
 		if len(out) == 0 || out[len(out)-1].prefix != prefix {
 			keys, err := row.Components(prefix, desc)
@@ -214,6 +231,14 @@ func expandRows(t *tableInfo, r row.Row) ([]crow, error) {
 		c.Column = col
 		last := &out[len(out)-1]
 		last.cells = append(last.cells, c)
+	}
+	if len(statics) > 0 {
+		if len(out) == 0 {
+			out = append(out, crow{key: r.Key, ck: make([][]byte, len(t.ck)), staticOnly: true})
+		}
+		for i := range out {
+			out[i].statics = statics
+		}
 	}
 	return out, nil
 }
@@ -258,6 +283,15 @@ func (r *ckRestriction) match(k []byte) bool {
 type ckFilter []*ckRestriction
 
 func (f ckFilter) match(r *crow) bool {
+	if r.staticOnly {
+		// No clustering row: it matches when nothing restricts one.
+		for _, x := range f {
+			if x != nil {
+				return false
+			}
+		}
+		return true
+	}
 	for i, x := range f {
 		if x != nil && i < len(r.ckKeys) && !x.match(r.ckKeys[i]) {
 			return false
@@ -391,6 +425,43 @@ func clusteringPrefixes(t *tableInfo, f ckFilter) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// restricted reports whether any clustering column is restricted.
+func (f ckFilter) restricted() bool {
+	for _, x := range f {
+		if x != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// staticPrefix is the prefix of a table's static cells ("" without
+// clustering columns).
+func staticPrefix(t *tableInfo) string { return row.StaticPrefix(t.def.ClusteringDesc()) }
+
+// onlyStatic reports whether every column a statement sets is static (it
+// then names no clustering row).
+func onlyStatic(t *tableInfo, names []string) bool {
+	if len(t.ck) == 0 || len(names) == 0 {
+		return false
+	}
+	for _, n := range names {
+		if c := t.cols[n]; c == nil || !c.static {
+			return false
+		}
+	}
+	return true
+}
+
+// checkStaticOnly refuses clustering restrictions on a statement that
+// modifies only static columns, with Cassandra's message.
+func checkStaticOnly(ck []parse.Relation, stmt string) error {
+	if len(ck) > 0 {
+		return invalid("Invalid restrictions on clustering columns since the %s statement modifies only static columns", stmt)
+	}
+	return nil
 }
 
 // fullPrefix reports whether a filter names whole rows: every clustering

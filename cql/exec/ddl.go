@@ -255,13 +255,15 @@ func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
 	if st.CompactStorage {
 		return def, invalid("COMPACT STORAGE is not supported by idemkv")
 	}
+	static := map[string]bool{}
 	for _, c := range st.Columns {
 		if c.Static && len(st.Clustering) == 0 {
 			return def, invalid("Static columns are only useful (and thus allowed) if the table has at least one clustering column")
 		}
-		if c.Static {
-			return def, invalid("idemkv does not support static columns (%s)", c.Name)
+		if c.Static && inKey[c.Name] {
+			return def, invalid("Static column %s cannot be part of the PRIMARY KEY", c.Name)
 		}
+		static[c.Name] = c.Static
 	}
 	clustering, err := clusteringDefs(st, cols)
 	if err != nil {
@@ -283,7 +285,7 @@ func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
 		if err != nil {
 			return def, err
 		}
-		def.Columns = append(def.Columns, coltype.ColumnDef{Name: n, Type: coltype.RegularType, CQL: text})
+		def.Columns = append(def.Columns, coltype.ColumnDef{Name: n, Type: coltype.RegularType, CQL: text, Static: static[n]})
 	}
 	for _, n := range st.PartitionKey {
 		c := cols[n]
@@ -298,7 +300,7 @@ func tableDef(ks string, st *parse.CreateTable) (coltype.TableDef, error) {
 		def.PartitionKey = append(def.PartitionKey, coltype.ColumnDef{Name: n, Type: typ})
 	}
 	for _, n := range counters {
-		def.Columns = append(def.Columns, coltype.ColumnDef{Name: n, Type: design[n]})
+		def.Columns = append(def.Columns, coltype.ColumnDef{Name: n, Type: design[n], Static: static[n]})
 	}
 	opts, err := tablePropertyOptions(st.Properties)
 	if err != nil {

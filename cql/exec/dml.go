@@ -100,7 +100,19 @@ func checkUpdate(t *tableInfo, st *parse.Update) error {
 	if err != nil {
 		return err
 	}
+	if onlyStatic(t, setNames(st.Set)) {
+		return checkStaticOnly(ck, "UPDATE")
+	}
 	return checkRowClustering(t, ck, "UPDATE")
+}
+
+// setNames are the columns an UPDATE sets.
+func setNames(sets []parse.SetClause) []string {
+	out := make([]string, len(sets))
+	for i, sc := range sets {
+		out[i] = sc.Column
+	}
+	return out
 }
 
 // checkRowClustering checks that the clustering relations of a statement
@@ -417,6 +429,14 @@ func (e *Executor) rangeDeleteCells(ctx context.Context, w write, cl coordinator
 		return nil, err
 	}
 	var names []string
+	if !w.rangeDel.restricted() && len(rows) > 0 {
+		// A whole partition: its static cells too.
+		for _, c := range rows[0].statics {
+			if !c.Tombstone && (len(w.columns) == 0 || slices.Contains(w.columns, c.Column)) {
+				names = append(names, staticPrefix(t)+c.Column)
+			}
+		}
+	}
 	for i := range rows {
 		if !w.rangeDel.match(&rows[i]) {
 			continue
@@ -473,13 +493,16 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 		if err != nil {
 			return nil, err
 		}
+		if onlyStatic(t, setNames(st.Set)) {
+			return bindSets(t, st, it, i, key, "", true)
+		}
 		prefixes, err := clusteringPrefixes(t, f)
 		if err != nil {
 			return nil, err
 		}
 		var out []write
-		for _, prefix := range prefixes {
-			ws, err := bindSets(t, st, it, i, key, prefix)
+		for n, prefix := range prefixes {
+			ws, err := bindSets(t, st, it, i, key, prefix, n == 0)
 			if err != nil {
 				return nil, err
 			}
@@ -492,13 +515,22 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 	return nil, nil
 }
 
-// bindSets binds the SET clause of a counter UPDATE of one row (prefix:
-// its composite cell-name prefix, "" without clustering columns).
-func bindSets(t *tableInfo, st *parse.Update, it batchItem, i int, key []byte, prefix string) ([]write, error) {
+// bindSets binds the SET clause of a counter UPDATE of one row (rowPrefix:
+// its composite cell-name prefix, "" without clustering columns); statics
+// says whether it binds the static columns too (the first row does).
+func bindSets(t *tableInfo, st *parse.Update, it batchItem, i int, key []byte, rowPrefix string, statics bool) ([]write, error) {
 	var out []write
 	{
 		for _, sc := range st.Set {
 			c := t.cols[sc.Column]
+			prefix := rowPrefix
+			if c.static {
+				// Once per statement, whatever rows it names.
+				if !statics {
+					continue
+				}
+				prefix = staticPrefix(t)
+			}
 			if _, isMap := counterMapOf(c); isMap {
 				mk, md, skip, err := mapDeltas(c, sc.Value, it.values)
 				if err != nil {
@@ -551,6 +583,16 @@ func bindDelete(t *tableInfo, st *parse.Delete, it batchItem, i int) ([]write, e
 	if err != nil {
 		return nil, err
 	}
+	if onlyStatic(t, st.Columns) && st.Elements == nil {
+		if f.restricted() {
+			return nil, invalid("Invalid restrictions on clustering columns since the DELETE statement modifies only static columns")
+		}
+		var names []string
+		for _, n := range st.Columns {
+			names = append(names, staticPrefix(t)+n)
+		}
+		return []write{{delete: true, table: t.id, tableInfo: t, key: key, columns: names, index: i}}, nil
+	}
 	if len(t.ck) > 0 && !f.fullPrefix() {
 		return []write{{delete: true, table: t.id, tableInfo: t, key: key, columns: st.Columns, rangeDel: f, index: i}}, nil
 	}
@@ -561,7 +603,9 @@ func bindDelete(t *tableInfo, st *parse.Delete, it batchItem, i int) ([]write, e
 	named := st.Columns
 	if len(named) == 0 && len(t.ck) > 0 {
 		for _, c := range t.regular {
-			named = append(named, c.name)
+			if !c.static { // a row's deletion leaves the partition's statics
+				named = append(named, c.name)
+			}
 		}
 	}
 	compose := func(names []string) []string {
@@ -569,9 +613,16 @@ func bindDelete(t *tableInfo, st *parse.Delete, it batchItem, i int) ([]write, e
 			return names
 		}
 		var out []string
+		for _, n := range names {
+			if t.cols[n].static {
+				out = append(out, staticPrefix(t)+n)
+			}
+		}
 		for _, p := range prefixes {
 			for _, n := range names {
-				out = append(out, p+n)
+				if !t.cols[n].static {
+					out = append(out, p+n)
+				}
 			}
 		}
 		return out

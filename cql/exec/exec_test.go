@@ -101,7 +101,7 @@ func TestCounterRules(t *testing.T) {
 		{`CREATE TABLE ks.x (k text PRIMARY KEY, c counter, v int)`, frame.ErrInvalid, "Cannot mix counter and non counter columns in the same table"},
 		{`CREATE TABLE ks.x (k counter PRIMARY KEY, c counter)`, frame.ErrInvalid, "counter type is not supported for PRIMARY KEY part k"},
 		{`CREATE TABLE ks.x (k text PRIMARY KEY, c counter) WITH default_time_to_live = 10`, frame.ErrInvalid, "Cannot set default_time_to_live on a table with counters"},
-		{`CREATE TABLE ks.x (k text, x int, c counter, s counter static, PRIMARY KEY (k, x))`, frame.ErrInvalid, "idemkv does not support static columns (s)"},
+		{`CREATE TABLE ks.x (k text, x int static, v int, PRIMARY KEY (k, x))`, frame.ErrInvalid, "Static column x cannot be part of the PRIMARY KEY"},
 		{`CREATE TABLE ks.x (k handoff_counter PRIMARY KEY, c counter)`, frame.ErrInvalid, "counter type is not supported for PRIMARY KEY part k"},
 		{`CREATE TABLE ks.x (k text PRIMARY KEY, c handoff_counter, v int)`, frame.ErrInvalid, "Cannot mix counter and non counter columns"},
 		{`CREATE TABLE ks.x (k frozen<list<int>> PRIMARY KEY, c counter)`, frame.ErrInvalid, "partition keys of type frozen<list<int>>"},

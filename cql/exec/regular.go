@@ -168,6 +168,18 @@ func checkRegularInsert(t *tableInfo, st *parse.Insert) error {
 			missing = append(missing, c.name)
 		}
 	}
+	if len(missing) == len(t.ck) && len(t.ck) > 0 {
+		// No clustering value: only the static columns are written.
+		var others []string
+		for _, n := range st.Columns {
+			if c := t.cols[n]; !c.isKey() {
+				others = append(others, n)
+			}
+		}
+		if onlyStatic(t, others) {
+			return nil
+		}
+	}
 	if len(missing) > 0 {
 		return invalid("Some clustering keys are missing: %s", strings.Join(missing, ", "))
 	}
@@ -204,6 +216,9 @@ func checkRegularUpdate(t *tableInfo, st *parse.Update) error {
 	if err != nil {
 		return err
 	}
+	if onlyStatic(t, setNames(st.Set)) {
+		return checkStaticOnly(ck, "UPDATE")
+	}
 	return checkRowClustering(t, ck, "UPDATE")
 }
 
@@ -232,6 +247,9 @@ func checkRegularDelete(t *tableInfo, st *parse.Delete) error {
 		if r.Op == "IN" && !r.InList {
 			return invalid("IN ? on a clustering column is not supported by idemkv; bind each value: IN (?, ?)")
 		}
+	}
+	if onlyStatic(t, st.Columns) {
+		return checkStaticOnly(ck, "DELETE")
 	}
 	if len(st.Columns) > 0 && len(t.ck) > 0 && checkRowClustering(t, ck, "DELETE") != nil {
 		return invalid("Range deletions are not supported for specific columns")
@@ -367,7 +385,11 @@ func (e *Executor) bindRegularInsert(t *tableInfo, st *parse.Insert, values []fr
 		return cellWrite{}, invalid("Key may not be empty")
 	}
 	var prefix []byte
+	staticOnly := len(t.ck) > 0 && ckVals[0].Bytes == nil && !ckVals[0].Null
 	for i, v := range ckVals {
+		if staticOnly {
+			break
+		}
 		k, err := orderKey(t.ck[i], v.Bytes)
 		if err != nil {
 			return cellWrite{}, err
@@ -375,9 +397,15 @@ func (e *Executor) bindRegularInsert(t *tableInfo, st *parse.Insert, values []fr
 		prefix = row.AppendComponent(prefix, k, t.ck[i].desc)
 	}
 	w := cellWrite{t: t, key: key, ts: a.ts}
-	w.cells = append(w.cells, row.Cell{Column: string(prefix), Value: coltype.EncodeRegular(nil, a.exp), Timestamp: a.ts})
+	if !staticOnly {
+		w.cells = append(w.cells, row.Cell{Column: string(prefix), Value: coltype.EncodeRegular(nil, a.exp), Timestamp: a.ts})
+	}
 	for _, s := range sets {
-		if w.cells, err = setCells(w.cells, string(prefix), s.c, s.v, a); err != nil {
+		p := string(prefix)
+		if s.c.static {
+			p = staticPrefix(t)
+		}
+		if w.cells, err = setCells(w.cells, p, s.c, s.v, a); err != nil {
 			return cellWrite{}, err
 		}
 	}
@@ -412,14 +440,23 @@ func (e *Executor) bindRegularUpdate(t *tableInfo, st *parse.Update, values []fr
 	if err != nil {
 		return cellWrite{}, err
 	}
-	prefixes, err := clusteringPrefixes(t, f)
-	if err != nil {
-		return cellWrite{}, err
+	prefixes := []string{""}
+	if !onlyStatic(t, setNames(st.Set)) {
+		if prefixes, err = clusteringPrefixes(t, f); err != nil {
+			return cellWrite{}, err
+		}
 	}
 	w := cellWrite{t: t, key: key, ts: a.ts}
-	for _, p := range prefixes {
+	for n, rowPrefix := range prefixes {
 		for _, sc := range st.Set {
 			c := t.cols[sc.Column]
+			p := rowPrefix
+			if c.static {
+				if n > 0 {
+					continue // once per statement
+				}
+				p = staticPrefix(t)
+			}
 			if sc.Element != nil {
 				if err := e.bindElementSet(&w, p, c, sc, values, a); err != nil {
 					return cellWrite{}, err
@@ -539,6 +576,19 @@ func (e *Executor) bindRegularDelete(t *tableInfo, st *parse.Delete, values []fr
 		return cellWrite{}, err
 	}
 	w := cellWrite{t: t, key: key, ts: a.ts}
+	if onlyStatic(t, st.Columns) && st.Elements == nil {
+		if f.restricted() {
+			return cellWrite{}, invalid("Invalid restrictions on clustering columns since the DELETE statement modifies only static columns")
+		}
+		for _, n := range st.Columns {
+			name := staticPrefix(t) + n
+			if t.cols[n].multiCell {
+				name = staticPrefix(t) + row.CollectionDeletion(n)
+			}
+			w.cells = append(w.cells, row.Cell{Column: name, Timestamp: a.ts, Tombstone: true})
+		}
+		return w, nil
+	}
 	if len(t.ck) > 0 && !f.fullPrefix() {
 		// A range of rows, a partition: delete what a read finds.
 		w.rangeDel, w.delColumns = f, st.Columns
@@ -551,10 +601,13 @@ func (e *Executor) bindRegularDelete(t *tableInfo, st *parse.Delete, values []fr
 	tomb := func(name string) {
 		w.cells = append(w.cells, row.Cell{Column: name, Timestamp: a.ts, Tombstone: true})
 	}
-	for _, p := range prefixes {
+	for n, p := range prefixes {
 		if len(st.Columns) == 0 {
 			tomb(p)
 			for _, c := range t.regular {
+				if c.static {
+					continue // a row's deletion leaves the partition's statics
+				}
 				if c.multiCell {
 					tomb(p + row.CollectionDeletion(c.name))
 				} else {
@@ -563,8 +616,15 @@ func (e *Executor) bindRegularDelete(t *tableInfo, st *parse.Delete, values []fr
 			}
 			continue
 		}
-		for i, n := range st.Columns {
-			c := t.cols[n]
+		for i, name := range st.Columns {
+			c := t.cols[name]
+			p := p
+			if c.static {
+				if n > 0 {
+					continue // once per statement
+				}
+				p = staticPrefix(t)
+			}
 			switch {
 			case i < len(st.Elements) && st.Elements[i] != nil && c.typ.ID == frame.TypeMap:
 				k, err := bindElem(c.typ.Elems[0], *st.Elements[i], values, c.name)
@@ -636,6 +696,15 @@ func readWrites(w cellWrite, r row.Row, now time.Time) ([]row.Cell, error) {
 	}
 	var out []row.Cell
 	if w.rangeDel != nil {
+		if !w.rangeDel.restricted() && len(rows) > 0 {
+			// A whole partition: its static cells too.
+			for _, c := range rows[0].statics {
+				col, _, _ := row.SplitElement(c.Column)
+				if !c.Tombstone && (len(w.delColumns) == 0 || containsString(w.delColumns, col)) {
+					out = append(out, row.Cell{Column: staticPrefix(w.t) + c.Column, Timestamp: w.ts, Tombstone: true})
+				}
+			}
+		}
 		for i := range rows {
 			cr := &rows[i]
 			if !w.rangeDel.match(cr) {
@@ -713,7 +782,11 @@ func liveElements(r *crow, c *column, now time.Time) []row.Cell {
 	del := int64(-1 << 63)
 	var out []row.Cell
 	start := c.name + "\x00"
-	for _, cell := range r.cells {
+	cells := r.cells
+	if c.static {
+		cells = r.statics
+	}
+	for _, cell := range cells {
 		if !strings.HasPrefix(cell.Column, start) {
 			continue
 		}
@@ -820,10 +893,13 @@ func regularTTL(r *crow, c *column, now time.Time) frame.Value {
 // liveRegularRow reports whether a row of a regular table exists: its
 // marker or a column lives.
 func liveRegularRow(t *tableInfo, r *crow, now time.Time) bool {
-	if c, ok := r.cell(""); ok && liveCell(c, now) {
+	if c, ok := r.cell(""); ok && liveCell(c, now) && !r.staticOnly {
 		return true
 	}
 	for _, c := range t.regular {
+		if c.static != r.staticOnly {
+			continue // a clustering row lives by its own cells
+		}
 		if c.multiCell {
 			if len(liveElements(r, c, now)) > 0 {
 				return true

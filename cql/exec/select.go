@@ -467,6 +467,18 @@ func (q *rowQuery) rows(r row.Row) ([]crow, error) {
 			out = append(out, all[i])
 		}
 	}
+	if len(out) == 0 && len(all) > 0 && len(all[0].statics) > 0 && !all[0].staticOnly {
+		// Every clustering row is gone: the partition reads as its
+		// statics alone, as one with no row ever did.
+		so := crow{key: r.Key, ck: make([][]byte, len(q.t.ck)), statics: all[0].statics, staticOnly: true}
+		if q.filter.match(&so) && liveRow(q.t, &so, q.now) {
+			if ok, err := q.matchValues(&so); err != nil {
+				return nil, err
+			} else if ok {
+				out = append(out, so)
+			}
+		}
+	}
 	if q.reverse {
 		slices.Reverse(out)
 	}
@@ -495,6 +507,9 @@ func liveRow(t *tableInfo, r *crow, now time.Time) bool {
 		return liveRegularRow(t, r, now)
 	}
 	for _, c := range t.regular {
+		if c.static != r.staticOnly {
+			continue // a clustering row lives by its own cells
+		}
 		if cell, ok := r.cell(c.name); ok && !cell.Tombstone {
 			return true
 		}
@@ -705,6 +720,8 @@ func (e *Executor) rowValues(t *tableInfo, sel []selected, r *crow) ([]frame.Val
 			out = append(out, frame.Bytes(frame.EncodeBigint(cell.Timestamp)))
 		case s.col.pkIndex >= 0:
 			out = append(out, frame.Bytes(parts[s.col.pkIndex]))
+		case s.col.ckPos > 0 && r.staticOnly:
+			out = append(out, frame.Null)
 		case s.col.ckPos > 0:
 			out = append(out, frame.Bytes(r.ck[s.col.ckPos-1]))
 		case s.col.regular && s.elem != nil:

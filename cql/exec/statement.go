@@ -30,6 +30,7 @@ type column struct {
 	// non-frozen collection, stored element by element.
 	regular   bool
 	multiCell bool
+	static    bool // a static column: one value per partition
 	// droppedAt hides the cells of a regular column written before a
 	// drop of its name (microseconds; 0: never dropped).
 	droppedAt int64
@@ -140,7 +141,7 @@ func newTableInfo(def coltype.TableDef) *tableInfo {
 	for _, col := range def.Columns {
 		if col.Type == coltype.RegularType {
 			ti := storedType(col.CQL)
-			c := &column{name: col.Name, typ: ti.dt, cqlType: col.CQL, pkIndex: -1, regular: true, multiCell: ti.multiCell}
+			c := &column{name: col.Name, typ: ti.dt, cqlType: col.CQL, pkIndex: -1, regular: true, multiCell: ti.multiCell, static: col.Static}
 			for _, d := range def.Dropped {
 				if d.Name == col.Name {
 					c.droppedAt = d.DroppedAt
@@ -150,11 +151,18 @@ func newTableInfo(def coltype.TableDef) *tableInfo {
 			t.cols[c.name] = c
 			continue
 		}
-		c := &column{name: col.Name, typ: valueType(col.Type), cqlType: col.Type, pkIndex: -1}
+		c := &column{name: col.Name, typ: valueType(col.Type), cqlType: col.Type, pkIndex: -1, static: col.Static}
 		t.regular = append(t.regular, c)
 		t.cols[c.name] = c
 	}
-	sort.Slice(t.regular, func(i, j int) bool { return t.regular[i].name < t.regular[j].name })
+	// Static columns first, then the others, each by name: Cassandra's
+	// SELECT * order.
+	sort.Slice(t.regular, func(i, j int) bool {
+		if t.regular[i].static != t.regular[j].static {
+			return t.regular[i].static
+		}
+		return t.regular[i].name < t.regular[j].name
+	})
 	return t
 }
 

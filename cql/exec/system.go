@@ -393,6 +393,8 @@ func (e *Executor) columnRows() [][]frame.Value {
 				if c.desc {
 					order = "desc"
 				}
+			case c.static:
+				kind = "static"
 			}
 			out = append(out, []frame.Value{
 				text(t.Keyspace), text(t.Name), text(c.name), text(order),

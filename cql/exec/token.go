@@ -173,8 +173,10 @@ func checkDistinct(t *tableInfo, st *parse.Select) error {
 		return invalid("idemkv does not serve SELECT DISTINCT on system tables")
 	}
 	if st.Star {
-		if len(t.regular) > 0 {
-			return invalid("SELECT DISTINCT queries must only request partition key columns and/or static columns (not %s)", t.regular[0].name)
+		for _, c := range t.all() {
+			if c.pkIndex < 0 && !c.static {
+				return invalid("SELECT DISTINCT queries must only request partition key columns and/or static columns (not %s)", c.name)
+			}
 		}
 		return nil
 	}
@@ -187,7 +189,7 @@ func checkDistinct(t *tableInfo, st *parse.Select) error {
 			if err != nil {
 				return err
 			}
-			if c.pkIndex < 0 {
+			if c.pkIndex < 0 && !c.static {
 				return invalid("SELECT DISTINCT queries must only request partition key columns and/or static columns (not %s)", c.name)
 			}
 			have[c.name] = true
