@@ -35,8 +35,16 @@ func (e *Executor) valueFilter(t *tableInfo, rels []parse.Relation, values []fra
 				return nil, invalid("idemkv does not filter on maps of counters (%s)", c.name)
 			}
 		}
+		if r.Op == "CONTAINS" || r.Op == "CONTAINS KEY" {
+			vr, err := e.containsFilter(t, c, r, values)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, vr)
+			continue
+		}
 		if isCollection(typ) || typ.ID == frame.TypeTuple {
-			return nil, invalid("idemkv does not filter on collections or tuples (%s)", c.name)
+			return nil, invalid("idemkv filters collections by CONTAINS and CONTAINS KEY only (%s)", c.name)
 		}
 		switch r.Op {
 		case "=", "IN":
@@ -86,6 +94,59 @@ func (e *Executor) valueFilter(t *tableInfo, rels []parse.Relation, values []fra
 	return out, nil
 }
 
+// containsFilter binds `c CONTAINS v` (an element of a list or set, a
+// value of a map) or `c CONTAINS KEY k` (a key of a map).
+func (e *Executor) containsFilter(t *tableInfo, c *column, r parse.Relation, values []frame.Value) (valueRestriction, error) {
+	if !c.regular || !isCollection(c.typ) {
+		return valueRestriction{}, invalid("Cannot use %s on non-collection column %s", r.Op, c.name)
+	}
+	et := c.typ.Elems[0]
+	switch {
+	case r.Op == "CONTAINS KEY" && c.typ.ID != frame.TypeMap:
+		return valueRestriction{}, invalid("Cannot use CONTAINS KEY on non-map column %s", c.name)
+	case r.Op == "CONTAINS" && c.typ.ID == frame.TypeMap:
+		et = c.typ.Elems[1]
+	}
+	v, err := bind(r.Value, values, et, c.name)
+	if err != nil {
+		return valueRestriction{}, err
+	}
+	if v.Unset || v.Null || v.Bytes == nil {
+		return valueRestriction{}, invalid("Unsupported null value for column %s", c.name)
+	}
+	return valueRestriction{col: c, op: r.Op, keys: [][]byte{normalizeValue(et, v.Bytes)},
+		value: func(r *crow) (frame.Value, error) { return regularValue(r, c, e.opts.Now()) }}, nil
+}
+
+// contains reports whether a collection value holds x: as an element
+// (keys false: a list's or set's element, a map's value) or a map key.
+func contains(dt frame.DataType, b, x []byte, keys bool) bool {
+	var elems [][]byte
+	switch dt.ID {
+	case frame.TypeMap:
+		ks, vs, err := frame.DecodeMap(b)
+		if err != nil {
+			return false
+		}
+		elems = vs
+		if keys {
+			elems = ks
+		}
+	default:
+		es, err := frame.DecodeList(b)
+		if err != nil {
+			return false
+		}
+		elems = es
+	}
+	for _, e := range elems {
+		if bytes.Equal(e, x) {
+			return true
+		}
+	}
+	return false
+}
+
 // filterKey is the comparable form of a value.
 func filterKey(typ frame.DataType, b []byte) []byte {
 	if orderable(typ) {
@@ -106,6 +167,12 @@ func (q *rowQuery) matchValues(r *crow) (bool, error) {
 		}
 		if v.Null || v.Bytes == nil {
 			return false, nil
+		}
+		if vr.op == "CONTAINS" || vr.op == "CONTAINS KEY" {
+			if !contains(vr.col.typ, v.Bytes, vr.keys[0], vr.op == "CONTAINS KEY") {
+				return false, nil
+			}
+			continue
 		}
 		typ := vr.col.typ
 		if !vr.col.regular {

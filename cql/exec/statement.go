@@ -374,6 +374,12 @@ func (e *Executor) describeInto(ks string, st parse.Statement, params []frame.Co
 				spec.Name = "in(" + c.name + ")"
 				spec.Type = frame.ListOf(c.typ)
 				mark(r.Value, spec)
+			case (r.Op == "CONTAINS" || r.Op == "CONTAINS KEY") && isCollection(c.typ):
+				spec.Type = c.typ.Elems[0]
+				if r.Op == "CONTAINS" && c.typ.ID == frame.TypeMap {
+					spec.Type = c.typ.Elems[1]
+				}
+				mark(r.Value, spec)
 			default:
 				mark(r.Value, spec)
 				if r.Op == "=" && c.pkIndex >= 0 && r.Value.Kind == parse.TermMarker {

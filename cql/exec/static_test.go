@@ -82,3 +82,41 @@ func TestStaticColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterContains: CONTAINS and CONTAINS KEY on lists, sets and maps,
+// frozen or not, with ALLOW FILTERING.
+func TestFilterContains(t *testing.T) {
+	h := newHarness(t)
+	h.setupRegular()
+	h.query(`CREATE TABLE ks.f (k int PRIMARY KEY, tags set<text>, l list<int>, m map<text, int>, fm frozen<map<int, text>>)`)
+	h.query(`INSERT INTO ks.f (k, tags, l, m, fm) VALUES (1, {'a', 'b'}, [1, 2], {'x': 10}, {1: 'one'})`)
+	h.query(`INSERT INTO ks.f (k, tags, l, m, fm) VALUES (2, {'b'}, [3], {'y': 20}, {2: 'two'})`)
+	for _, c := range []struct {
+		q    string
+		want int
+	}{
+		{`SELECT k FROM ks.f WHERE tags CONTAINS 'b' ALLOW FILTERING`, 2},
+		{`SELECT k FROM ks.f WHERE tags CONTAINS 'a' ALLOW FILTERING`, 1},
+		{`SELECT k FROM ks.f WHERE l CONTAINS 3 ALLOW FILTERING`, 1},
+		{`SELECT k FROM ks.f WHERE m CONTAINS KEY 'x' ALLOW FILTERING`, 1},
+		{`SELECT k FROM ks.f WHERE m CONTAINS 20 ALLOW FILTERING`, 1},
+		{`SELECT k FROM ks.f WHERE fm CONTAINS KEY 2 AND tags CONTAINS 'b' ALLOW FILTERING`, 1},
+		{`SELECT k FROM ks.f WHERE m CONTAINS KEY 'z' ALLOW FILTERING`, 0},
+	} {
+		if r := h.rows(c.q); len(r.Rows) != c.want {
+			t.Errorf("%s: %d rows, want %d", c.q, len(r.Rows), c.want)
+		}
+	}
+	if r := h.rows(`SELECT k FROM ks.f WHERE tags CONTAINS ? ALLOW FILTERING`, text_("a")); len(r.Rows) != 1 {
+		t.Errorf("CONTAINS ?: %d rows, want 1", len(r.Rows))
+	}
+	out, err := h.e.Prepare(ctx, h.sess, `SELECT k FROM ks.f WHERE m CONTAINS KEY ? ALLOW FILTERING`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := out.Result.(frame.PreparedResult).Params; len(p) != 1 || p[0].Type.ID != frame.TypeVarchar {
+		t.Errorf("CONTAINS KEY ? marker: %+v, want the map's key type", p)
+	}
+	wantErr(t, h.queryErr(`SELECT k FROM ks.f WHERE tags CONTAINS KEY 'a' ALLOW FILTERING`), frame.ErrInvalid, "Cannot use CONTAINS KEY on non-map column tags")
+	wantErr(t, h.queryErr(`SELECT k FROM ks.f WHERE tags CONTAINS 'a'`), frame.ErrInvalid, "ALLOW FILTERING")
+}

@@ -270,7 +270,7 @@ func (s SetClause) String() string {
 type Relation struct {
 	Column string
 	Token  []string
-	Op     string // =, <, >, <=, >=, !=, IN
+	Op     string // =, <, >, <=, >=, !=, IN, CONTAINS, CONTAINS KEY
 	Value  Term
 	In     []Term
 	InList bool // IN (...) rather than IN ?

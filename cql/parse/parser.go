@@ -849,6 +849,15 @@ func (p *parser) relation() (Relation, error) {
 		}
 		r.Value, err = p.term()
 		return r, err
+	case t.kind == tIdent && t.val == "contains":
+		// c CONTAINS v, c CONTAINS KEY k (collections, ALLOW FILTERING)
+		p.pos++
+		r.Op = "CONTAINS"
+		if p.acceptKw("key") {
+			r.Op = "CONTAINS KEY"
+		}
+		r.Value, err = p.term()
+		return r, err
 	}
 	return Relation{}, p.noViable(t)
 }
