@@ -92,6 +92,8 @@ func FuzzClusteringPrefix(f *testing.F) {
 	f.Add("a\x00\x01c", uint8(1))
 	f.Add("\xff\xfe\x00\x01", uint8(2))
 	f.Add("\x00\xff\x00\x01x", uint8(1))
+	f.Add("\x00\x00s", uint8(1))
+	f.Add("\xff\xffs", uint8(5))
 	f.Fuzz(func(t *testing.T, name string, n uint8) {
 		desc := make([]bool, n%4)
 		for i := range desc {
@@ -100,6 +102,12 @@ func FuzzClusteringPrefix(f *testing.F) {
 		prefix, col, err := ClusteringPrefix(name, desc)
 		if err != nil {
 			return
+		}
+		if prefix != "" && prefix == StaticPrefix(desc) {
+			if prefix+col != name {
+				t.Fatalf("static name %x split into %x and %q", name, prefix, col)
+			}
+			return // a static cell: no components
 		}
 		keys, err := Components(prefix, desc)
 		if err != nil {
