@@ -618,10 +618,6 @@ func ReplicaStats(r ColumnLister) Stats {
 
 var _ coltype.AntiEntropy = (*Column)(nil)
 
-// ServesClustering implements coltype.Clustered: a cell's state, the
-// memory of retired clients and anti-entropy are kept per cell name.
-func (*Column) ServesClustering() {}
-
 // ServesClustering implements coltype.Clustered for the registry's
 // instance, which CREATE TABLE checks.
 func (Type) ServesClustering() {}

@@ -767,12 +767,9 @@ func (col *Column) ApplyReplicated(l coltype.Leader, m coltype.Mutation) error {
 	return nil
 }
 
-// ServesClustering implements coltype.Clustered: a cell's state, cache
-// entry, notices and anti-entropy are kept per cell name.
-func (*Column) ServesClustering() {}
-
-// Type is what a table's CREATE sees (the registry's instance): it serves
-// tables with clustering columns as its configured Column does.
+// ServesClustering implements coltype.Clustered, for the registry's instance
+// CREATE TABLE checks and, promoted, for the configured Column: a cell's
+// state, cache entry, notices and anti-entropy are kept per cell name.
 func (Type) ServesClustering() {}
 
 var (

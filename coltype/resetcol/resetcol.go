@@ -940,10 +940,6 @@ func (col *Column) PendingTo(l coltype.Leader, peers []counters.ID) (int, error)
 
 var _ coltype.AntiEntropy = (*Column)(nil)
 
-// ServesClustering implements coltype.Clustered: a cell's blob, its
-// channels, anti-entropy and joins are kept per cell name.
-func (*Column) ServesClustering() {}
-
 // ServesClustering implements coltype.Clustered for the registry's
 // instances, which CREATE TABLE checks.
 func (Type) ServesClustering() {}

@@ -268,9 +268,10 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 			cellWrites = append(cellWrites, cw)
 			continue
 		}
-		counterStmts++
-		if err := counterAttrs(using); err != nil {
-			return err
+		if counterStmts++; counterStmts == 1 {
+			if err := counterAttrs(using); err != nil {
+				return err
+			}
 		}
 		switch st := it.stmt.(type) {
 		case *parse.Update:
@@ -414,12 +415,7 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 // but at least QUORUM so that a row on a majority of replicas is seen (a
 // range tombstone, which would cover rows not yet seen, is not kept).
 func (e *Executor) rangeDeleteCells(ctx context.Context, w write, cl coordinator.ConsistencyLevel) ([]string, error) {
-	rl := cl
-	switch cl {
-	case coordinator.One, coordinator.Two, coordinator.LocalOne, coordinator.Any:
-		rl = coordinator.Quorum
-	}
-	r, found, err := e.b.Read(ctx, w.table, w.key, rl)
+	r, found, err := e.b.Read(ctx, w.table, w.key, deletionReadLevel(cl))
 	if err != nil || !found {
 		return nil, err
 	}

@@ -69,6 +69,34 @@ type writeAttrs struct {
 	exp int64 // unix seconds; 0: none
 }
 
+// bindUsing binds the value of a USING TTL (an int) or TIMESTAMP (a
+// bigint): nil for an unset value.
+func bindUsing(term parse.Term, values []frame.Value, typ frame.DataType, name, what string) ([]byte, error) {
+	v, err := bind(term, values, typ, name)
+	if err != nil || v.Unset {
+		return nil, err
+	}
+	n := map[frame.TypeID]int{frame.TypeInt: 4, frame.TypeBigint: 8}[typ.ID]
+	switch {
+	case v.Null || v.Bytes == nil:
+		return nil, invalid("Invalid null value of %s", what)
+	case len(v.Bytes) != n:
+		return nil, invalid("Expected %d or 0 byte %s (%d)", n, map[int]string{4: "int", 8: "long"}[n], len(v.Bytes))
+	}
+	return v.Bytes, nil
+}
+
+// deletionReadLevel is the level of the read a deletion of what exists
+// (a range, a partition, a list element) makes first: the deletion's, but
+// at least QUORUM, so that a row on a majority of replicas is seen.
+func deletionReadLevel(cl coordinator.ConsistencyLevel) coordinator.ConsistencyLevel {
+	switch cl {
+	case coordinator.One, coordinator.Two, coordinator.LocalOne, coordinator.Any:
+		return coordinator.Quorum
+	}
+	return cl
+}
+
 // bindAttrs binds USING TIMESTAMP / TTL (a statement's, else its batch's)
 // with the request's default timestamp and the table's default TTL.
 func (e *Executor) bindAttrs(t *tableInfo, us, batch []parse.UsingOption, values []frame.Value, clientTS int64, deletion bool) (writeAttrs, error) {
@@ -83,19 +111,14 @@ func (e *Executor) bindAttrs(t *tableInfo, us, batch []parse.UsingOption, values
 			if deletion {
 				return a, invalid("TTL attribute is not allowed for deletions")
 			}
-			v, err := bind(u.Value, values, frame.Int, "[ttl]")
-			if err != nil {
-				return a, err
-			}
-			switch {
-			case v.Unset:
+			b, err := bindUsing(u.Value, values, frame.Int, "[ttl]", "TTL")
+			if err != nil || b == nil {
+				if err != nil {
+					return a, err
+				}
 				continue
-			case v.Null || v.Bytes == nil:
-				return a, invalid("Invalid null value of TTL")
-			case len(v.Bytes) != 4:
-				return a, invalid("Expected 4 or 0 byte int (%d)", len(v.Bytes))
 			}
-			n := int64(int32(binary.BigEndian.Uint32(v.Bytes)))
+			n := int64(int32(binary.BigEndian.Uint32(b)))
 			if n < 0 {
 				return a, invalid("A TTL must be greater or equal to 0, but was %d", n)
 			}
@@ -105,19 +128,14 @@ func (e *Executor) bindAttrs(t *tableInfo, us, batch []parse.UsingOption, values
 			ttl = n
 			continue
 		}
-		v, err := bind(u.Value, values, frame.Bigint, "[timestamp]")
+		b, err := bindUsing(u.Value, values, frame.Bigint, "[timestamp]", "timestamp")
 		if err != nil {
 			return a, err
 		}
-		switch {
-		case v.Unset:
+		if b == nil {
 			continue
-		case v.Null || v.Bytes == nil:
-			return a, invalid("Invalid null value of timestamp")
-		case len(v.Bytes) != 8:
-			return a, invalid("Expected 8 or 0 byte long (%d)", len(v.Bytes))
 		}
-		a.ts = int64(binary.BigEndian.Uint64(v.Bytes))
+		a.ts = int64(binary.BigEndian.Uint64(b))
 	}
 	if ttl < 0 {
 		ttl = 0
@@ -654,12 +672,7 @@ func (e *Executor) applyCellWrites(ctx context.Context, ws []cellWrite, cl coord
 	for _, w := range ws {
 		cells := w.cells
 		if w.rangeDel != nil || len(w.listOps) > 0 {
-			rl := cl
-			switch cl {
-			case coordinator.One, coordinator.Two, coordinator.LocalOne, coordinator.Any:
-				rl = coordinator.Quorum
-			}
-			r, found, err := e.b.Read(ctx, w.t.id, w.key, rl)
+			r, found, err := e.b.Read(ctx, w.t.id, w.key, deletionReadLevel(cl))
 			if err != nil {
 				return err
 			}
