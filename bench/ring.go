@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/gocql/gocql"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/counter"
@@ -43,6 +44,12 @@ type RingConfig struct {
 	Seed     uint64
 	Sync     string // commit log sync mode of every node
 	Leader   string // counter leader rule: random or first
+	// Via are the client paths measured side by side on the same ring,
+	// keys and writers: "coordinator" (each writer calls a random node's
+	// coordinator in process, the default) and "cql" (each writer sends
+	// the statement through one shared gocql session, token-aware, to
+	// the nodes' CQL ports: the path a user's client takes).
+	Via      []string
 	Dir      string // data directories; a temporary one when empty
 	Port     int    // peer port; 0 picks a free one
 	Progress io.Writer
@@ -51,6 +58,7 @@ type RingConfig struct {
 // RingResult is one (table, level, keys) run.
 type RingResult struct {
 	Table   string // vanilla or fbf
+	Via     string // coordinator or cql
 	CL      coordinator.ConsistencyLevel
 	Keys    int
 	Ops     int64
@@ -63,6 +71,18 @@ type RingResult struct {
 	// Dismissed counts updates the leaders recognised as retries (FBF):
 	// the benchmark sends no retries, so any is a false positive.
 	Dismissed uint64
+	// CPU is the process's CPU time (user and system, every node and the
+	// clients) during the measured time: CPU/Ops is the cost of an update
+	// on a machine shared with other work, where ops/s is not.
+	CPU time.Duration
+}
+
+// CPUPerOp is the process's CPU time per acknowledged write.
+func (r RingResult) CPUPerOp() time.Duration {
+	if r.Ops == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Ops)
 }
 
 // Throughput is acknowledged writes per second.
@@ -188,11 +208,29 @@ func RunRing(ctx context.Context, cfg RingConfig) ([]RingResult, error) {
 	if len(cfg.Tables) == 0 {
 		cfg.Tables = []string{"vanilla"}
 	}
+	if len(cfg.Via) == 0 {
+		cfg.Via = []string{ViaCoordinator}
+	}
 	defer func() {
 		for _, n := range nodes {
 			n.Stop()
 		}
 	}()
+	var session *gocql.Session
+	for _, via := range cfg.Via {
+		switch via {
+		case ViaCoordinator:
+		case ViaCQL:
+			if session == nil {
+				if session, err = ringSession(nodes); err != nil {
+					return nil, err
+				}
+				defer session.Close()
+			}
+		default:
+			return nil, fmt.Errorf("bench: unknown client path %q (coordinator, cql)", via)
+		}
+	}
 	var out []RingResult
 	run := 0
 	for _, keys := range cfg.Keys {
@@ -206,20 +244,26 @@ func RunRing(ctx context.Context, cfg RingConfig) ([]RingResult, error) {
 				default:
 					return out, fmt.Errorf("bench: unknown table kind %q (vanilla, fbf)", kind)
 				}
-				run++
-				before := dismissedOn(nodes)
-				res, err := runRingOnce(ctx, cfg, nodes, def, cl, keys, fmt.Sprintf("r%d-", run))
-				if err != nil {
-					return out, err
-				}
-				res.Table, res.Dismissed = kind, dismissedOn(nodes)-before
-				if res.Under > int64(res.Dismissed) {
-					// Missing increments that no dismissal explains: lost.
-					res.Wrong++
-				}
-				out = append(out, res)
-				if cfg.Progress != nil {
-					fmt.Fprintf(cfg.Progress, "  done: %s %s keys=%d\n", kind, cl, keys)
+				for _, via := range cfg.Via {
+					run++
+					send := coordinatorSender(nodes, def, cl)
+					if via == ViaCQL {
+						send = cqlSender(session, def, cl)
+					}
+					before := dismissedOn(nodes)
+					res, err := runRingOnce(ctx, cfg, nodes, def, cl, keys, fmt.Sprintf("r%d-", run), send)
+					if err != nil {
+						return out, err
+					}
+					res.Table, res.Via, res.Dismissed = kind, via, dismissedOn(nodes)-before
+					if res.Under > int64(res.Dismissed) {
+						// Missing increments that no dismissal explains: lost.
+						res.Wrong++
+					}
+					out = append(out, res)
+					if cfg.Progress != nil {
+						fmt.Fprintf(cfg.Progress, "  done: %s %s keys=%d via %s\n", kind, cl, keys, via)
+					}
 				}
 			}
 		}
@@ -235,7 +279,7 @@ func dismissedOn(nodes []*node.Node) uint64 {
 	return n
 }
 
-func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def coltype.TableDef, cl coordinator.ConsistencyLevel, keys int, prefix string) (RingResult, error) {
+func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def coltype.TableDef, cl coordinator.ConsistencyLevel, keys int, prefix string, send ringSend) (RingResult, error) {
 	names := make([][]byte, keys)
 	for i := range names {
 		names[i] = []byte(prefix + strconv.Itoa(i))
@@ -258,18 +302,18 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def co
 			var seq uint64
 			for runCtx.Err() == nil {
 				k := rng.IntN(keys)
-				coord := nodes[rng.IntN(len(nodes))].Coordinator()
-				u := coltype.Update{Table: def.ID, Key: names[k], Column: "c", Delta: 1}
+				coord := rng.IntN(len(nodes))
+				var op *[16]byte
 				if def.ID == FBFTable.ID {
 					seq++
-					u.HasOp, u.OpTime = true, time.Now().UnixNano()
-					binary.BigEndian.PutUint64(u.OpID[:], client)
-					binary.BigEndian.PutUint64(u.OpID[8:], seq)
+					var id [16]byte
+					binary.BigEndian.PutUint64(id[:], client)
+					binary.BigEndian.PutUint64(id[8:], seq)
+					op = &id
 				}
 				start := time.Now()
-				err := coord.CounterWrite(runCtx, u, cl)
+				err := send(runCtx, coord, names[k], op)
 				lat := time.Since(start)
-				var un *coordinator.UnavailableError
 				switch {
 				case err == nil:
 					acked[k].Add(1)
@@ -279,7 +323,7 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def co
 					}
 				case runCtx.Err() != nil:
 					unknown[k].Add(1) // cut short by the end of the run
-				case errors.As(err, &un):
+				case errors.Is(err, errNotApplied):
 					errs.Add(1)
 				default:
 					errs.Add(1)
@@ -294,19 +338,19 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def co
 	case <-ctx.Done():
 	}
 	measuring.Store(true)
-	start := time.Now()
+	start, cpuStart := time.Now(), processCPU()
 	select {
 	case <-time.After(cfg.Duration):
 	case <-ctx.Done():
 	}
 	measuring.Store(false)
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU()-cpuStart
 	cancel()
 	wg.Wait()
 	if ctx.Err() != nil {
 		return RingResult{}, ctx.Err()
 	}
-	res := RingResult{CL: cl, Keys: keys, Ops: ops.Load(), Errors: errs.Load(), Unknown: unk.Load(), Elapsed: elapsed, Latency: hdrhistogram.New(1, 60_000_000, 3)}
+	res := RingResult{CL: cl, Keys: keys, Ops: ops.Load(), Errors: errs.Load(), Unknown: unk.Load(), Elapsed: elapsed, CPU: cpu, Latency: hdrhistogram.New(1, 60_000_000, 3)}
 	for _, h := range hists {
 		res.Latency.Merge(h)
 	}
@@ -339,10 +383,10 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def co
 // WriteRingTable prints ring results side by side.
 func WriteRingTable(w io.Writer, results []RingResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "table\tCL\tkeys\tops\tops/s\tp50 µs\tp99 µs\tp99.9 µs\tmax µs\terrors\tdismissed\tunder\twrong\t")
+	fmt.Fprintln(tw, "table\tvia\tCL\tkeys\tops\tops/s\tCPU µs/op\tp50 µs\tp99 µs\tp99.9 µs\tmax µs\terrors\tdismissed\tunder\twrong\t")
 	for _, r := range results {
 		h := r.Latency
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Table, r.CL, r.Keys, r.Ops, r.Throughput(),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.0f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Table, r.Via, r.CL, r.Keys, r.Ops, r.Throughput(), float64(r.CPUPerOp().Nanoseconds())/1e3,
 			h.ValueAtQuantile(50), h.ValueAtQuantile(99), h.ValueAtQuantile(99.9), h.Max(), r.Errors, r.Dismissed, r.Under, r.Wrong)
 	}
 	return tw.Flush()

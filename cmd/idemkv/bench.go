@@ -25,7 +25,7 @@ func init() {
 func runBench(args []string, stdout, stderr io.Writer) error {
 	// --cpuprofile FILE, accepted by every benchmark, profiles the whole run
 	// (the embedded ring's nodes and the clients share this process).
-	for i := 0; i < len(args); i++ {
+	for i := 0; i < len(args) && args[0] != "ring"; i++ { // bench ring has its own --cpuprofile
 		name, value, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
 		if !strings.HasPrefix(args[i], "-") || name != "cpuprofile" {
 			continue
@@ -39,17 +39,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		} else {
 			args = append(args[:i:i], args[i+1:]...)
 		}
-		if args[0] != "ring" { // bench ring has its own --cpuprofile
-			f, err := os.Create(value)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return err
-			}
-			defer pprof.StopCPUProfile()
+		f, err := os.Create(value)
+		if err != nil {
+			return err
 		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 		break
 	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
@@ -181,6 +179,7 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	keys := fs.String("keys", "10000,1", "distinct keys per run (1 = one hot counter), comma-separated")
 	tables := fs.String("tables", "vanilla,fbf", "counter kinds compared side by side: vanilla, fbf")
 	writers := fs.Int("writers", 32, "concurrent closed-loop writers")
+	via := fs.String("via", "coordinator", "client paths measured side by side on the same ring, comma-separated: coordinator (in-process calls to random coordinators), cql (one gocql session, token-aware, through the nodes' CQL ports)")
 	dur := fs.Duration("duration", 3*time.Second, "measured time of each run")
 	warm := fs.Duration("warmup", 500*time.Millisecond, "unmeasured time before each run")
 	syncMode := fs.String("commitlog-sync", "periodic", "commit log sync mode of the nodes")
@@ -215,13 +214,14 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --tables %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --seed %d\n",
-		*nodes, *rf, *levels, *keys, *tables, *writers, *dur, *warm, *syncMode, *leader, *seed)
-	fmt.Fprintln(stdout, "# counter increments through random coordinators of an embedded ring (nodes talk over TCP on 127.0.0.i);")
+	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --tables %s --via %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --seed %d\n",
+		*nodes, *rf, *levels, *keys, *tables, *via, *writers, *dur, *warm, *syncMode, *leader, *seed)
+	fmt.Fprintln(stdout, "# counter increments of an embedded ring (nodes talk over TCP on 127.0.0.i), via random coordinators called in")
+	fmt.Fprintln(stdout, "# process (coordinator) or through gocql and the nodes' CQL servers (cql);")
 	fmt.Fprintln(stdout, "# fbf: every update carries a fresh op id and the FBF tables lead on the first live replica")
 	results, err := bench.RunRing(ctx, bench.RingConfig{
 		Nodes: *nodes, RF: *rf, Levels: cls, Keys: ks, Tables: strings.Split(*tables, ","), Writers: *writers, Duration: *dur, Warmup: *warm,
-		Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
+		Via: strings.Split(*via, ","), Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
 	})
 	if err != nil {
 		return err
