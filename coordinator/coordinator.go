@@ -37,6 +37,7 @@ import (
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/cql/trace"
+	"github.com/idemkv/idemkv/internal/workpool"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
@@ -196,6 +197,9 @@ type Coordinator struct {
 	closeMu sync.RWMutex
 	closed  bool
 	leading sync.WaitGroup
+	// replicating runs the sends of a led update to the other replicas on
+	// goroutines kept between updates (internal/workpool).
+	replicating *workpool.Pool
 
 	stats struct {
 		writes, led, unavailable, writeTimeouts atomic.Uint64
@@ -235,7 +239,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Coordinator{cfg: cfg, logger: cfg.Logger, started: cfg.Now()}, nil
+	return &Coordinator{cfg: cfg, logger: cfg.Logger, started: cfg.Now(), replicating: workpool.New(0)}, nil
 }
 
 // Stats returns the running counts.
@@ -508,6 +512,7 @@ func (c *Coordinator) Close() {
 	c.closed = true
 	c.closeMu.Unlock()
 	c.leading.Wait()
+	c.replicating.Close()
 }
 
 // enterLead counts an update to lead in c.leading, unless closed.
@@ -606,11 +611,11 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) (dismissed bool,
 		remotes++
 		wg.Add(1)
 		c.leading.Add(1) // lead holds a count: never from zero
-		go func() {
+		c.replicating.Go(func() {
 			defer c.leading.Done()
 			defer wg.Done()
 			c.replicate(rctx, e, m, acks)
-		}()
+		})
 	}
 	for _, e := range pending {
 		if e.ID == self.ID {
@@ -618,16 +623,16 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) (dismissed bool,
 		}
 		wg.Add(1)
 		c.leading.Add(1)
-		go func() {
+		c.replicating.Go(func() {
 			defer c.leading.Done()
 			defer wg.Done()
 			c.replicate(rctx, e, m, make(chan string, 1)) // not counted toward the level
-		}()
+		})
 	}
-	go func() {
+	c.replicating.Go(func() {
 		wg.Wait()
 		rcancel()
-	}()
+	})
 	t := req.newTally()
 	for received := 0; received <= remotes; {
 		select {

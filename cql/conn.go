@@ -532,7 +532,7 @@ func (c *conn) dispatch(h frame.Header, f *frame.Frame, cost int64) {
 		c.register(h, m, cost)
 	case *frame.Query, *frame.Prepare, *frame.Execute, *frame.Batch:
 		c.s.wg.Add(1)
-		go c.execute(h, f, cost)
+		c.s.executing.Go(func() { c.execute(h, f, cost) })
 	default:
 		c.reply(h, protocolErrorf("Unexpected message %v", op), cost)
 	}

@@ -8,6 +8,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/idemkv/idemkv/internal/workpool"
 )
 
 // ServerConfig configures a CQL server.
@@ -138,6 +140,9 @@ type Server struct {
 	flow     flow
 	stats    counters
 	refusing chan struct{} // a slot per connection being refused
+	// executing runs requests on goroutines kept between requests, whose
+	// stacks have grown already (internal/workpool).
+	executing *workpool.Pool
 
 	// Accept loop only: refusals are logged at most once a second.
 	refusedLogged   time.Time
@@ -187,7 +192,7 @@ func Listen(cfg ServerConfig) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, log: log.With("cql", ln.Addr().String()), ln: ln, ctx: ctx, cancel: cancel,
-		conns: map[*conn]struct{}{}, refusing: make(chan struct{}, maxRefusing)}
+		conns: map[*conn]struct{}{}, refusing: make(chan struct{}, maxRefusing), executing: workpool.New(0)}
 	s.flow.cond = sync.NewCond(&s.flow.mu)
 	s.flow.perIP = map[string]*ipUsage{}
 	s.wg.Add(1)
@@ -219,6 +224,7 @@ func (s *Server) Close() error {
 		c.close(errors.New("server closed"))
 	}
 	s.wg.Wait()
+	s.executing.Close()
 	return err
 }
 

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemkv/idemkv/internal/workpool"
 )
 
 // TCPOptions configures ListenTCP. The zero value selects every default.
@@ -64,6 +66,10 @@ type TCP struct {
 	peers map[Addr]*peer        // outbound connection per peer
 	raw   map[net.Conn]struct{} // every open connection, for Close
 	wg    sync.WaitGroup        // every goroutine this endpoint started
+
+	// serving runs inbound requests on goroutines kept between requests,
+	// whose stacks have grown already (internal/workpool).
+	serving *workpool.Pool
 }
 
 var _ Transport = (*TCP)(nil)
@@ -91,6 +97,8 @@ func ListenTCP(addr Addr, h Handler, opts TCPOptions) (*TCP, error) {
 		cancel: cancel,
 		peers:  make(map[Addr]*peer),
 		raw:    make(map[net.Conn]struct{}),
+
+		serving: workpool.New(0),
 	}
 	t.wg.Add(1)
 	go t.acceptLoop()
@@ -190,6 +198,7 @@ func (t *TCP) Close() error {
 	}
 	t.cancel()
 	t.wg.Wait()
+	t.serving.Close()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("transport: close listener %s: %w", t.addr, err)
 	}
@@ -631,7 +640,7 @@ func (c *conn) readLoop() {
 		switch f.kind {
 		case kindRequest, kindOneWay:
 			c.t.wg.Add(1) // the reader's own count keeps Add from racing Wait
-			go c.serve(f)
+			c.t.serving.Go(func() { c.serve(f) })
 		case kindResponse, kindError:
 			c.mu.Lock()
 			cl := c.pending[f.id]

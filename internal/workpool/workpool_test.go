@@ -1,0 +1,112 @@
+package workpool
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// waitIdle waits until n goroutines of p wait for work.
+func waitIdle(t *testing.T, p *Pool, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); p.Idle() != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines waiting, want %d", p.Idle(), n)
+		}
+	}
+}
+
+func TestRunsEveryTaskAndReusesGoroutines(t *testing.T) {
+	p := New(4)
+	defer p.Close()
+	var ran atomic.Int64
+	for i := range 1000 {
+		done := make(chan struct{})
+		p.Go(func() { ran.Add(int64(i)); close(done) })
+		<-done
+		waitIdle(t, p, 1) // one after another: the same goroutine each time
+	}
+	if want := int64(999 * 1000 / 2); ran.Load() != want {
+		t.Errorf("tasks added %d, want %d", ran.Load(), want)
+	}
+	if p.Started() != 1 {
+		t.Errorf("started %d goroutines for sequential tasks, want 1", p.Started())
+	}
+}
+
+func TestBurstKeepsAtMostMaxIdle(t *testing.T) {
+	p := New(4)
+	defer p.Close()
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		p.Go(func() { defer wg.Done(); <-release }) // all running at once
+	}
+	if p.Started() != 32 {
+		t.Errorf("started %d goroutines for 32 concurrent tasks, want 32", p.Started())
+	}
+	close(release)
+	wg.Wait()
+	waitIdle(t, p, 4) // not 32: the others ended after their task
+}
+
+func TestCloseEndsWaitingGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	p := New(8)
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for range 8 {
+		wg.Add(1)
+		p.Go(func() { defer wg.Done(); <-release })
+	}
+	close(release)
+	wg.Wait()
+	waitIdle(t, p, 8)
+	p.Close()
+	waitIdle(t, p, 0)
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after Close, want at most %d", runtime.NumGoroutine(), before)
+		}
+	}
+	done := make(chan struct{})
+	p.Go(func() { close(done) }) // a closed pool still runs tasks
+	<-done
+}
+
+func BenchmarkGo(b *testing.B) {
+	deep := func(n int) int {
+		var buf [256]byte // a frame that makes a fresh goroutine's stack grow
+		var f func(int) int
+		f = func(n int) int {
+			if n == 0 {
+				return int(buf[0])
+			}
+			var local [256]byte
+			local[n%256] = byte(n)
+			return f(n-1) + int(local[0])
+		}
+		return f(n)
+	}
+	b.Run("go", func(b *testing.B) {
+		var wg sync.WaitGroup
+		for range b.N {
+			wg.Add(1)
+			go func() { defer wg.Done(); deep(40) }()
+			wg.Wait()
+		}
+	})
+	b.Run("pool", func(b *testing.B) {
+		p := New(0)
+		defer p.Close()
+		var wg sync.WaitGroup
+		for range b.N {
+			wg.Add(1)
+			p.Go(func() { defer wg.Done(); deep(40) })
+			wg.Wait()
+		}
+	})
+}
