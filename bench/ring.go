@@ -50,7 +50,10 @@ type RingConfig struct {
 	// the statement through one shared gocql session, token-aware, to
 	// the nodes' CQL ports: the path a user's client takes).
 	Via      []string
-	Dir      string // data directories; a temporary one when empty
+	// Breakdown profiles the CPU of each measured run and charges it to
+	// the components an update passes through (RingResult.Breakdown).
+	Breakdown bool
+	Dir       string // data directories; a temporary one when empty
 	Port     int    // peer port; 0 picks a free one
 	Progress io.Writer
 }
@@ -75,6 +78,9 @@ type RingResult struct {
 	// clients) during the measured time: CPU/Ops is the cost of an update
 	// on a machine shared with other work, where ops/s is not.
 	CPU time.Duration
+	// Breakdown is the measured time's CPU by component, with
+	// RingConfig.Breakdown (see WriteBreakdown).
+	Breakdown Breakdown
 }
 
 // CPUPerOp is the process's CPU time per acknowledged write.
@@ -337,6 +343,15 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def co
 	case <-time.After(cfg.Warmup):
 	case <-ctx.Done():
 	}
+	var prof *cpuProfiler
+	if cfg.Breakdown {
+		var err error
+		if prof, err = startCPUProfile(); err != nil {
+			cancel()
+			wg.Wait()
+			return RingResult{}, err
+		}
+	}
 	measuring.Store(true)
 	start, cpuStart := time.Now(), processCPU()
 	select {
@@ -345,12 +360,21 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def co
 	}
 	measuring.Store(false)
 	elapsed, cpu := time.Since(start), processCPU()-cpuStart
+	var breakdown Breakdown
+	if prof != nil {
+		var err error
+		if breakdown, err = prof.stop(); err != nil {
+			cancel()
+			wg.Wait()
+			return RingResult{}, err
+		}
+	}
 	cancel()
 	wg.Wait()
 	if ctx.Err() != nil {
 		return RingResult{}, ctx.Err()
 	}
-	res := RingResult{CL: cl, Keys: keys, Ops: ops.Load(), Errors: errs.Load(), Unknown: unk.Load(), Elapsed: elapsed, CPU: cpu, Latency: hdrhistogram.New(1, 60_000_000, 3)}
+	res := RingResult{CL: cl, Keys: keys, Ops: ops.Load(), Errors: errs.Load(), Unknown: unk.Load(), Elapsed: elapsed, CPU: cpu, Breakdown: breakdown, Latency: hdrhistogram.New(1, 60_000_000, 3)}
 	for _, h := range hists {
 		res.Latency.Merge(h)
 	}

@@ -186,8 +186,12 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	leader := fs.String("counter-leader", "", "counter leader rule of every table without its own: random (Cassandra's) or first (default: random, and first for FBF tables)")
 	seed := fs.Uint64("seed", 1, "seed of key, coordinator and leader choices")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	breakdown := fs.Bool("breakdown", false, "profile each measured run and print its CPU µs per update by component (client, CQL server, executor, coordinator, transport, replica, ...); not with --cpuprofile")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" && *breakdown {
+		return errors.New("bench ring: --breakdown profiles each run itself; it cannot run with --cpuprofile")
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -221,13 +225,20 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, "# fbf: every update carries a fresh op id and the FBF tables lead on the first live replica")
 	results, err := bench.RunRing(ctx, bench.RingConfig{
 		Nodes: *nodes, RF: *rf, Levels: cls, Keys: ks, Tables: strings.Split(*tables, ","), Writers: *writers, Duration: *dur, Warmup: *warm,
-		Via: strings.Split(*via, ","), Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
+		Via: strings.Split(*via, ","), Breakdown: *breakdown, Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
 	})
 	if err != nil {
 		return err
 	}
 	if err := bench.WriteRingTable(stdout, results); err != nil {
 		return err
+	}
+	if *breakdown {
+		fmt.Fprintln(stdout, "# CPU µs per acknowledged update, by the innermost component on each profiled stack (system calls and")
+		fmt.Fprintln(stdout, "# allocations go to the component that made them; client = gocql or the in-process caller)")
+		if err := bench.WriteBreakdown(stdout, results); err != nil {
+			return err
+		}
 	}
 	for _, r := range results {
 		if r.Wrong != 0 {

@@ -1,0 +1,73 @@
+package bench
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+)
+
+func TestBreakdownChargesInnermostComponent(t *testing.T) {
+	fn := map[string]*profile.Function{}
+	loc := func(names ...string) []*profile.Location { // innermost first
+		var out []*profile.Location
+		for _, n := range names {
+			if fn[n] == nil {
+				fn[n] = &profile.Function{ID: uint64(len(fn) + 1), Name: n}
+			}
+			out = append(out, &profile.Location{Line: []profile.Line{{Function: fn[n]}}})
+		}
+		return out
+	}
+	const m = "github.com/idemkv/idemkv/"
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		Sample: []*profile.Sample{
+			// A write system call made by the transport's writer.
+			{Location: loc("internal/runtime/syscall/linux.Syscall6", "syscall.write", m+"transport.(*conn).writeLoop"), Value: []int64{1, 30}},
+			// An allocation of the replica's, under the coordinator.
+			{Location: loc("runtime.mallocgc", m+"memtable.(*Memtable).Apply", m+"replica.(*table).write", m+"coordinator.(*Coordinator).lead"), Value: []int64{1, 20}},
+			{Location: loc(m+"cql/exec.bind", m+"cql/exec.(*Executor).Execute", m+"cql.(*conn).execute"), Value: []int64{1, 7}},
+			{Location: loc("github.com/gocql/gocql.(*Conn).exec", m+"bench.runRingOnce.func1"), Value: []int64{1, 5}},
+			{Location: loc("runtime.scanobject", "runtime.gcDrain", "runtime.gcBgMarkWorker"), Value: []int64{1, 11}},
+			{Location: loc("runtime.futex", "runtime.findRunnable", "runtime.schedule"), Value: []int64{1, 3}},
+			{Location: loc("runtime.memmove"), Value: []int64{1, 2}},
+		},
+	}
+	b := breakdownOf(p)
+	want := Breakdown{"transport": 30, "replica": 20, "executor": 7, "client": 5, "runtime: gc": 11, "runtime: scheduler": 3, "other": 2}
+	for c, d := range want {
+		if b[c] != d {
+			t.Errorf("%s: %v, want %v (all: %v)", c, b[c], d, b)
+		}
+	}
+	if len(b) != len(want) || len(b.unknown()) != 0 {
+		t.Errorf("breakdown %v, want exactly %v", b, want)
+	}
+
+	// Printed per update: 78 ns sampled over a run of 2 updates and 156 µs
+	// of CPU; the transport's 30/78 of 78 µs per update is 30 µs.
+	var out bytes.Buffer
+	res := []RingResult{{Table: "fbf", Via: "cql", Ops: 2, CPU: 156 * time.Microsecond, Breakdown: b}}
+	if err := WriteBreakdown(&out, res); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	head, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	col := -1
+	for i, h := range head {
+		if h == "transport" {
+			col = i
+		}
+	}
+	// Multi-word headers ("CPU µs/op", "runtime: gc") split into more
+	// fields than their values: count from the row's end.
+	if col < 0 || row[len(row)-(len(Components)-4)] != "30.0" {
+		t.Errorf("transport column: %v in\n%s", row, out.String())
+	}
+}
