@@ -237,6 +237,22 @@ func (g *Gossiper) Node(hostID string) (Node, bool) {
 	return g.nodeLocked(p, now), true
 }
 
+// Addr returns the peer address of the node with hostID, as Node does
+// without copying the node's state (the coordinator asks it for every
+// message it sends).
+func (g *Gossiper) Addr(hostID string) (transport.Addr, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if hostID == g.self.HostID {
+		return g.self.Addr, true
+	}
+	p, ok := g.peers[hostID]
+	if !ok {
+		return "", false
+	}
+	return p.state.Addr, true
+}
+
 // NodeByAddr returns the node announcing peer address a. Should two host
 // ids announce the same address (a node replaced by a new one), the one of
 // highest generation wins.

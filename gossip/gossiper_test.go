@@ -346,3 +346,21 @@ func TestRestart(t *testing.T) {
 		})
 	}
 }
+
+func TestAddrMatchesNode(t *testing.T) {
+	r := testseed.Rand(t)
+	c := newCluster(t, r, 4, 1, 0)
+	c.until(maxConvergeRounds, "converge", c.converged)
+	for _, a := range c.running() {
+		for _, x := range c.nodes {
+			n, ok := a.g.Node(x.id)
+			addr, aok := a.g.Addr(x.id)
+			if !ok || !aok || addr != n.Addr || addr == "" {
+				t.Errorf("node %d: Addr(%s) = %q, %v; Node gives %q, %v", a.i, x.id, addr, aok, n.Addr, ok)
+			}
+		}
+		if addr, ok := a.g.Addr("no-such-host"); ok || addr != "" {
+			t.Errorf("node %d: Addr of an unknown host = %q, %v", a.i, addr, ok)
+		}
+	}
+}

@@ -934,8 +934,7 @@ func (v *clusterView) holdDown(hostID string, down bool) {
 	v.heldDown.Store(&next)
 }
 func (v *clusterView) Addr(hostID string) (transport.Addr, bool) {
-	p, ok := v.g.Node(hostID)
-	return p.Addr, ok
+	return v.g.Addr(hostID)
 }
 
 // ClusterMetadata is the node's current token map.
