@@ -49,13 +49,13 @@ type RingConfig struct {
 	// coordinator in process, the default) and "cql" (each writer sends
 	// the statement through one shared gocql session, token-aware, to
 	// the nodes' CQL ports: the path a user's client takes).
-	Via      []string
+	Via []string
 	// Breakdown profiles the CPU of each measured run and charges it to
 	// the components an update passes through (RingResult.Breakdown).
 	Breakdown bool
 	Dir       string // data directories; a temporary one when empty
-	Port     int    // peer port; 0 picks a free one
-	Progress io.Writer
+	Port      int    // peer port; 0 picks a free one
+	Progress  io.Writer
 }
 
 // RingResult is one (table, level, keys) run.
