@@ -50,6 +50,12 @@ type RingConfig struct {
 	// the statement through one shared gocql session, token-aware, to
 	// the nodes' CQL ports: the path a user's client takes).
 	Via []string
+	// Route is how a client picks the node it sends an update to: "any"
+	// (the default: a random node in process; over CQL, a replica of the
+	// key, shuffled, as the main benchmark's clients do) or "primary"
+	// (the key's first replica, which leads under the first leader rule:
+	// no hop from coordinator to leader).
+	Route string
 	// Breakdown profiles the CPU of each measured run and charges it to
 	// the components an update passes through (RingResult.Breakdown).
 	Breakdown bool
@@ -222,13 +228,20 @@ func RunRing(ctx context.Context, cfg RingConfig) ([]RingResult, error) {
 			n.Stop()
 		}
 	}()
+	switch cfg.Route {
+	case "":
+		cfg.Route = RouteAny
+	case RouteAny, RoutePrimary:
+	default:
+		return nil, fmt.Errorf("bench: unknown route %q (any, primary)", cfg.Route)
+	}
 	var session *gocql.Session
 	for _, via := range cfg.Via {
 		switch via {
 		case ViaCoordinator:
 		case ViaCQL:
 			if session == nil {
-				if session, err = ringSession(nodes); err != nil {
+				if session, err = ringSession(nodes, cfg.Route == RouteAny); err != nil {
 					return nil, err
 				}
 				defer session.Close()
@@ -252,7 +265,7 @@ func RunRing(ctx context.Context, cfg RingConfig) ([]RingResult, error) {
 				}
 				for _, via := range cfg.Via {
 					run++
-					send := coordinatorSender(nodes, def, cl)
+					send := coordinatorSender(nodes, def, cl, cfg.Route == RoutePrimary)
 					if via == ViaCQL {
 						send = cqlSender(session, def, cl)
 					}

@@ -15,12 +15,16 @@ import (
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coordinator"
 	"github.com/idemkv/idemkv/node"
+	"github.com/idemkv/idemkv/ring"
 )
 
-// Client paths of the ring benchmark (RingConfig.Via).
+// Client paths (RingConfig.Via) and routes (RingConfig.Route) of the ring
+// benchmark.
 const (
 	ViaCoordinator = "coordinator"
 	ViaCQL         = "cql"
+	RouteAny       = "any"
+	RoutePrimary   = "primary"
 )
 
 // errNotApplied marks an answer that says the update was not applied (the
@@ -33,9 +37,19 @@ var errNotApplied = errors.New("bench: not applied")
 // to have been applied; any other leaves the outcome unknown.
 type ringSend func(ctx context.Context, coord int, key []byte, op *[16]byte) error
 
-// coordinatorSender calls the coordinator of node coord in process.
-func coordinatorSender(nodes []*node.Node, def coltype.TableDef, cl coordinator.ConsistencyLevel) ringSend {
+// coordinatorSender calls the coordinator of node coord in process, or with
+// primary that of the key's first replica.
+func coordinatorSender(nodes []*node.Node, def coltype.TableDef, cl coordinator.ConsistencyLevel, primary bool) ringSend {
+	byHost := map[string]int{}
+	for i, n := range nodes {
+		byHost[n.HostID()] = i
+	}
 	return func(ctx context.Context, coord int, key []byte, op *[16]byte) error {
+		if primary {
+			if i, ok := byHost[nodes[coord].ClusterMetadata().Primary(ring.Token(key)).ID]; ok {
+				coord = i
+			}
+		}
 		u := coltype.Update{Table: def.ID, Key: key, Column: "c", Delta: 1}
 		if op != nil {
 			u.HasOp, u.OpID, u.OpTime = true, *op, time.Now().UnixNano()
@@ -68,9 +82,10 @@ func cqlSender(s *gocql.Session, def coltype.TableDef, cl coordinator.Consistenc
 }
 
 // ringSession opens one gocql session to every node's CQL port, as the main
-// benchmark's clients do: token-aware over round robin, two connections per
+// benchmark's clients do: token-aware over round robin (replicas shuffled
+// with shuffle, else the key's primary replica first), two connections per
 // host, no driver retries (a timeout is an unknown outcome here).
-func ringSession(nodes []*node.Node) (*gocql.Session, error) {
+func ringSession(nodes []*node.Node, shuffle bool) (*gocql.Session, error) {
 	var hosts []string
 	port := 0
 	for _, n := range nodes {
@@ -89,7 +104,10 @@ func ringSession(nodes []*node.Node) (*gocql.Session, error) {
 	cc.ConnectTimeout = 5 * time.Second
 	cc.RetryPolicy = nil
 	cc.NumConns = 2
-	cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy(), gocql.ShuffleReplicas())
+	cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
+	if shuffle {
+		cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy(), gocql.ShuffleReplicas())
+	}
 	s, err := cc.CreateSession()
 	if err != nil {
 		return nil, fmt.Errorf("bench: gocql session to %v: %w", hosts, err)

@@ -180,6 +180,7 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	tables := fs.String("tables", "vanilla,fbf", "counter kinds compared side by side: vanilla, fbf")
 	writers := fs.Int("writers", 32, "concurrent closed-loop writers")
 	via := fs.String("via", "coordinator", "client paths measured side by side on the same ring, comma-separated: coordinator (in-process calls to random coordinators), cql (one gocql session, token-aware, through the nodes' CQL ports)")
+	route := fs.String("route", "any", "node each update is sent to: any (a random node; over CQL a shuffled replica of the key) or primary (the key's first replica, the leader under the first rule)")
 	dur := fs.Duration("duration", 3*time.Second, "measured time of each run")
 	warm := fs.Duration("warmup", 500*time.Millisecond, "unmeasured time before each run")
 	syncMode := fs.String("commitlog-sync", "periodic", "commit log sync mode of the nodes")
@@ -218,14 +219,14 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --tables %s --via %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --seed %d\n",
-		*nodes, *rf, *levels, *keys, *tables, *via, *writers, *dur, *warm, *syncMode, *leader, *seed)
+	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --tables %s --via %s --route %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --seed %d\n",
+		*nodes, *rf, *levels, *keys, *tables, *via, *route, *writers, *dur, *warm, *syncMode, *leader, *seed)
 	fmt.Fprintln(stdout, "# counter increments of an embedded ring (nodes talk over TCP on 127.0.0.i), via random coordinators called in")
 	fmt.Fprintln(stdout, "# process (coordinator) or through gocql and the nodes' CQL servers (cql);")
 	fmt.Fprintln(stdout, "# fbf: every update carries a fresh op id and the FBF tables lead on the first live replica")
 	results, err := bench.RunRing(ctx, bench.RingConfig{
 		Nodes: *nodes, RF: *rf, Levels: cls, Keys: ks, Tables: strings.Split(*tables, ","), Writers: *writers, Duration: *dur, Warmup: *warm,
-		Via: strings.Split(*via, ","), Breakdown: *breakdown, Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
+		Via: strings.Split(*via, ","), Route: *route, Breakdown: *breakdown, Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
 	})
 	if err != nil {
 		return err
