@@ -8,9 +8,11 @@ import (
 )
 
 var (
-	regMu   sync.RWMutex
-	types   = map[string]ColumnType{}
-	options = map[string]TableOption{}
+	regMu sync.RWMutex
+	types = map[string]ColumnType{}
+	// exchangeKeys maps an Exchanger's payload key to its type's name.
+	exchangeKeys = map[string]string{}
+	options      = map[string]TableOption{}
 )
 
 // Register adds a column type under its name, for the init functions of
@@ -23,7 +25,23 @@ func Register(t ColumnType) error {
 		return fmt.Errorf("coltype: column type %q registered twice", t.Name())
 	}
 	types[t.Name()] = t
+	if x, ok := t.(Exchanger); ok {
+		if cur, taken := exchangeKeys[x.PayloadKey()]; !taken || t.Name() < cur {
+			exchangeKeys[x.PayloadKey()] = t.Name()
+		}
+	}
 	return nil
+}
+
+// ExchangeKeyType reports whether key is the custom payload key of a
+// registered Exchanger, and names the type (the first by name when types
+// share a key). It is read on every write, where Names and Lookup would sort
+// and lock for each type.
+func ExchangeKeyType(key string) (typeName string, ok bool) {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	typeName, ok = exchangeKeys[key]
+	return typeName, ok
 }
 
 // MustRegister is Register for init functions: it panics on a duplicate

@@ -655,15 +655,15 @@ func bindDelete(t *tableInfo, st *parse.Delete, it batchItem, i int) ([]write, e
 // exchangePayload finds, in a request's custom payload, the key of a
 // registered Exchanger type (coltype.Exchanger.PayloadKey) and its value.
 func exchangePayload(payload map[string][]byte) (key string, value []byte, ok bool) {
-	for _, name := range coltype.Names() {
-		t, _ := coltype.Lookup(name)
-		if x, isX := t.(coltype.Exchanger); isX {
-			if v, found := payload[x.PayloadKey()]; found {
-				return x.PayloadKey(), v, true
-			}
+	first := ""
+	for k, v := range payload {
+		// The payload key of the exchanged type first by name, as if the
+		// registered types were tried in order.
+		if name, isX := coltype.ExchangeKeyType(k); isX && (!ok || name < first) {
+			first, key, value, ok = name, k, v, true
 		}
 	}
-	return "", nil, false
+	return key, value, ok
 }
 
 // exchangeTypes names the registered types exchanged under a payload key.
