@@ -52,6 +52,9 @@ type Strategy interface {
 // is not data-center aware (DCFactors is the single entry ""), its total
 // factor; otherwise the data center's own factor, 0 when it is not listed.
 func DCFactor(s Strategy, dc string) int {
+	if ss, ok := s.(SimpleStrategy); ok { // asked on every write: no map
+		return max(ss.RF, 0)
+	}
 	f := s.DCFactors()
 	if rf, ok := f[""]; ok && len(f) == 1 {
 		return max(rf, 0)
