@@ -40,6 +40,8 @@ func componentOf(fn string) string {
 		strings.HasPrefix(fn, mod+"sstable."), strings.HasPrefix(fn, mod+"coltype"), strings.HasPrefix(fn, mod+"fbf."),
 		strings.HasPrefix(fn, mod+"counters"), strings.HasPrefix(fn, mod+"row."), strings.HasPrefix(fn, mod+"vfs."):
 		return "replica"
+	case strings.HasPrefix(fn, mod+"internal/workpool."):
+		return "" // handing a request to a waiting goroutine: the scheduler's
 	case strings.HasPrefix(fn, mod):
 		return "node" // node, gossip, schema, ring, metrics
 	}
@@ -54,7 +56,8 @@ func runtimeComponent(fns []string) string {
 			strings.HasPrefix(fn, "runtime.bgscavenge"), strings.HasPrefix(fn, "runtime.gcDrain"),
 			strings.HasPrefix(fn, "runtime.markroot"), strings.HasPrefix(fn, "runtime.gcStart"):
 			return "runtime: gc"
-		case fn == "runtime.schedule", fn == "runtime.findRunnable", fn == "runtime.mcall", fn == "runtime.park_m",
+		case strings.HasPrefix(fn, "github.com/idemkv/idemkv/internal/workpool."),
+			fn == "runtime.schedule", fn == "runtime.findRunnable", fn == "runtime.mcall", fn == "runtime.park_m",
 			fn == "runtime.goexit0", fn == "runtime.sysmon", fn == "runtime.mstart", fn == "runtime.gosched_m",
 			fn == "runtime.netpoll", fn == "runtime.stopm", fn == "runtime.startm":
 			return "runtime: scheduler"
