@@ -284,6 +284,7 @@ func (c *Coordinator) placementPending(table uint64, key []byte, cl ConsistencyL
 			}
 		}
 	}
+	live = make([]ring.Endpoint, 0, len(natural))
 	for _, e := range natural {
 		if c.cfg.Cluster.IsUp(e.ID) {
 			live = append(live, e)
@@ -485,6 +486,9 @@ func noteDismissed(ctx context.Context) {
 }
 
 func (c *Coordinator) countTimeout(err error) error {
+	if err == nil {
+		return nil // before errors.As's targets escape to the heap
+	}
 	var wt *WriteTimeoutError
 	var un *UnavailableError
 	switch {

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -175,5 +176,18 @@ func TestDirectExchange(t *testing.T) {
 	}
 	if _, err := c.DirectExchange(ctx, 1, key, "c", []byte("write"), Any, true); err == nil {
 		t.Fatal("ANY was accepted")
+	}
+}
+
+func TestParseHostID(t *testing.T) {
+	const good = "00112233445566778899aabbccddeeff"
+	id, err := parseHostID(good)
+	if err != nil || hex.EncodeToString(id[:]) != good {
+		t.Errorf("parseHostID(%q) = %x, %v", good, id, err)
+	}
+	for _, bad := range []string{"", "0011", good + "00", "zz112233445566778899aabbccddeeff", good[:31] + "g"} {
+		if id, err := parseHostID(bad); err == nil || id != (counters.ID{}) {
+			t.Errorf("parseHostID(%q) = %x, %v; want an error and no id", bad, id, err)
+		}
 	}
 }
