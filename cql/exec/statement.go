@@ -876,7 +876,7 @@ func keys(t *tableInfo, terms [][]parse.Term, values []frame.Value) ([][]byte, e
 		comp [][]byte
 		ser  []byte
 	}
-	var found []key
+	found := make([]key, 0, min(total, 16))
 	seen := map[string]bool{}
 	idx := make([]int, len(parts))
 	for total > 0 {
@@ -909,7 +909,9 @@ func keys(t *tableInfo, terms [][]parse.Term, values []frame.Value) ([][]byte, e
 			break
 		}
 	}
-	sort.SliceStable(found, func(i, j int) bool { return compareKeys(t, found[i].comp, found[j].comp) < 0 })
+	if len(found) > 1 { // one key (every single-partition statement): nothing to order
+		sort.SliceStable(found, func(i, j int) bool { return compareKeys(t, found[i].comp, found[j].comp) < 0 })
+	}
 	out := make([][]byte, len(found))
 	for i, k := range found {
 		out[i] = k.ser
