@@ -84,6 +84,9 @@ type RingResult struct {
 	// clients) during the measured time: CPU/Ops is the cost of an update
 	// on a machine shared with other work, where ops/s is not.
 	CPU time.Duration
+	// Allocs and AllocBytes are the heap allocations of the process (every
+	// node and the clients) during the measured time.
+	Allocs, AllocBytes uint64
 	// Breakdown is the measured time's CPU by component, with
 	// RingConfig.Breakdown (see WriteBreakdown).
 	Breakdown Breakdown
@@ -366,13 +369,13 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def co
 		}
 	}
 	measuring.Store(true)
-	start, cpuStart := time.Now(), processCPU()
+	start, cpuStart, allocStart := time.Now(), processCPU(), heapAllocs()
 	select {
 	case <-time.After(cfg.Duration):
 	case <-ctx.Done():
 	}
 	measuring.Store(false)
-	elapsed, cpu := time.Since(start), processCPU()-cpuStart
+	elapsed, cpu, allocEnd := time.Since(start), processCPU()-cpuStart, heapAllocs()
 	var breakdown Breakdown
 	if prof != nil {
 		var err error
@@ -387,7 +390,8 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def co
 	if ctx.Err() != nil {
 		return RingResult{}, ctx.Err()
 	}
-	res := RingResult{CL: cl, Keys: keys, Ops: ops.Load(), Errors: errs.Load(), Unknown: unk.Load(), Elapsed: elapsed, CPU: cpu, Breakdown: breakdown, Latency: hdrhistogram.New(1, 60_000_000, 3)}
+	res := RingResult{CL: cl, Keys: keys, Ops: ops.Load(), Errors: errs.Load(), Unknown: unk.Load(), Elapsed: elapsed, CPU: cpu, Breakdown: breakdown,
+		Allocs: allocEnd[0] - allocStart[0], AllocBytes: allocEnd[1] - allocStart[1], Latency: hdrhistogram.New(1, 60_000_000, 3)}
 	for _, h := range hists {
 		res.Latency.Merge(h)
 	}
@@ -420,10 +424,10 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def co
 // WriteRingTable prints ring results side by side.
 func WriteRingTable(w io.Writer, results []RingResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "table\tvia\tCL\tkeys\tops\tops/s\tCPU µs/op\tp50 µs\tp99 µs\tp99.9 µs\tmax µs\terrors\tdismissed\tunder\twrong\t")
+	fmt.Fprintln(tw, "table\tvia\tCL\tkeys\tops\tops/s\tCPU µs/op\tallocs/op\tB/op\tp50 µs\tp99 µs\tp99.9 µs\tmax µs\terrors\tdismissed\tunder\twrong\t")
 	for _, r := range results {
 		h := r.Latency
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.0f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Table, r.Via, r.CL, r.Keys, r.Ops, r.Throughput(), float64(r.CPUPerOp().Nanoseconds())/1e3,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Table, r.Via, r.CL, r.Keys, r.Ops, r.Throughput(), float64(r.CPUPerOp().Nanoseconds())/1e3, perOp(r.Allocs, r.Ops), perOp(r.AllocBytes, r.Ops),
 			h.ValueAtQuantile(50), h.ValueAtQuantile(99), h.ValueAtQuantile(99.9), h.Max(), r.Errors, r.Dismissed, r.Under, r.Wrong)
 	}
 	return tw.Flush()

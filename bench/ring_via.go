@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime/metrics"
 	"strconv"
 	"syscall"
 	"time"
@@ -122,4 +123,25 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// heapAllocs is the process's heap allocations so far: objects and bytes
+// (runtime/metrics, cheap: no stop of the world).
+func heapAllocs() [2]uint64 {
+	samples := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(samples)
+	var out [2]uint64
+	for i, s := range samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			out[i] = s.Value.Uint64()
+		}
+	}
+	return out
+}
+
+func perOp(n uint64, ops int64) float64 {
+	if ops <= 0 {
+		return 0
+	}
+	return float64(n) / float64(ops)
 }

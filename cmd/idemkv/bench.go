@@ -187,6 +187,7 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	leader := fs.String("counter-leader", "", "counter leader rule of every table without its own: random (Cassandra's) or first (default: random, and first for FBF tables)")
 	seed := fs.Uint64("seed", 1, "seed of key, coordinator and leader choices")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProfile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
 	breakdown := fs.Bool("breakdown", false, "profile each measured run and print its CPU µs per update by component (client, CQL server, executor, coordinator, transport, replica, ...); not with --cpuprofile")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -230,6 +231,19 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	})
 	if err != nil {
 		return err
+	}
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			f.Close()
+			return fmt.Errorf("--memprofile: %w", err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--memprofile: %w", err)
+		}
 	}
 	if err := bench.WriteRingTable(stdout, results); err != nil {
 		return err
