@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // IDLen is the length of a counter id (a node's host id).
@@ -226,51 +227,78 @@ func (c Context) Merge(o Context) Context {
 	case len(c.shards) == 0:
 		return o
 	}
-	out := make([]Shard, 0, len(c.shards)+len(o.shards))
+	return Context{shards: mergeShards(make([]Shard, 0, len(c.shards)+len(o.shards)), c.shards, o.shards)}
+}
+
+// mergeShards appends to out the union of two id-sorted shard lists, shards
+// with the same id merged by MergeShard.
+func mergeShards(out, a, b []Shard) []Shard {
 	i, j := 0, 0
-	for i < len(c.shards) && j < len(o.shards) {
-		switch x := c.shards[i].ID.Compare(o.shards[j].ID); {
+	for i < len(a) && j < len(b) {
+		switch x := a[i].ID.Compare(b[j].ID); {
 		case x < 0:
-			out = append(out, c.shards[i])
+			out = append(out, a[i])
 			i++
 		case x > 0:
-			out = append(out, o.shards[j])
+			out = append(out, b[j])
 			j++
 		default:
-			out = append(out, MergeShard(c.shards[i], o.shards[j]))
+			out = append(out, MergeShard(a[i], b[j]))
 			i++
 			j++
 		}
 	}
-	out = append(out, c.shards[i:]...)
-	out = append(out, o.shards[j:]...)
-	return Context{shards: out}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
+}
+
+// MergeEncoded returns the encoding of the merge of two encoded contexts,
+// as Decode, Merge and MarshalBinary would, in a new slice; the shards of
+// small contexts are decoded and merged on the stack. Replicas merge every
+// cell they receive this way.
+func MergeEncoded(a, b []byte) ([]byte, error) {
+	var bufA, bufB [4]Shard
+	var bufOut [8]Shard
+	sa, err := decodeShards(bufA[:0], a)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := decodeShards(bufB[:0], b)
+	if err != nil {
+		return nil, err
+	}
+	out := mergeShards(bufOut[:0], sa, sb)
+	return appendShards(make([]byte, 0, encodedLen(out)), out)
 }
 
 // EncodedLen returns the length of c's encoding.
-func (c Context) EncodedLen() int {
+func (c Context) EncodedLen() int { return encodedLen(c.shards) }
+
+func encodedLen(shards []Shard) int {
 	n := 0
-	for _, s := range c.shards {
+	for _, s := range shards {
 		if s.Kind != Remote {
 			n++
 		}
 	}
-	return 2 + 2*n + shardLen*len(c.shards)
+	return 2 + 2*n + shardLen*len(shards)
 }
 
 // AppendBinary appends c's encoding to dst.
-func (c Context) AppendBinary(dst []byte) ([]byte, error) {
-	if len(c.shards) > math.MaxInt16 {
-		return dst, fmt.Errorf("counters: context has %d shards, more than %d", len(c.shards), math.MaxInt16)
+func (c Context) AppendBinary(dst []byte) ([]byte, error) { return appendShards(dst, c.shards) }
+
+func appendShards(dst []byte, shards []Shard) ([]byte, error) {
+	if len(shards) > math.MaxInt16 {
+		return dst, fmt.Errorf("counters: context has %d shards, more than %d", len(shards), math.MaxInt16)
 	}
 	n := 0
-	for _, s := range c.shards {
+	for _, s := range shards {
 		if s.Kind != Remote {
 			n++
 		}
 	}
 	dst = binary.BigEndian.AppendUint16(dst, uint16(n))
-	for i, s := range c.shards {
+	for i, s := range shards {
 		switch s.Kind {
 		case Global:
 			dst = binary.BigEndian.AppendUint16(dst, uint16(int16(i+math.MinInt16)))
@@ -278,7 +306,7 @@ func (c Context) AppendBinary(dst []byte) ([]byte, error) {
 			dst = binary.BigEndian.AppendUint16(dst, uint16(i))
 		}
 	}
-	for _, s := range c.shards {
+	for _, s := range shards {
 		dst = append(dst, s.ID[:]...)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(s.Clock))
 		dst = binary.BigEndian.AppendUint64(dst, uint64(s.Count))
@@ -298,29 +326,39 @@ var ErrCorrupt = errors.New("counters: corrupt context")
 // indexes ascend and stay in the body, the body is whole shards, ids ascend
 // strictly. The empty input decodes to the empty context.
 func Decode(b []byte) (Context, error) {
+	shards, err := decodeShards(nil, b)
+	if err != nil {
+		return Context{}, err
+	}
+	return Context{shards: shards}, nil
+}
+
+// decodeShards is Decode appending the shards to buf (nil for an empty
+// context).
+func decodeShards(buf []Shard, b []byte) ([]Shard, error) {
 	if len(b) == 0 {
-		return Context{}, nil
+		return nil, nil
 	}
 	if len(b) < 2 {
-		return Context{}, fmt.Errorf("%w: %d bytes, header needs 2", ErrCorrupt, len(b))
+		return nil, fmt.Errorf("%w: %d bytes, header needs 2", ErrCorrupt, len(b))
 	}
 	n := int(int16(binary.BigEndian.Uint16(b)))
 	if n < 0 {
-		return Context{}, fmt.Errorf("%w: header count %d (clear-local flag) not supported", ErrCorrupt, n)
+		return nil, fmt.Errorf("%w: header count %d (clear-local flag) not supported", ErrCorrupt, n)
 	}
 	hdr := 2 + 2*n
 	if len(b) < hdr {
-		return Context{}, fmt.Errorf("%w: header of %d entries needs %d bytes, have %d", ErrCorrupt, n, hdr, len(b))
+		return nil, fmt.Errorf("%w: header of %d entries needs %d bytes, have %d", ErrCorrupt, n, hdr, len(b))
 	}
 	body := b[hdr:]
 	if len(body)%shardLen != 0 {
-		return Context{}, fmt.Errorf("%w: body of %d bytes is not whole %d-byte shards", ErrCorrupt, len(body), shardLen)
+		return nil, fmt.Errorf("%w: body of %d bytes is not whole %d-byte shards", ErrCorrupt, len(body), shardLen)
 	}
 	count := len(body) / shardLen
 	if n > count {
-		return Context{}, fmt.Errorf("%w: header names %d shards, body holds %d", ErrCorrupt, n, count)
+		return nil, fmt.Errorf("%w: header names %d shards, body holds %d", ErrCorrupt, n, count)
 	}
-	shards := make([]Shard, count)
+	shards := slices.Grow(buf[:0], count)[:count]
 	for i := range shards {
 		s := body[i*shardLen:]
 		copy(shards[i].ID[:], s[:IDLen])
@@ -328,7 +366,7 @@ func Decode(b []byte) (Context, error) {
 		shards[i].Count = int64(binary.BigEndian.Uint64(s[IDLen+8:]))
 		shards[i].Kind = Remote
 		if i > 0 && shards[i-1].ID.Compare(shards[i].ID) >= 0 {
-			return Context{}, fmt.Errorf("%w: shard %d id %s not above shard %d", ErrCorrupt, i, shards[i].ID, i-1)
+			return nil, fmt.Errorf("%w: shard %d id %s not above shard %d", ErrCorrupt, i, shards[i].ID, i-1)
 		}
 	}
 	prev := -1
@@ -340,12 +378,12 @@ func Decode(b []byte) (Context, error) {
 			v -= math.MinInt16
 		}
 		if v <= prev || v >= count {
-			return Context{}, fmt.Errorf("%w: header entry %d names shard %d (previous %d, %d shards)", ErrCorrupt, h, v, prev, count)
+			return nil, fmt.Errorf("%w: header entry %d names shard %d (previous %d, %d shards)", ErrCorrupt, h, v, prev, count)
 		}
 		shards[v].Kind = kind
 		prev = v
 	}
-	return Context{shards: shards}, nil
+	return shards, nil
 }
 
 // ClearLocal returns the context with its local shards turned remote:

@@ -224,3 +224,91 @@ func TestClearLocal(t *testing.T) {
 		t.Fatalf("value changed: %d vs %d", r.Value(), c.Value())
 	}
 }
+
+func TestMergeEncodedMatchesMerge(t *testing.T) {
+	r := testseed.Rand(t)
+	kinds := []Kind{Global, Local, Remote}
+	big := func() Context { // up to 10 shards: past MergeEncoded's stack buffers
+		shards := make([]Shard, r.IntN(11))
+		for i := range shards {
+			shards[i] = Shard{ID: id(byte(r.IntN(14))), Clock: r.Int64N(4), Count: r.Int64N(7) - 3, Kind: kinds[r.IntN(len(kinds))]}
+		}
+		return FromShards(shards...)
+	}
+	for i := 0; i < 5000; i++ {
+		a, b := randContext(r, kinds), randContext(r, kinds)
+		if i%2 == 1 {
+			a, b = big(), big()
+		}
+		ea, _ := a.MarshalBinary()
+		eb, _ := b.MarshalBinary()
+		if r.IntN(10) == 0 {
+			ea = nil // an empty cell value
+			a = Context{}
+		}
+		want, err := a.Merge(b).MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := MergeEncoded(ea, eb)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("MergeEncoded(%v, %v) = %x, %v; want %x", a, b, got, err, want)
+		}
+		if len(got) > 0 && len(eb) > 0 && &got[0] == &eb[0] || len(got) > 0 && len(ea) > 0 && &got[0] == &ea[0] {
+			t.Fatalf("MergeEncoded returned an input's bytes")
+		}
+	}
+	good, _ := NewGlobal(id(1), 1, 1).MarshalBinary()
+	for _, bad := range [][]byte{{0}, {0xff, 0xff}, good[:len(good)-1]} {
+		if _, err := MergeEncoded(good, bad); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("MergeEncoded(good, %x): %v, want ErrCorrupt", bad, err)
+		}
+		if _, err := MergeEncoded(bad, good); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("MergeEncoded(%x, good): %v, want ErrCorrupt", bad, err)
+		}
+	}
+}
+
+// BenchmarkMergeEncoded is a replica merging a leader's new global shard
+// into a cell of three shards.
+func BenchmarkMergeEncoded(b *testing.B) {
+	cell, _ := FromShards(Shard{id(1), 10, 10, Global}, Shard{id(2), 20, 20, Global}, Shard{id(3), 30, 30, Global}).MarshalBinary()
+	shard, _ := NewGlobal(id(2), 21, 21).MarshalBinary()
+	b.Run("decode-merge-marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			x, _ := Decode(cell)
+			y, _ := Decode(shard)
+			_, _ = x.Merge(y).MarshalBinary()
+		}
+	})
+	b.Run("MergeEncoded", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			_, _ = MergeEncoded(cell, shard)
+		}
+	})
+}
+
+func FuzzMergeEncoded(f *testing.F) {
+	g, _ := NewGlobal(id(1), 3, 4).MarshalBinary()
+	m, _ := FromShards(Shard{id(1), 1, 1, Remote}, Shard{id(2), 1, 1, Local}, Shard{id(3), 1, 1, Global}).MarshalBinary()
+	f.Add(g, m)
+	f.Add(m, []byte{})
+	f.Add([]byte{0xff, 0xff}, g)
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		got, err := MergeEncoded(a, b)
+		ca, errA := Decode(a)
+		cb, errB := Decode(b)
+		if (err != nil) != (errA != nil || errB != nil) {
+			t.Fatalf("MergeEncoded(%x, %x) err = %v; Decode errs %v, %v", a, b, err, errA, errB)
+		}
+		if err != nil {
+			return
+		}
+		want, _ := ca.Merge(cb).MarshalBinary()
+		if !bytes.Equal(got, want) {
+			t.Fatalf("MergeEncoded(%x, %x) = %x, want %x", a, b, got, want)
+		}
+	})
+}

@@ -159,17 +159,9 @@ func MergeCells(a, b row.Cell) (row.Cell, error) {
 	if a.Tombstone || b.Tombstone {
 		return row.Cell{Column: a.Column, Timestamp: ts, Tombstone: true}, nil
 	}
-	ca, err := counters.Decode(a.Value)
+	v, err := counters.MergeEncoded(a.Value, b.Value)
 	if err != nil {
 		return row.Cell{}, fmt.Errorf("column %q: %w", a.Column, err)
-	}
-	cb, err := counters.Decode(b.Value)
-	if err != nil {
-		return row.Cell{}, fmt.Errorf("column %q: %w", b.Column, err)
-	}
-	v, err := ca.Merge(cb).MarshalBinary()
-	if err != nil {
-		return row.Cell{}, err
 	}
 	return row.Cell{Column: a.Column, Value: v, Timestamp: ts}, nil
 }
