@@ -34,7 +34,7 @@ var errWire = errors.New("coordinator: malformed message")
 
 type enc struct{ b []byte }
 
-func newEnc() *enc            { return &enc{b: []byte{wireVersion}} }
+func newEnc() *enc            { return &enc{b: append(make([]byte, 0, 256), wireVersion)} } // most messages fit: no regrowth
 func (e *enc) u8(v uint8)     { e.b = append(e.b, v) }
 func (e *enc) u16(v uint16)   { e.b = binary.BigEndian.AppendUint16(e.b, v) }
 func (e *enc) u32(v uint32)   { e.b = binary.BigEndian.AppendUint32(e.b, v) }
@@ -42,7 +42,13 @@ func (e *enc) u64(v uint64)   { e.b = binary.BigEndian.AppendUint64(e.b, v) }
 func (e *enc) i64(v int64)    { e.u64(uint64(v)) }
 func (e *enc) bytes(v []byte) { e.u32(uint32(len(v))); e.b = append(e.b, v...) }
 func (e *enc) str(v string)   { e.u32(uint32(len(v))); e.b = append(e.b, v...) }
-func (e *enc) boolean(v bool) { e.u8(map[bool]uint8{false: 0, true: 1}[v]) }
+func (e *enc) boolean(v bool) {
+	if v {
+		e.u8(1)
+	} else {
+		e.u8(0)
+	}
+}
 
 type dec struct {
 	b   []byte
