@@ -646,6 +646,20 @@ func (r *tcpRing) checkSums(sums map[uint64]map[string]int64, via []int, keys in
 	return bad, over
 }
 
+// opsThenJoin starts a 3-node ring with fbfRuleTables at RF 2, writes n
+// updates with op ids to each (keys k0..k(keys-1)), then bootstraps a 4th
+// node and waits until every coordinator routes with the new ring.
+func opsThenJoin(t *testing.T, salt uint64, keys, n int) (*tcpRing, *rand.Rand, []coltype.Update, map[uint64]map[string]int64) {
+	t.Helper()
+	r := newTCPRing(t, 3)
+	r.createFBFRuleTables(2)
+	rng := rand.New(rand.NewPCG(r.seed, salt))
+	ops, sums := r.writeOps(rng, []int{1, 2, 3}, n, keys)
+	r.start(r.add(nil))
+	r.waitUp(4)
+	return r, rng, ops, sums
+}
+
 // TestBootstrapRetriesDismissed: updates with op ids acknowledged by a
 // 3-node ring at RF 2, on an FBF table of each leader rule, are retried
 // once a 4th node has bootstrapped and leads some of them (it streamed
@@ -655,13 +669,7 @@ func (r *tcpRing) checkSums(sums map[uint64]map[string]int64, via []int, keys in
 // leads are counted again.
 func TestBootstrapRetriesDismissed(t *testing.T) {
 	const keys, n = 60, 150
-	r := newTCPRing(t, 3)
-	r.createFBFRuleTables(2)
-	rng := rand.New(rand.NewPCG(r.seed, 0xb007))
-	ops, sums := r.writeOps(rng, []int{1, 2, 3}, n, keys)
-	i := r.add(nil)
-	r.start(i)
-	r.waitUp(4) // every coordinator routes with the new ring
+	r, rng, ops, sums := opsThenJoin(t, 0xb007, keys, n)
 	dismissed, led := r.retryOps(rng, ops, []int{1, 2, 3, 4}, 4)
 	for j := 1; j <= 4; j++ {
 		t.Logf("node %d: %+v", j, r.node(j).Coordinator().Stats())
@@ -695,17 +703,11 @@ func TestBootstrapRetriesDismissed(t *testing.T) {
 // counted again (its filter never held their op ids: it streamed cells).
 func TestBootstrapRetriesDismissedAfterRestart(t *testing.T) {
 	const keys, n = 60, 150
-	r := newTCPRing(t, 3)
-	r.createFBFRuleTables(2)
-	rng := rand.New(rand.NewPCG(r.seed, 0xb008))
-	ops, sums := r.writeOps(rng, []int{1, 2, 3}, n, keys)
-	i := r.add(nil)
-	r.start(i)
-	r.waitUp(4)
-	if err := r.node(i).Stop(); err != nil {
+	r, rng, ops, sums := opsThenJoin(t, 0xb008, keys, n)
+	if err := r.node(4).Stop(); err != nil {
 		t.Fatal(err)
 	}
-	r.start(i)
+	r.start(4)
 	r.waitUp(4)
 	dismissed, led := r.retryOps(rng, ops, []int{1, 2, 3, 4}, 4)
 	for _, tb := range fbfRuleTables {
