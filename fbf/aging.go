@@ -255,7 +255,7 @@ type AgingFilter struct {
 	epochNs   int64
 	start     int64
 	shardBits uint
-	evictAge  int64  // ages (in epochs) at which an id is older than RetryHorizon; > AgingEpochs: none
+	evictAge  int64 // ages (in epochs) at which an id is older than RetryHorizon; > AgingEpochs: none
 	shards    []agingShard
 	latest    atomic.Int64 // the latest epoch seen
 	bytes     atomic.Int64 // memory of the tables
@@ -282,7 +282,7 @@ func NewAging(cfg AgingConfig) (*AgingFilter, error) {
 	cfg.MaxBytes = s.MaxBytes
 	f := &AgingFilter{cfg: cfg, size: s, epochNs: int64(s.Epoch), start: cfg.Start.UnixNano(),
 		shardBits: uint(bits.TrailingZeros(uint(s.Shards))),
-		evictAge: AgingEpochs + 1, shards: make([]agingShard, s.Shards)}
+		evictAge:  AgingEpochs + 1, shards: make([]agingShard, s.Shards)}
 	// An id of age a epochs was inserted more than a−1 epochs ago.
 	f.evictAge = int64((cfg.RetryHorizon+s.Epoch-1)/s.Epoch) + 1
 	for i := range f.shards {
