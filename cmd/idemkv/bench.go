@@ -179,7 +179,8 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	rf := fs.Int("rf", 3, "replication factor")
 	levels := fs.String("cl", "ONE,QUORUM,ALL", "consistency levels, comma-separated")
 	keys := fs.String("keys", "10000,1", "distinct keys per run (1 = one hot counter), comma-separated")
-	tables := fs.String("tables", "vanilla,fbf", "counter kinds compared side by side: vanilla, fbf")
+	tables := fs.String("tables", "vanilla,fbf", "counter kinds compared side by side, in this order (a kind may repeat): vanilla, fbf, fbf2 (an FBF table with --fbf2-options)")
+	fbf2 := fs.String("fbf2-options", "filter=aging,window=10m", "idempotence options of table kind fbf2 besides class=fbf, comma-separated key=value")
 	writers := fs.Int("writers", 32, "concurrent closed-loop writers")
 	dur := fs.Duration("duration", 3*time.Second, "measured time of each run")
 	warm := fs.Duration("warmup", 500*time.Millisecond, "unmeasured time before each run")
@@ -209,19 +210,30 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 		}
 		cls = append(cls, cl)
 	}
+	fbf2Opts := map[string]string{}
+	for _, kv := range strings.Split(*fbf2, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("--fbf2-options: %q is not key=value", kv)
+		}
+		fbf2Opts[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
 	ks, err := intList(*keys)
 	if err != nil {
 		return fmt.Errorf("--keys: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --tables %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --seed %d\n",
-		*nodes, *rf, *levels, *keys, *tables, *writers, *dur, *warm, *syncMode, *leader, *seed)
+	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --tables %s --fbf2-options %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --seed %d\n",
+		*nodes, *rf, *levels, *keys, *tables, *fbf2, *writers, *dur, *warm, *syncMode, *leader, *seed)
 	fmt.Fprintln(stdout, "# counter increments through random coordinators of an embedded ring (nodes talk over TCP on 127.0.0.i);")
 	fmt.Fprintln(stdout, "# fbf: every update carries a fresh op id and the FBF tables lead on the first live replica")
 	results, err := bench.RunRing(ctx, bench.RingConfig{
 		Nodes: *nodes, RF: *rf, Levels: cls, Keys: ks, Tables: strings.Split(*tables, ","), Writers: *writers, Duration: *dur, Warmup: *warm,
-		Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
+		Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr, WindowOptions: fbf2Opts,
 	})
 	if err != nil {
 		return err

@@ -108,18 +108,25 @@ func finishAging(o FBFOptions, m map[string]string, timeout time.Duration, clamp
 		clamped = append(clamped, fmt.Sprintf("window = %q (%s)", m["window"], limit))
 		o.Window = o.RetryHorizon
 	}
-	s, err := o.agingSizing()
+	// The tables grow linearly with the rate: size them for a rate of 1
+	// first, so that a rate too high is told (or clamped) without
+	// overflowing the sizing.
+	one := o
+	one.Rate = 1
+	s1, err := one.agingSizing()
 	if err != nil {
 		return o, nil, fmt.Errorf("idempotence: %w", err)
 	}
-	if s.InitialBytes > MaxFBFColumnMemory {
-		limit := fmt.Sprintf("rate × (window + window/%d) = %.3g op ids at target_fpp %g take %d MiB, more than the %d MiB a column may take",
-			fbf.AgingEpochs, s.PeakIDs, o.TargetFPP, s.InitialBytes>>20, MaxFBFColumnMemory>>20)
+	perRate := s1.PeakIDs * float64(s1.SlotBits) / fbf.AgingLoad / 8 // bytes per id per second
+	s, err := o.agingSizing()
+	if err != nil || s.InitialBytes > MaxFBFColumnMemory {
+		limit := fmt.Sprintf("rate × (window + window/%d) = %.3g op ids at target_fpp %g take %.0f MiB, more than the %d MiB a column may take",
+			fbf.AgingEpochs, o.Rate*s1.PeakIDs, o.TargetFPP, o.Rate*perRate/(1<<20), MaxFBFColumnMemory>>20)
 		if !clamp {
 			return o, nil, fmt.Errorf("idempotence options rate = %g and window = %v: %w: %s", o.Rate, o.Window, ErrFBFOptionOutOfRange, limit)
 		}
-		clamped = append(clamped, fmt.Sprintf("rate = %g (%s)", o.Rate, limit))
-		o.Rate = math.Floor(o.Rate * float64(MaxFBFColumnMemory) / float64(s.InitialBytes) * 0.99)
+		clamped = append(clamped, fmt.Sprintf("rate = %q (%s)", m["rate"], limit))
+		o.Rate = max(1, math.Floor(float64(MaxFBFColumnMemory)*0.97/perRate))
 		if s, err = o.agingSizing(); err != nil || s.InitialBytes > MaxFBFColumnMemory {
 			return o, nil, fmt.Errorf("idempotence: clamping rate: %w", errors.Join(err, ErrFBFOptionOutOfRange))
 		}
