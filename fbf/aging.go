@@ -564,9 +564,10 @@ func (sh *agingShard) next() uint64 {
 	return x * 0x2545f4914f6cdd1d
 }
 
-// walk is the cuckoo walk of place, kept apart for its stack of kicks.
+// walk is the cuckoo walk of place.
 func (sh *agingShard) walk(t *agingTable, i1, i2, v uint64, ev evictPolicy) (ok, evicted bool) {
-	var path [AgingMaxKicks]kick
+	var small [16]kick // most walks are short: no zeroing of AgingMaxKicks kicks
+	path := small[:0]
 	r := sh.next()
 	i := i1
 	if r&1 == 1 {
@@ -579,14 +580,14 @@ func (sh *agingShard) walk(t *agingTable, i1, i2, v uint64, ev evictPolicy) (ok,
 		k := i*AgingBucketSlots + (r>>(2+2*(n%16)))%AgingBucketSlots
 		old := t.get(k)
 		t.set(k, v)
-		path[n] = kick{k, old}
+		path = append(path, kick{k, old})
 		v = old
 		i = t.alt(i, v>>AgingTagBits)
 		if ok, evicted := t.putFree(i, v, ev); ok {
 			return true, evicted
 		}
 	}
-	for n := AgingMaxKicks - 1; n >= 0; n-- {
+	for n := len(path) - 1; n >= 0; n-- {
 		t.set(path[n].k, path[n].old)
 	}
 	return false, false
