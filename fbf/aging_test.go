@@ -206,23 +206,6 @@ func TestAgingConcurrentTestAndAdd(t *testing.T) {
 	}
 }
 
-// fillSteady runs an aging filter at rate ids per second of virtual time
-// for d, ids numbered from *seq; it returns the filter's stats sampled
-// at the end of every epoch of the last window (the peak of each epoch)
-// and right after every epoch change (the trough).
-func fillSteady(f *AgingFilter, clock *ManualClock, rate int, d time.Duration, seq *uint64) {
-	e := f.Sizing().Epoch
-	perStep := rate / 10
-	for now := time.Duration(0); now < d; now += 100 * time.Millisecond {
-		clock.Set(at(now))
-		for range perStep {
-			*seq++
-			f.TestAndAdd(id(1, *seq))
-		}
-		_ = e
-	}
-}
-
 // TestAgingFPR: a filter at its sized rate for two windows holds every id
 // of the window and answers fresh ids with a false-positive rate within
 // its target (seeded ids: the seed is printed on failure).
