@@ -454,6 +454,10 @@ func (f *AgingFilter) testAndAdd(h Hash, at int64, hasAt bool) bool {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	f.sweep(sh, cur)
+	// Another call may have swept the shard to a later epoch since cur was
+	// read: insert at that epoch, so that every slot's epoch stays within
+	// [swept − L, swept] and its tag tells it.
+	cur = max(cur, sh.swept)
 	if sh.find(key, h.H2) {
 		return true
 	}
