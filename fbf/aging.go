@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,8 +174,13 @@ type agingTable struct {
 // newAgingTable returns an empty table of nb buckets of (f+AgingTagBits)-bit
 // slots.
 func newAgingTable(nb uint64, f uint) *agingTable {
+	return newAgingTableIn(nb, f, make([]uint64, tableBytes(nb, f+AgingTagBits)/8))
+}
+
+// newAgingTableIn is newAgingTable on zeroed words of tableBytes(nb, f+3).
+func newAgingTableIn(nb uint64, f uint, words []uint64) *agingTable {
 	s := f + AgingTagBits
-	return &agingTable{nb: nb, s: s, mask: 1<<s - 1, fpMax: 1<<f - 1, words: make([]uint64, tableBytes(nb, s)/8)}
+	return &agingTable{nb: nb, s: s, mask: 1<<s - 1, fpMax: 1<<f - 1, words: words}
 }
 
 // fingerprint is the table's fingerprint of an id, in 1..2^f−1, from the
@@ -225,14 +231,15 @@ func (t *agingTable) alt(i, fp uint64) uint64 {
 	return g + t.nb - i
 }
 
-// has reports whether bucket i holds fp.
-func (t *agingTable) has(i, fp uint64) bool {
-	for k := i * AgingBucketSlots; k < (i+1)*AgingBucketSlots; k++ {
-		if t.get(k)>>AgingTagBits == fp {
-			return true
-		}
+// has2 reports whether bucket i1 or i2 holds fp. It reads both buckets
+// before comparing, so that their cache misses overlap.
+func (t *agingTable) has2(i1, i2, fp uint64) bool {
+	var hit bool
+	for j := range uint64(AgingBucketSlots) {
+		a, b := t.get(i1*AgingBucketSlots+j), t.get(i2*AgingBucketSlots+j)
+		hit = hit || a>>AgingTagBits == fp || b>>AgingTagBits == fp
 	}
-	return false
+	return hit
 }
 
 // agingShard is one independently locked part of the filter: an id's shard
@@ -285,10 +292,17 @@ func NewAging(cfg AgingConfig) (*AgingFilter, error) {
 		evictAge:  AgingEpochs + 1, shards: make([]agingShard, s.Shards)}
 	// An id of age a epochs was inserted more than a−1 epochs ago.
 	f.evictAge = int64((cfg.RetryHorizon+s.Epoch-1)/s.Epoch) + 1
+	// The shards' first tables are cut from one arena in huge pages.
+	perTable := int(tableBytes(s.BucketsPerShard, s.SlotBits) / 8)
+	arena, free := hugeWords(perTable * s.Shards)
+	if free != nil {
+		runtime.AddCleanup(f, func(free func()) { free() }, free)
+	}
 	for i := range f.shards {
 		sh := &f.shards[i]
 		sh.rng = uint64(i)*0x9e3779b97f4a7c15 + 1
-		sh.tables = []*agingTable{newAgingTable(s.BucketsPerShard, s.FingerprintBits)}
+		t := newAgingTableIn(s.BucketsPerShard, s.FingerprintBits, arena[i*perTable:(i+1)*perTable:(i+1)*perTable])
+		sh.tables = []*agingTable{t}
 	}
 	f.bytes.Store(s.InitialBytes)
 	return f, nil
@@ -422,7 +436,7 @@ func (sh *agingShard) find(key, h2 uint64) bool {
 	for _, t := range sh.tables {
 		fp := t.fingerprint(h2)
 		i := t.index(key)
-		if t.has(i, fp) || t.has(t.alt(i, fp), fp) {
+		if t.has2(i, t.alt(i, fp), fp) {
 			return true
 		}
 	}
@@ -555,7 +569,43 @@ func (sh *agingShard) place(t *agingTable, key, v uint64, ev evictPolicy) (ok, e
 	if ok, evicted := t.putFree(i2, v, ev); ok {
 		return true, evicted
 	}
+	if ok, evicted := t.hop(i1, i2, v, ev); ok {
+		return true, evicted
+	}
 	return sh.walk(t, i1, i2, v, ev)
+}
+
+// hop looks one step ahead before a random walk: the other buckets of the
+// 2b ids of buckets i1 and i2 are read together (their cache misses
+// overlap, where a walk's come one after the other), and the first id
+// whose other bucket has a free slot moves there, leaving its slot to v.
+func (t *agingTable) hop(i1, i2, v uint64, ev evictPolicy) (ok, evicted bool) {
+	var alts [2 * AgingBucketSlots]uint64
+	var sink uint64
+	for n := range alts {
+		b := i1
+		if n >= AgingBucketSlots {
+			b = i2
+		}
+		k := b*AgingBucketSlots + uint64(n%AgingBucketSlots)
+		a := t.alt(b, t.get(k)>>AgingTagBits)
+		alts[n] = a
+		sink += t.words[(a*AgingBucketSlots*uint64(t.s))>>6] // start the loads together
+	}
+	_ = sink
+	for n, a := range alts {
+		b := i1
+		if n >= AgingBucketSlots {
+			b = i2
+		}
+		k := b*AgingBucketSlots + uint64(n%AgingBucketSlots)
+		old := t.get(k)
+		if ok, evicted := t.putFree(a, old, ev); ok {
+			t.set(k, v)
+			return true, evicted
+		}
+	}
+	return false, false
 }
 
 func (sh *agingShard) next() uint64 {
