@@ -30,6 +30,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		if !strings.HasPrefix(args[i], "-") || name != "cpuprofile" {
 			continue
 		}
+		if len(args) > 0 && args[0] == "ring" {
+			break // bench ring has its own --cpuprofile: leave it the flag
+		}
 		if !hasValue {
 			if i+1 >= len(args) {
 				return errors.New("--cpuprofile needs a file name")
