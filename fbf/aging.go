@@ -22,11 +22,14 @@ const (
 	// told apart modulo 2^3 = L+1, since a shard is swept (its expired
 	// slots emptied) before any other access in a new epoch.
 	AgingEpochs = 1<<AgingTagBits - 1
-	// AgingLoad is the designed load of the tables at the peak of the
-	// sized rate, rate × (window + one epoch) ids: below the ~95 % where
-	// a cuckoo insert with b = 4 starts failing, with room for the
-	// spread of the load between shards.
-	AgingLoad = 0.94
+	// DefaultAgingLoad is the default designed load of the tables at the
+	// peak of the sized rate, rate × (window + one epoch) ids (see
+	// AgingConfig.Load).
+	DefaultAgingLoad = 0.90
+	// MaxAgingLoad bounds AgingConfig.Load: below the ~95 % where a cuckoo
+	// insert with b = 4 starts failing, with room for the spread of the
+	// load between shards.
+	MaxAgingLoad = 0.96
 	// AgingMaxKicks bounds an insert's cuckoo walk (Fan et al.'s 500).
 	AgingMaxKicks = 500
 	// AgingMaxTables bounds the tables of a shard: its first and up to
@@ -59,6 +62,13 @@ type AgingConfig struct {
 	// H may be forgotten early (counted in EvictedEarly); ids younger
 	// than H never are. Zero: every id may be evicted under overload.
 	RetryHorizon time.Duration
+	// Load is the load of the tables at the peak of the sized rate: the
+	// tables have PeakIDs / Load slots. Higher is fewer bits per id and
+	// slower inserts (more of them move fingerprints to make room): at
+	// 0.94, 42 % of inserts at the peak find both their buckets full,
+	// at 0.90 33 %, at 0.85 24 %. Default DefaultAgingLoad; 0.5 …
+	// MaxAgingLoad.
+	Load float64
 	// MaxBytes bounds the memory of the tables the filter may grow to
 	// when more ids arrive than it was sized for. Default: twice the
 	// initial tables. Less than the initial tables is an error.
@@ -79,6 +89,7 @@ type AgingSizing struct {
 	Epoch            time.Duration // W / AgingEpochs, rounded up
 	MaxWindow        time.Duration // AgingEpochs+1 epochs: ids are forgotten within it
 	PeakIDs          float64       // Rate × MaxWindow: the live ids at the sized rate's peak
+	Load             float64       // the tables' load at the peak (AgingConfig.Load)
 	FingerprintBits  uint          // f
 	SlotBits         uint          // f + AgingTagBits
 	Shards           int
@@ -87,7 +98,7 @@ type AgingSizing struct {
 	InitialBytes     int64  // the first tables
 	MaxBytes         int64  // the bound of growth
 	DesignFPP        float64
-	DesignBitsPerID  float64 // SlotBits / AgingLoad: bits per live id at the peak
+	DesignBitsPerID  float64 // SlotBits / Load: bits per live id at the peak
 	OptimalBitsPerID float64 // 1.44·log2(1/TargetFPP)
 }
 
@@ -113,15 +124,22 @@ func (c AgingConfig) Sizing() (AgingSizing, error) {
 	if c.MaxBytes < 0 {
 		return z, configErr("MaxBytes = %d, want ≥ 0", c.MaxBytes)
 	}
-	s := AgingSizing{Epoch: (c.Window + AgingEpochs - 1) / AgingEpochs}
+	load := c.Load
+	if load == 0 {
+		load = DefaultAgingLoad
+	}
+	if !(load >= 0.5 && load <= MaxAgingLoad) {
+		return z, configErr("Load = %v, want 0 (default %v) or 0.5 … %v", c.Load, DefaultAgingLoad, MaxAgingLoad)
+	}
+	s := AgingSizing{Epoch: (c.Window + AgingEpochs - 1) / AgingEpochs, Load: load}
 	s.MaxWindow = (AgingEpochs + 1) * s.Epoch
 	s.PeakIDs = c.Rate * s.MaxWindow.Seconds()
-	// A query meets 2b slots, each occupied with probability AgingLoad at
-	// the peak, each matching with probability 1/(2^f − 1).
-	f := uint(math.Ceil(math.Log2(2*AgingBucketSlots*AgingLoad/c.TargetFPP + 1)))
+	// A query meets 2b slots, each occupied with probability Load at the
+	// peak, each matching with probability 1/(2^f − 1).
+	f := uint(math.Ceil(math.Log2(2*AgingBucketSlots*load/c.TargetFPP + 1)))
 	s.FingerprintBits = min(max(f, 4), MaxAgingFingerprintBits)
 	s.SlotBits = s.FingerprintBits + AgingTagBits
-	slots := math.Ceil(s.PeakIDs / AgingLoad)
+	slots := math.Ceil(s.PeakIDs / load)
 	if slots*float64(s.SlotBits)/8 > float64(MaxAgingBytes) {
 		return z, configErr("Rate × window = %.3g ids need more than %d bytes", s.PeakIDs, MaxAgingBytes)
 	}
@@ -141,8 +159,8 @@ func (c AgingConfig) Sizing() (AgingSizing, error) {
 		return z, configErr("MaxBytes = %d is less than the %d bytes of the tables sized for Rate %g × window %v at TargetFPP %g",
 			s.MaxBytes, s.InitialBytes, c.Rate, s.MaxWindow, c.TargetFPP)
 	}
-	s.DesignFPP = agingFPP(2*AgingLoad*AgingBucketSlots, s.FingerprintBits)
-	s.DesignBitsPerID = float64(s.SlotBits) / AgingLoad
+	s.DesignFPP = agingFPP(2*load*AgingBucketSlots, s.FingerprintBits)
+	s.DesignBitsPerID = float64(s.SlotBits) / load
 	s.OptimalBitsPerID = OptimalBitsPerID(c.TargetFPP)
 	return s, nil
 }

@@ -39,6 +39,8 @@ func TestAgingConfigErrors(t *testing.T) {
 		{"shards not a power of two", func(c *AgingConfig) { c.Shards = 3 }},
 		{"max bytes below the tables", func(c *AgingConfig) { c.MaxBytes = 100 }},
 		{"huge", func(c *AgingConfig) { c.Rate = 1e15 }},
+		{"load too high", func(c *AgingConfig) { c.Load = 0.97 }},
+		{"load too low", func(c *AgingConfig) { c.Load = 0.3 }},
 	} {
 		c := ok
 		tc.mod(&c)
@@ -54,7 +56,7 @@ func TestAgingConfigErrors(t *testing.T) {
 	if s.Epoch != time.Second || s.MaxWindow != 8*time.Second || s.FingerprintBits != 13 || s.MaxBytes != 2*s.InitialBytes {
 		t.Fatalf("sizing %+v", s)
 	}
-	if float64(s.Slots)*AgingLoad < s.PeakIDs {
+	if float64(s.Slots)*DefaultAgingLoad < s.PeakIDs || s.Load != DefaultAgingLoad {
 		t.Fatalf("%d slots for %g ids", s.Slots, s.PeakIDs)
 	}
 }

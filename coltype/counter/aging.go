@@ -117,7 +117,7 @@ func finishAging(o FBFOptions, m map[string]string, timeout time.Duration, clamp
 	if err != nil {
 		return o, nil, fmt.Errorf("idempotence: %w", err)
 	}
-	perRate := s1.PeakIDs * float64(s1.SlotBits) / fbf.AgingLoad / 8 // bytes per id per second
+	perRate := s1.PeakIDs * float64(s1.SlotBits) / s1.Load / 8 // bytes per id per second
 	s, err := o.agingSizing()
 	if err != nil || s.InitialBytes > MaxFBFColumnMemory {
 		limit := fmt.Sprintf("rate × (window + window/%d) = %.3g op ids at target_fpp %g take %.0f MiB, more than the %d MiB a column may take",
