@@ -122,9 +122,9 @@
 // buckets of an id, in every table of its shard, belong to the shard, so a
 // test-and-add (lookup, then insert with kicks) is one critical section and
 // two concurrent calls on the same id cannot both see it absent. It is
-// sized from the expected rate × (W + one epoch) at a peak load of 94 % and
-// from the target false-positive probability p: f = ⌈log₂(8·0.94/p + 1)⌉
-// (a query meets 8 slots). Beyond the sized rate a full shard grows by
+// sized from the expected rate × (W + one epoch) at a peak load of 90 %
+// (AgingConfig.Load) and from the target false-positive probability p:
+// f = ⌈log₂(8·0.90/p + 1)⌉ (a query meets 8 slots). Beyond the sized rate a full shard grows by
 // tables with 2 more fingerprint bits, within MaxBytes; a grown table left
 // empty is dropped. When it may not grow, it forgets an id older than
 // RetryHorizon (counted in EvictedEarly), and if it holds none, it reports
