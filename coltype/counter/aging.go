@@ -18,7 +18,7 @@ const (
 	FilterFBF = "fbf"
 	// FilterAging is the aging cuckoo filter (fbf.AgingFilter): epoch-
 	// tagged fingerprints that remember every op id for a long window
-	// (option window) at about 1.2 to 1.5 times the bits of a Bloom filter.
+	// (option window) in 1.2 to 1.6 times the bits of a Bloom filter.
 	FilterAging = "aging"
 )
 
