@@ -304,12 +304,11 @@ func NewAging(cfg AgingConfig) (*AgingFilter, error) {
 	if cfg.Start.UnixNano() <= 0 || cfg.Start.Year() > 2200 {
 		return nil, configErr("Start %v out of range (1970..2200)", cfg.Start)
 	}
-	cfg.MaxBytes = s.MaxBytes
+	cfg.MaxBytes, cfg.Load, cfg.Shards = s.MaxBytes, s.Load, s.Shards
 	f := &AgingFilter{cfg: cfg, size: s, epochNs: int64(s.Epoch), start: cfg.Start.UnixNano(),
-		shardBits: uint(bits.TrailingZeros(uint(s.Shards))),
-		evictAge:  AgingEpochs + 1, shards: make([]agingShard, s.Shards)}
-	// An id of age a epochs was inserted more than a−1 epochs ago.
-	f.evictAge = int64((cfg.RetryHorizon+s.Epoch-1)/s.Epoch) + 1
+		shardBits: uint(bits.TrailingZeros(uint(s.Shards))), shards: make([]agingShard, s.Shards),
+		// An id of age a epochs was inserted more than a−1 epochs ago.
+		evictAge: int64((cfg.RetryHorizon+s.Epoch-1)/s.Epoch) + 1}
 	// The shards' first tables are cut from one arena in huge pages.
 	perTable := int(tableBytes(s.BucketsPerShard, s.SlotBits) / 8)
 	arena, free := hugeWords(perTable * s.Shards)
