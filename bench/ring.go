@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -35,8 +37,9 @@ type RingConfig struct {
 	Levels    []coordinator.ConsistencyLevel
 	Keys      []int // distinct keys per run; 1 is one hot counter
 	// Tables are the counter kinds compared side by side: "vanilla"
-	// (Cassandra's counter) and "fbf" (the FBF counter, every update with
-	// an op id). Default: vanilla.
+	// (Cassandra's counter), "fbf" (the FBF counter, every update with
+	// an op id) and "fbf2" (an FBF counter with WindowOptions, e.g. a long
+	// window). A kind may repeat (runs alternate). Default: vanilla.
 	Tables   []string
 	Writers  int
 	Duration time.Duration
@@ -62,6 +65,10 @@ type RingConfig struct {
 	Dir       string // data directories; a temporary one when empty
 	Port      int    // peer port; 0 picks a free one
 	Progress  io.Writer
+
+	// WindowOptions are the idempotence options of table kind fbf2 besides
+	// 'class': 'fbf' (default: 'filter': 'aging', 'window': '10m').
+	WindowOptions map[string]string
 }
 
 // RingResult is one (table, level, keys) run.
@@ -139,6 +146,26 @@ var (
 		Options:      map[string]string{counter.IdempotenceOption: `{"class": "fbf"}`}}
 )
 
+// FBFWindowTable is the table of kind fbf2: bench.fbf2_counters, with the
+// idempotence options of cfg.WindowOptions.
+func FBFWindowTable(cfg RingConfig) (coltype.TableDef, error) {
+	opts := map[string]string{"class": "fbf", "filter": "aging", "window": "10m"}
+	if cfg.WindowOptions != nil {
+		opts = map[string]string{"class": "fbf"}
+		for k, v := range cfg.WindowOptions {
+			opts[k] = v
+		}
+	}
+	b, err := json.Marshal(opts)
+	if err != nil {
+		return coltype.TableDef{}, err
+	}
+	def := FBFTable
+	def.ID, def.Name = 1003, "fbf2_counters"
+	def.Options = map[string]string{counter.IdempotenceOption: string(b)}
+	return def, nil
+}
+
 // StartRing starts an embedded ring and creates keyspace bench (SimpleStrategy,
 // RF) with the benchmark tables. The caller stops the nodes.
 func StartRing(ctx context.Context, cfg RingConfig, logger *slog.Logger) ([]*node.Node, error) {
@@ -173,7 +200,12 @@ func StartRing(ctx context.Context, cfg RingConfig, logger *slog.Logger) ([]*nod
 		nodes = append(nodes, n)
 	}
 	err := nodes[0].Schema().CreateKeyspace(schema.Keyspace{Name: "bench", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": strconv.Itoa(cfg.RF)}}, true)
-	for _, def := range []coltype.TableDef{VanillaTable, FBFTable} {
+	defs := []coltype.TableDef{VanillaTable, FBFTable}
+	if slices.Contains(cfg.Tables, "fbf2") {
+		w, werr := FBFWindowTable(cfg)
+		defs, err = append(defs, w), errors.Join(err, werr)
+	}
+	for _, def := range defs {
 		if err == nil {
 			err = nodes[0].Schema().CreateTable(def, true)
 		}
@@ -263,8 +295,12 @@ func RunRing(ctx context.Context, cfg RingConfig) ([]RingResult, error) {
 				case "vanilla":
 				case "fbf":
 					def = FBFTable
+				case "fbf2":
+					if def, err = FBFWindowTable(cfg); err != nil {
+						return out, err
+					}
 				default:
-					return out, fmt.Errorf("bench: unknown table kind %q (vanilla, fbf)", kind)
+					return out, fmt.Errorf("bench: unknown table kind %q (vanilla, fbf, fbf2)", kind)
 				}
 				for _, via := range cfg.Via {
 					run++
@@ -326,7 +362,7 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def co
 				k := rng.IntN(keys)
 				coord := rng.IntN(len(nodes))
 				var op *[16]byte
-				if def.ID == FBFTable.ID {
+				if def.ID != VanillaTable.ID {
 					seq++
 					var id [16]byte
 					binary.BigEndian.PutUint64(id[:], client)

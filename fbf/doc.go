@@ -97,4 +97,39 @@
 //     MaxPast allow another filter. Without it a burst fills the present
 //     filter, which later sits alone at the old end for the whole window and
 //     keeps the FPP above target however the adaptation moves N and t.
+//
+// # A second structure: the aging filter, for long windows
+//
+// The FBF inserts every id into two Bloom filters, so it spends at least
+// twice the bits of a static Bloom filter per remembered id; for a window
+// of minutes at tens of thousands of ids per second that is tens of
+// megabytes more than needed. [AgingFilter] remembers each id for a fixed
+// window W in 1.2 to 1.6 times the Bloom filter's optimum (1.3 at p =
+// 0.001). It is a cuckoo filter (Fan, Andersen, Kaminsky and Mitzenmacher,
+// "Cuckoo Filter: Practically Better Than Bloom", CoNEXT 2014): an id is an
+// f-bit fingerprint stored in one of two buckets of 4 slots, the second
+// bucket derived from the first and the fingerprint, so that a stored
+// fingerprint can be moved ("kicked") to its other bucket to make room.
+// Like the sliding-window variants of the cuckoo filter (timestamps or
+// generation tags kept with each fingerprint), each slot also holds a 3-bit
+// epoch tag: time is cut into epochs of W/7, an id is remembered while the
+// current epoch minus its own is at most 7, and a shard is swept (its
+// expired slots emptied) before any other access in a new epoch, so that
+// the 3-bit tag (the epoch modulo 8) always tells the age. An id is
+// therefore remembered for at least W and forgotten within W plus one
+// epoch.
+//
+// The filter is cut into shards by hash, each with its own lock: both
+// buckets of an id, in every table of its shard, belong to the shard, so a
+// test-and-add (lookup, then insert with kicks) is one critical section and
+// two concurrent calls on the same id cannot both see it absent. It is
+// sized from the expected rate × (W + one epoch) at a peak load of 90 %
+// (AgingConfig.Load) and from the target false-positive probability p: f =
+// ⌈log₂(8·0.90/p + 1)⌉ (a query meets 8 slots). Beyond the sized rate a
+// full shard grows by tables with 2 more fingerprint bits, within MaxBytes;
+// a grown table left empty is dropped. When it may not grow, it forgets an
+// id older than RetryHorizon (counted in EvictedEarly), and if it holds
+// none, it reports the fresh id present (counted in Saturated): it never
+// forgets an id younger than the horizon. See [AgingConfig], [AgingStats]
+// and docs/fbf.md.
 package fbf

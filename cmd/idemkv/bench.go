@@ -22,6 +22,20 @@ func init() {
 	register("bench", "benchmark counters: vanilla vs FBF over-count and latency on a ring (no args: the main comparison); engine; ring; storm; durable", runBench)
 }
 
+// startCPUProfile profiles the process's CPU into the file at path until
+// stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
 func runBench(args []string, stdout, stderr io.Writer) error {
 	// --cpuprofile FILE, accepted by every benchmark, profiles the whole run
 	// (the embedded ring's nodes and the clients share this process).
@@ -39,15 +53,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		} else {
 			args = append(args[:i:i], args[i+1:]...)
 		}
-		f, err := os.Create(value)
+		stop, err := startCPUProfile(value)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 		break
 	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
@@ -177,7 +187,8 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	rf := fs.Int("rf", 3, "replication factor")
 	levels := fs.String("cl", "ONE,QUORUM,ALL", "consistency levels, comma-separated")
 	keys := fs.String("keys", "10000,1", "distinct keys per run (1 = one hot counter), comma-separated")
-	tables := fs.String("tables", "vanilla,fbf", "counter kinds compared side by side: vanilla, fbf")
+	tables := fs.String("tables", "vanilla,fbf", "counter kinds compared side by side, in this order (a kind may repeat): vanilla, fbf, fbf2 (an FBF table with --fbf2-options)")
+	fbf2 := fs.String("fbf2-options", "filter=aging,window=10m", "idempotence options of table kind fbf2 besides class=fbf, comma-separated key=value")
 	writers := fs.Int("writers", 32, "concurrent closed-loop writers")
 	via := fs.String("via", "coordinator", "client paths measured side by side on the same ring, comma-separated: coordinator (in-process calls to random coordinators), cql (one gocql session, token-aware, through the nodes' CQL ports)")
 	route := fs.String("route", "any", "node each update is sent to: any (a random node; over CQL a shuffled replica of the key) or primary (the key's first replica, the leader under the first rule)")
@@ -196,15 +207,11 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 		return errors.New("bench ring: --breakdown profiles each run itself; it cannot run with --cpuprofile")
 	}
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	var cls []coordinator.ConsistencyLevel
 	for _, s := range strings.Split(*levels, ",") {
@@ -214,20 +221,32 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 		}
 		cls = append(cls, cl)
 	}
+	fbf2Opts := map[string]string{}
+	for _, kv := range strings.Split(*fbf2, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("--fbf2-options: %q is not key=value", kv)
+		}
+		fbf2Opts[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
 	ks, err := intList(*keys)
 	if err != nil {
 		return fmt.Errorf("--keys: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --tables %s --via %s --route %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --seed %d\n",
-		*nodes, *rf, *levels, *keys, *tables, *via, *route, *writers, *dur, *warm, *syncMode, *leader, *seed)
+	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --tables %s --fbf2-options %s --via %s --route %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --seed %d\n",
+		*nodes, *rf, *levels, *keys, *tables, *fbf2, *via, *route, *writers, *dur, *warm, *syncMode, *leader, *seed)
 	fmt.Fprintln(stdout, "# counter increments of an embedded ring (nodes talk over TCP on 127.0.0.i), via random coordinators called in")
 	fmt.Fprintln(stdout, "# process (coordinator) or through gocql and the nodes' CQL servers (cql);")
 	fmt.Fprintln(stdout, "# fbf: every update carries a fresh op id and the FBF tables lead on the first live replica")
 	results, err := bench.RunRing(ctx, bench.RingConfig{
 		Nodes: *nodes, RF: *rf, Levels: cls, Keys: ks, Tables: strings.Split(*tables, ","), Writers: *writers, Duration: *dur, Warmup: *warm,
 		Via: strings.Split(*via, ","), Route: *route, Breakdown: *breakdown, Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
+		WindowOptions: fbf2Opts,
 	})
 	if err != nil {
 		return err

@@ -110,7 +110,7 @@ func TestStoredFBFOptionsClamped(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := ct.(*fbfCounter)
-	cfg := f.filter.Config()
+	cfg := f.filter.(bloomOps).Config()
 	if cfg.Past != MaxFBFFilters || cfg.Hashes != MaxFBFHashes || cfg.MemoryBytes(cfg.MaxPast+2) > MaxFBFColumnMemory {
 		t.Fatalf("clamped filter %+v", cfg)
 	}

@@ -4,7 +4,8 @@
 // kept to show why it was replaced), and the FBF counter, which is the
 // `counter` type of a table that sets the idempotence option (fbf.go): a
 // Configurable type whose column instance keeps a Forgetful Bloom Filter
-// of recent op ids and is a coltype.Deduplicator, so that the replica's
+// of recent op ids (or, with 'filter': 'aging', an aging cuckoo filter
+// for long windows: aging.go) and is a coltype.Deduplicator, so that the replica's
 // and the coordinator's generic in-doubt machinery serve it.
 //
 // Importing the package registers the types and the option (init).

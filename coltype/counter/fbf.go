@@ -39,6 +39,12 @@ type FBFOptions struct {
 	Filters       int           // filters: N, past filters (N+2 filters in all)
 	RefreshPeriod time.Duration // refresh_period: t
 	Adaptive      bool          // adaptive: change N and t to meet TargetFPP
+	// Filter is the structure of the column's op ids: FilterFBF (the
+	// default, the paper's N+2 Bloom filters) or FilterAging (a cuckoo
+	// filter of epoch-tagged fingerprints, for long windows: see aging.go).
+	Filter string        // filter
+	Window time.Duration // window: FilterAging's guaranteed window
+	Rate   float64       // rate: FilterAging's sized rate of fresh op ids per second
 	// Leader is the counter leader rule the table sets: "first" (a retry
 	// meets the same filter while the leader lives) or "random"
 	// (Cassandra's rule); "" when the option is absent: the node's
@@ -91,7 +97,7 @@ func ParseFBFOptions(m map[string]string, timeout time.Duration) (FBFOptions, er
 // bounds is replaced by the nearest bound and described in clamped, instead
 // of being an error (a stored table definition: see TableFBF).
 func parseFBF(m map[string]string, timeout time.Duration, clamp bool) (o FBFOptions, clamped []string, err error) {
-	o = FBFOptions{Adaptive: true, TargetFPP: DefaultFBFTargetFPP, Bits: DefaultFBFBits, Hashes: DefaultFBFHashes, Filters: DefaultFBFFilters}
+	o = FBFOptions{Adaptive: true, TargetFPP: DefaultFBFTargetFPP, Bits: DefaultFBFBits, Hashes: DefaultFBFHashes, Filters: DefaultFBFFilters, Filter: FilterFBF}
 	if c := m["class"]; !strings.EqualFold(c, "fbf") {
 		return o, nil, fmt.Errorf("idempotence class %q: the only class is 'fbf'", c)
 	}
@@ -185,11 +191,21 @@ func parseFBF(m map[string]string, timeout time.Duration, clamp bool) (o FBFOpti
 			if o.Leader != "first" && o.Leader != "random" {
 				err = fmt.Errorf("must be first or random")
 			}
+		case "filter", "window", "rate":
+			err = parseAgingOption(&o, k, v, out)
 		default:
-			err = fmt.Errorf("unknown option (have: class, target_fpp, retry_horizon, refresh_period, bits, hashes, filters, adaptive, leader)")
+			err = fmt.Errorf("unknown option (have: class, filter, target_fpp, retry_horizon, refresh_period, bits, hashes, filters, adaptive, window, rate, leader)")
 		}
 		if err != nil {
 			return o, nil, fmt.Errorf("idempotence option %s = %q: %w", k, v, err)
+		}
+	}
+	if o.Filter == FilterAging {
+		return finishAging(o, m, timeout, clamp, clamped)
+	}
+	for _, k := range agingOnly {
+		if v, ok := m[k]; ok {
+			return o, nil, fmt.Errorf("idempotence option %s = %q: %w", k, v, errAgingOnly)
 		}
 	}
 	// The filters of a column: N+2 of m bits in steady state.
@@ -276,11 +292,11 @@ type fbfCounter struct {
 	table  uint64
 	column string
 	opts   FBFOptions
-	filter *fbf.Filter
+	filter opFilter
 	// retired is the filter of the column's previous options (ALTER
 	// TABLE), consulted until retiredUntil so that no id of the window is
 	// forgotten when the options change.
-	retired      *fbf.Filter
+	retired      opFilter
 	retiredUntil int64 // unix nanoseconds
 
 	// shards are the leader's own shards of the column's cells, in the
@@ -304,7 +320,7 @@ type fbfCell struct {
 }
 
 func newFBFCounter(env coltype.Env, table uint64, column string, o FBFOptions) (*fbfCounter, error) {
-	f, err := fbf.New(o.filterConfig(clockFunc(env.Now)))
+	f, err := o.newFilter(clockFunc(env.Now))
 	if err != nil {
 		return nil, err
 	}
@@ -528,26 +544,23 @@ func (c *fbfCounter) OpSeen(key []byte, opID [16]byte) bool {
 
 // DedupStats implements coltype.Deduplicator.
 func (c *fbfCounter) DedupStats() coltype.DedupStats {
-	st := c.filter.Stats()
 	return coltype.DedupStats{Dismissed: c.dismissed.Load(), Applied: c.applied.Load(), NoOpID: c.noOp.Load(),
-		EstimatedFPP: c.filter.EstimatedFPP(), BitsInUse: uint64(st.BitsInUse)}
+		EstimatedFPP: c.filter.EstimatedFPP(), BitsInUse: c.filter.BitsInUse()}
 }
 
 // Check implements coltype.Replayer: see Vanilla.Check.
 func (c *fbfCounter) Check(payload []byte) error { return (Vanilla{}).Check(payload) }
 
 // Replayed implements coltype.Replayer: an op id in the log younger than
-// the window joins the filter again.
+// the window joins the filter again (the aging filter remembers it from its
+// op time, see fbf.AgingFilter.TestAndAddHashAt).
 func (c *fbfCounter) Replayed(rec commitlog.Record) error {
 	if rec.HasOp && c.env.Now().Sub(time.Unix(0, rec.OpTime)) < c.window() {
-		c.filter.TestAndAddHash(c.opHash(rec.OpID, rec.Key))
+		c.filter.replay(c.opHash(rec.OpID, rec.Key), time.Unix(0, rec.OpTime))
 	}
 	return nil
 }
 
 // window is how long the filter remembers an id at most: ids older than it
-// need not be restored after a restart.
-// It is (N+2)·t of the current N and t, and never less than the horizon.
-func (c *fbfCounter) window() time.Duration {
-	return max(time.Duration(c.filter.Past()+2)*c.filter.Period(), c.filter.Config().RetryHorizon)
-}
+// need not be restored after a restart (see opFilter.maxWindow).
+func (c *fbfCounter) window() time.Duration { return c.filter.maxWindow() }

@@ -79,7 +79,8 @@ func (e cqlError) Error() string { return string(e) }
 // MaxMemory is the most memory, in bytes, the option value makes one node
 // allocate for table d: the filters of each of its counter columns at the
 // largest N the adaptation may reach ((MaxPast+2)·m/8 each; see
-// MaxFBFColumnMemory), with stored values out of bounds clamped. 0 when the
+// MaxFBFColumnMemory), or with 'filter': 'aging' the tables grown to their
+// bound, with stored values out of bounds clamped. 0 when the
 // value turns no filter on or is invalid.
 func (idempotence) MaxMemory(d coltype.TableDef, value string) int64 {
 	d.Options = map[string]string{IdempotenceOption: value}
@@ -87,8 +88,7 @@ func (idempotence) MaxMemory(d coltype.TableDef, value string) int64 {
 	if err != nil || !on {
 		return 0
 	}
-	c := o.filterConfig(nil)
-	perColumn := c.MemoryBytes(max(c.Past, c.MaxPast) + 2)
+	perColumn := o.maxBytes()
 	var n int64
 	for _, col := range d.Columns {
 		if col.Type == (Vanilla{}).Name() {
