@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -311,10 +310,7 @@ func NewAging(cfg AgingConfig) (*AgingFilter, error) {
 		evictAge: int64((cfg.RetryHorizon+s.Epoch-1)/s.Epoch) + 1}
 	// The shards' first tables are cut from one arena in huge pages.
 	perTable := int(tableBytes(s.BucketsPerShard, s.SlotBits) / 8)
-	arena, free := hugeWords(perTable * s.Shards)
-	if free != nil {
-		runtime.AddCleanup(f, func(free func()) { free() }, free)
-	}
+	arena := hugeWords(perTable * s.Shards)
 	for i := range f.shards {
 		sh := &f.shards[i]
 		sh.rng = uint64(i)*0x9e3779b97f4a7c15 + 1

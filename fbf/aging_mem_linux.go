@@ -7,22 +7,21 @@ import (
 	"unsafe"
 )
 
-// hugeWords returns n zeroed words outside the Go heap, in memory the
-// kernel is asked to back with huge pages (MADV_HUGEPAGE): the tables of an
-// aging filter are read at random, and with 4 KiB pages nearly every
-// access of a table of tens of megabytes also misses the TLB. free unmaps
-// them; nil when the words are an ordinary slice (fewer than 8 MiB, or
-// mmap failed).
-func hugeWords(n int) (words []uint64, free func()) {
+// hugeWords returns n zeroed words on the Go heap; from 8 MiB on, the
+// words start on a 2 MiB boundary and the kernel is asked to back them
+// with huge pages (MADV_HUGEPAGE, advice only): the tables of an aging
+// filter are read at random, and with 4 KiB pages nearly every access of a
+// table of tens of megabytes also misses the TLB. The words stay ordinary
+// Go memory (the garbage collector frees them, GOMEMLIMIT counts them); the
+// alignment costs at most 2 MiB more.
+func hugeWords(n int) []uint64 {
 	const huge = 2 << 20
 	if n*8 < 4*huge { // small: a huge page would be mostly empty
-		return make([]uint64, n), nil
+		return make([]uint64, n)
 	}
-	size := (n*8 + huge - 1) &^ (huge - 1)
-	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	if err != nil {
-		return make([]uint64, n), nil
-	}
-	_ = syscall.Madvise(b, syscall.MADV_HUGEPAGE) // advice only
-	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), n), func() { _ = syscall.Munmap(b) }
+	raw := make([]uint64, n+huge/8)
+	off := int((huge-uintptr(unsafe.Pointer(&raw[0]))%huge)%huge) / 8
+	words := raw[off : off+n : off+n]
+	_ = syscall.Madvise(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n*8), syscall.MADV_HUGEPAGE)
+	return words
 }

@@ -3,4 +3,4 @@
 package fbf
 
 // hugeWords returns n zeroed words (see the linux version).
-func hugeWords(n int) (words []uint64, free func()) { return make([]uint64, n), nil }
+func hugeWords(n int) []uint64 { return make([]uint64, n) }
