@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,12 +38,19 @@ type StormConfig struct {
 	Pipeline  int           // requests the never-reading client pipelines
 	Oversized int           // goroutines sending oversized frames in a loop
 	Clients   int           // gocql goroutines measuring latency
-	// Node is the configuration of the embedded node; its data directory,
-	// address and ports are set by the benchmark.
+	// Embedded runs the node in this process, with the attackers and the
+	// measured client, instead of as a process of its own: the RSS read is
+	// then the whole benchmark's.
+	Embedded bool
+	// Binary is the idemkv binary the node process runs ('idemkv node');
+	// "" this executable. Not used when Embedded.
+	Binary string
+	// Node is the configuration of the node; its data directory, address
+	// and ports are set by the benchmark.
 	Node node.Config
 	Out  io.Writer // progress lines; nil: none
 	// MemProfile, when set, receives a heap profile taken after the last
-	// RSS reading.
+	// RSS reading (Embedded only).
 	MemProfile string
 }
 
@@ -59,21 +65,24 @@ type StormPhase struct {
 
 // StormResult is what the storm benchmark measured.
 type StormResult struct {
-	Phases []StormPhase
-	// RSS of the process (the node is embedded) from /proc/self/status, in
-	// bytes: before the storm, its peak during it, at its end and after the
-	// settle time.
+	Embedded bool // the node ran in the benchmark's process
+	Phases   []StormPhase
+	// RSS of the node's process (VmRSS from /proc/<pid>/status; the
+	// benchmark's own when the node is embedded), in bytes: before the
+	// storm, its peak during it, at the end of the after phase and after
+	// the settle time.
 	RSSBaseline, RSSPeak, RSSEnd, RSSSettled int64
 	Settle                                   time.Duration
-	// Go's memory statistics at the baseline and after the settle time,
-	// to tell the heap from the rest.
-	MemBaseline, MemPeak, MemSettled runtime.MemStats
-	Goroutines, GoroutinesPeak       int // after the settle time, at the RSS peak
+	// The node's Go memory at the baseline, at the sample with the highest
+	// RSS and after the settle time, to tell the heap from the rest.
+	MemBaseline, MemPeak, MemSettled StormMem
+	Goroutines, GoroutinesPeak       int // the node's, after the settle time, at the RSS peak sample
 	// Peak is the CQL server's counters at the sample with the most
 	// request bytes in flight; Final at the end.
 	Peak, Final cql.Stats
 	PeakConns   int64
 	Attack      StormAttack
+	LogPath     string // the node process's log (kept when Dir is set)
 }
 
 // StormAttack counts what the attackers did.
@@ -84,26 +93,71 @@ type StormAttack struct {
 	OversizedSent             int64 // oversized frame headers sent
 }
 
-// rss reads the process's resident set size from /proc/self/status.
-func rss() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+// startStormNode starts the benchmark's node, embedded or as a process of
+// its own, and creates its schema; it returns the node and its CQL port.
+func startStormNode(ctx context.Context, cfg StormConfig) (stormNode, int, error) {
+	port, err := FreePort(1, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)))
 	if err != nil {
-		return 0
+		return nil, 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
+	nc := cfg.Node
+	nc.DataDirectory = filepath.Join(cfg.Dir, "node1")
+	nc.ListenAddress = "127.0.0.1"
+	nc.StoragePort, nc.NativeTransportPort = port, port+1
+	nc.Seeds = []string{fmt.Sprintf("127.0.0.1:%d", port)}
+	if cfg.Embedded {
+		nc.AdminPort = -1
+		n, err := node.Start(nc, node.Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
+		if err != nil {
+			return nil, 0, fmt.Errorf("bench: storm: start node: %w", err)
+		}
+		err = n.Schema().CreateKeyspace(schema.Keyspace{Name: "bench", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "1"}}, true)
+		if err == nil {
+			err = n.Schema().CreateTable(VanillaTable, true)
+		}
+		if err == nil {
+			err = n.WaitSchemaAgreement(ctx)
+		}
+		if err != nil {
+			n.Stop()
+			return nil, 0, fmt.Errorf("bench: storm: schema: %w", err)
+		}
+		return embeddedNode{n}, port + 1, nil
+	}
+	if nc.AdminPort, err = freeTCPPort(); err != nil {
+		return nil, 0, err
+	}
+	bin := cfg.Binary
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return nil, 0, fmt.Errorf("bench: storm: %w", err)
 		}
 	}
-	return 0
+	p, err := startNodeProcess(ctx, bin, cfg.Dir, nc)
+	if err != nil {
+		return nil, 0, err
+	}
+	return p, port + 1, nil
 }
 
-// RunStorm starts an embedded node, measures a gocql client's latency,
-// then runs a connection storm, a client pipelining requests it never
-// reads and clients sending oversized frames while measuring again, then
-// measures once more after the storm, and reads the process's RSS
-// throughout.
+// createStormSchema creates the benchmark's table through CQL.
+func createStormSchema(sess *gocql.Session) error {
+	for _, q := range []string{
+		"CREATE KEYSPACE IF NOT EXISTS bench WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+		"CREATE TABLE IF NOT EXISTS bench.counters (k text PRIMARY KEY, c counter)",
+	} {
+		if err := sess.Query(q).Exec(); err != nil {
+			return fmt.Errorf("bench: storm: schema: %w", err)
+		}
+	}
+	return nil
+}
+
+// RunStorm starts a node (a process of its own, or embedded), measures a
+// gocql client's latency, then runs a connection storm, a client
+// pipelining requests it never reads and clients sending oversized frames
+// while measuring again, then measures once more after the storm, and
+// reads the node's RSS throughout.
 func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 	if cfg.Phase <= 0 || cfg.Clients < 1 {
 		return nil, errors.New("bench: storm: phase and clients must be positive")
@@ -121,35 +175,21 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 		defer os.RemoveAll(d)
 		cfg.Dir = d
 	}
-	port, err := FreePort(1, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)))
+	n, cqlPort, err := startStormNode(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	nc := cfg.Node
-	nc.DataDirectory = filepath.Join(cfg.Dir, "node1")
-	nc.ListenAddress = "127.0.0.1"
-	nc.StoragePort, nc.NativeTransportPort = port, port+1
-	nc.Seeds = []string{fmt.Sprintf("127.0.0.1:%d", port)}
-	n, err := node.Start(nc, node.Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
-	if err != nil {
-		return nil, fmt.Errorf("bench: storm: start node: %w", err)
+	defer n.stop()
+	addr := fmt.Sprintf("127.0.0.1:%d", cqlPort)
+	res := &StormResult{Settle: cfg.Settle, Embedded: cfg.Embedded}
+	if p, ok := n.(*nodeProcess); ok {
+		res.LogPath = p.logPath
+		progress("node process %d, log %s", p.cmd.Process.Pid, p.logPath)
 	}
-	defer n.Stop()
-	err = n.Schema().CreateKeyspace(schema.Keyspace{Name: "bench", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "1"}}, true)
-	if err == nil {
-		err = n.Schema().CreateTable(VanillaTable, true)
-	}
-	if err == nil {
-		err = n.WaitSchemaAgreement(ctx)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("bench: storm: schema: %w", err)
-	}
-	addr := nc.CQLAddr()
 
 	quietGocql()
 	cc := gocql.NewCluster("127.0.0.1")
-	cc.Port = port + 1
+	cc.Port = cqlPort
 	cc.Consistency = gocql.One
 	cc.Timeout = 5 * time.Second
 	cc.ConnectTimeout = 5 * time.Second
@@ -160,9 +200,13 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 		return nil, fmt.Errorf("bench: storm: gocql: %w", err)
 	}
 	defer sess.Close()
+	if !cfg.Embedded {
+		if err := createStormSchema(sess); err != nil {
+			return nil, err
+		}
+	}
 
-	res := &StormResult{Settle: cfg.Settle}
-	measure := func(name string, during func()) StormPhase {
+	measure := func(name string) StormPhase {
 		var mu sync.Mutex
 		var lat []time.Duration
 		errs := 0
@@ -196,9 +240,6 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 				mu.Unlock()
 			}()
 		}
-		if during != nil {
-			during()
-		}
 		wg.Wait()
 		slices.Sort(lat)
 		p := StormPhase{Name: name, Ops: len(lat), Errors: errs}
@@ -210,15 +251,19 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 	}
 
 	// Warm up, then the baseline.
-	measure("warmup", nil)
-	runtime.GC()
-	res.RSSBaseline = rss()
-	res.Phases = append(res.Phases, measure("before", nil))
-	res.RSSBaseline = max(res.RSSBaseline, rss())
-	runtime.ReadMemStats(&res.MemBaseline)
+	measure("warmup")
+	if cfg.Embedded {
+		runtime.GC()
+	}
+	res.RSSBaseline = n.rss()
+	res.Phases = append(res.Phases, measure("before"))
+	res.RSSBaseline = max(res.RSSBaseline, n.rss())
+	_, res.MemBaseline, _, _ = n.sample()
 	progress("RSS baseline %s", mb(res.RSSBaseline))
 
-	// The storm, while measuring.
+	// The storm, while measuring. RSS is read every 100 ms; the counters
+	// and the Go memory (a metrics scrape for a node process) every 500 ms,
+	// or at a new RSS peak for an embedded node, as before.
 	actx, stopAttack := context.WithCancel(ctx)
 	var attackers sync.WaitGroup
 	counts := startAttack(actx, &attackers, addr, cfg)
@@ -227,47 +272,55 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 		defer close(sampleDone)
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
-		for {
+		var peakAtSample int64
+		for tick := 0; ; tick++ {
 			select {
 			case <-actx.Done():
 				return
 			case <-t.C:
 			}
-			if r := rss(); r > res.RSSPeak {
-				res.RSSPeak = r
-				runtime.ReadMemStats(&res.MemPeak)
-				res.GoroutinesPeak = runtime.NumGoroutine()
+			r := n.rss()
+			newPeak := r > res.RSSPeak
+			res.RSSPeak = max(res.RSSPeak, r)
+			if !(cfg.Embedded && newPeak) && tick%5 != 0 {
+				continue
 			}
-			st := n.CQLStats()
+			st, mem, g, ok := n.sample()
+			if !ok {
+				continue
+			}
+			if r >= peakAtSample {
+				peakAtSample = r
+				res.MemPeak, res.GoroutinesPeak = mem, g
+			}
 			res.PeakConns = max(res.PeakConns, st.ConnectionsOpen)
 			if st.RequestBytesInFlight >= res.Peak.RequestBytesInFlight {
 				res.Peak = st
 			}
 		}
 	}()
-	res.Phases = append(res.Phases, measure("during", nil))
+	res.Phases = append(res.Phases, measure("during"))
 	stopAttack()
 	attackers.Wait()
 	<-sampleDone
 	res.Attack = counts()
 	att := res.Attack
-	res.RSSPeak = max(res.RSSPeak, rss())
+	res.RSSPeak = max(res.RSSPeak, n.rss())
 	progress("storm: %d connections held, %d refused, %d dial errors; %d churned; %d requests pipelined unread; %d oversized frames",
 		att.Held, att.Refused, att.DialErrors, att.Churned, att.Pipelined, att.OversizedSent)
 	progress("RSS peak %s", mb(res.RSSPeak))
 
-	res.Phases = append(res.Phases, measure("after", nil))
-	res.RSSEnd = rss()
+	res.Phases = append(res.Phases, measure("after"))
+	res.RSSEnd = n.rss()
 	progress("RSS at the end of the after phase %s; settling %v", mb(res.RSSEnd), cfg.Settle)
 	select {
 	case <-time.After(cfg.Settle):
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	res.RSSSettled = rss()
-	runtime.ReadMemStats(&res.MemSettled)
-	res.Goroutines = runtime.NumGoroutine()
-	if cfg.MemProfile != "" {
+	res.RSSSettled = n.rss()
+	res.Final, res.MemSettled, res.Goroutines, _ = n.sample()
+	if cfg.MemProfile != "" && cfg.Embedded {
 		f, err := os.Create(cfg.MemProfile)
 		if err != nil {
 			return nil, fmt.Errorf("bench: storm: %w", err)
@@ -281,7 +334,6 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 			return nil, fmt.Errorf("bench: storm: heap profile: %w", err)
 		}
 	}
-	res.Final = n.CQLStats()
 	return res, nil
 }
 
@@ -462,12 +514,14 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 	maxConnsIP := fs.Int("max-conns-per-ip", 0, "native_transport_max_concurrent_connections_per_ip (0: the node's default, no limit)")
 	maxReqs := fs.Int("max-requests-per-conn", 0, "native_transport_max_requests_per_connection (0: the node's default, 1024)")
 	dir := fs.String("dir", "", "data directory (default: a temporary one, removed)")
-	memprofile := fs.String("memprofile", "", "write a heap profile to this file at the end")
+	memprofile := fs.String("memprofile", "", "write a heap profile to this file at the end (--embedded only)")
+	embedded := fs.Bool("embedded", false, "run the node in the benchmark's process (the RSS read is then the whole benchmark's) instead of as a process of its own")
+	binary := fs.String("binary", "", "the idemkv binary the node process runs (default: this executable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cfg := StormConfig{Dir: *dir, Phase: *phase, Settle: *settle, Conns: *conns, Churners: *churners, Pipeline: *pipeline,
-		Oversized: *oversized, Clients: *clients, Out: stderr, MemProfile: *memprofile,
+		Oversized: *oversized, Clients: *clients, Out: stderr, MemProfile: *memprofile, Embedded: *embedded, Binary: *binary,
 		Node: node.Config{NativeTransportMaxConcurrentConnections: *maxConns, NativeTransportMaxConnectionsPerIP: *maxConnsIP,
 			NativeTransportMaxRequestsPerConnection: *maxReqs}}
 	res, err := RunStorm(context.Background(), cfg)
@@ -475,6 +529,11 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	w := stdout
+	where := "the node is a process of its own; RSS, counters and Go memory are the node's"
+	if res.Embedded {
+		where = "the node is embedded; RSS and Go memory are the whole benchmark's"
+	}
+	fmt.Fprintf(w, "%s\n", where)
 	fmt.Fprintf(w, "gocql latency (%d clients, counter UPDATE at ONE, %v per phase)\n", cfg.Clients, cfg.Phase)
 	fmt.Fprintf(w, "%-8s %9s %7s %10s %10s %10s\n", "phase", "ops", "errors", "p50", "p99", "max")
 	for _, p := range res.Phases {
@@ -497,11 +556,13 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(w, "goroutines at the RSS peak %d, after settling %d\n", res.GoroutinesPeak, res.Goroutines)
 	for _, m := range []struct {
 		name string
-		ms   *runtime.MemStats
-	}{{"baseline", &res.MemBaseline}, {"peak", &res.MemPeak}, {"settled", &res.MemSettled}} {
+		m    StormMem
+	}{{"baseline", res.MemBaseline}, {"peak", res.MemPeak}, {"settled", res.MemSettled}} {
 		fmt.Fprintf(w, "Go memory %-8s: heap in use %s, heap idle not returned %s, stacks %s, runtime other %s, GC metadata %s\n",
-			m.name, mb(int64(m.ms.HeapInuse)), mb(int64(m.ms.HeapIdle-m.ms.HeapReleased)), mb(int64(m.ms.StackSys)),
-			mb(int64(m.ms.OtherSys+m.ms.MSpanSys+m.ms.MCacheSys+m.ms.BuckHashSys)), mb(int64(m.ms.GCSys)))
+			m.name, mb(m.m.HeapInuse), mb(m.m.HeapIdleNotReturned), mb(m.m.Stacks), mb(m.m.RuntimeOther), mb(m.m.GCMeta))
+	}
+	if res.LogPath != "" && cfg.Dir != "" {
+		fmt.Fprintf(w, "node log: %s\n", res.LogPath)
 	}
 	return nil
 }
