@@ -83,10 +83,10 @@ type conn struct {
 	evQueued int64 // bytes of the events in wq, bounded by MaxInFlightBytesPerConn
 	wspare   []outFrame
 	closed   bool
-	draining bool // a last frame is queued: nothing more is accepted
-	wsig     chan struct{}
+	draining bool          // a last frame is queued: nothing more is accepted
+	writing  bool          // a writer goroutine runs; it clears this when it has drained wq
 	done     chan struct{} // closed by close
-	wdone    chan struct{} // closed when the writer returns
+	wlast    chan struct{} // closed once the last frame is written (or could not be)
 	once     sync.Once
 	evMu     sync.Mutex // guards unsub against close
 }
@@ -96,7 +96,7 @@ func newConn(s *Server, nc net.Conn, ip string) *conn {
 	c := &conn{
 		s: s, nc: nc, ip: ip, log: s.log.With("remote", nc.RemoteAddr().String()),
 		ctx: ctx, cancel: cancel,
-		wsig: make(chan struct{}, 1), done: make(chan struct{}), wdone: make(chan struct{}),
+		done: make(chan struct{}), wlast: make(chan struct{}),
 	}
 	c.dr = &deadlineReader{nc: nc, idle: s.cfg.IdleTimeout, halfFrame: max(s.cfg.HalfFrameTimeout, 0)}
 	c.rd = frame.NewPooledReader(c.dr, s.cfg.MaxHandshakeFrame)
@@ -173,10 +173,16 @@ func (c *conn) enqueue(b []byte, last bool, cost int64) bool {
 	if last {
 		c.draining = true
 	}
+	start := !c.writing
+	if start {
+		// The connection is open, so its reader is alive and holds the
+		// server's wait group: adding to it here cannot race Close's Wait.
+		c.writing = true
+		c.s.wg.Add(1)
+	}
 	c.mu.Unlock()
-	select {
-	case c.wsig <- struct{}{}:
-	default:
+	if start {
+		go c.writeLoop()
 	}
 	return true
 }
@@ -237,7 +243,10 @@ func (c *conn) fatal(h frame.Header, msg string) {
 	// Wait for the writer to write the answer and half-close, then read and
 	// drop what the client still sends until it closes, so that the answer
 	// is not lost to a reset.
-	<-c.wdone
+	select {
+	case <-c.wlast:
+	case <-c.done:
+	}
 	c.nc.SetReadDeadline(time.Now().Add(lingerTime))
 	io.CopyN(io.Discard, c.nc, lingerBytes)
 	c.close(errors.New(msg))
@@ -252,9 +261,13 @@ var writeBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<
 // the buffered writer, whose size bounds what is held past that. A write
 // that stays blocked past the write timeout (the client reads nothing)
 // closes the connection.
+//
+// The writer runs only while there is something to write: enqueue starts
+// it when it is not running, and it returns once it has flushed and found
+// the queue still empty, so that an idle connection holds no goroutine but
+// its reader, and no buffer.
 func (c *conn) writeLoop() {
 	defer c.s.wg.Done()
-	defer close(c.wdone)
 	// The buffer is taken from a pool for a batch and put back once it is
 	// flushed, so that an idle connection holds none.
 	var bw *bufio.Writer
@@ -283,14 +296,13 @@ func (c *conn) writeLoop() {
 		c.close(fmt.Errorf("write: %w", err))
 	}
 	for {
-		select {
-		case <-c.wsig:
-		case <-c.done:
-			return
-		}
 		yielded := false
 		for {
 			c.mu.Lock()
+			if c.closed {
+				c.mu.Unlock()
+				return
+			}
 			batch := c.wq
 			if len(batch) > 0 {
 				c.wq = c.wspare[:0]
@@ -332,6 +344,7 @@ func (c *conn) writeLoop() {
 							tc.CloseWrite()
 						}
 					}
+					close(c.wlast)
 					return
 				}
 			}
@@ -342,18 +355,25 @@ func (c *conn) writeLoop() {
 			}
 			c.mu.Unlock()
 		}
-		if bw == nil {
-			continue
+		if bw != nil {
+			arm()
+			if err := bw.Flush(); err != nil {
+				fail(err)
+				return
+			}
+			bw.Reset(nil)
+			writeBufs.Put(bw)
+			bw = nil
+			c.lastWrite.Store(time.Now().UnixNano())
 		}
-		arm()
-		if err := bw.Flush(); err != nil {
-			fail(err)
+		// Everything taken is written: stop, unless more came meanwhile.
+		c.mu.Lock()
+		if len(c.wq) == 0 || c.closed {
+			c.writing = false
+			c.mu.Unlock()
 			return
 		}
-		bw.Reset(nil)
-		writeBufs.Put(bw)
-		bw = nil
-		c.lastWrite.Store(time.Now().UnixNano())
+		c.mu.Unlock()
 	}
 }
 

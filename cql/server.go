@@ -95,9 +95,11 @@ var supported = map[string][]string{
 // order; each statement request (QUERY, PREPARE, EXECUTE, BATCH) runs on a
 // goroutine of its own and is answered on its stream id whenever it is done,
 // so requests are pipelined and answered in any order. Responses and events
-// go through one writer goroutine per connection, which drains its queue
-// into a buffered writer and flushes when the queue is empty, so frames
-// queued together leave in one write.
+// go through a connection's queue and its writer goroutine, which drains
+// the queue into a buffered writer and flushes when the queue is empty, so
+// frames queued together leave in one write; the writer runs only while
+// answers are queued, so an idle connection costs one goroutine (its
+// reader) and no buffer.
 //
 // A frame the server cannot read in step (unsupported version, oversized,
 // undecodable, unknown opcode) is answered with a protocol error on its
@@ -305,11 +307,10 @@ func (s *Server) serve(nc net.Conn) {
 		return
 	}
 	s.conns[c] = struct{}{}
-	s.wg.Add(2)
+	s.wg.Add(1)
 	s.mu.Unlock()
 	s.stats.accepted.Add(1)
 	go c.readLoop()
-	go c.writeLoop()
 }
 
 func (s *Server) forget(c *conn) {
