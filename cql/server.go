@@ -71,6 +71,18 @@ type ServerConfig struct {
 	// AUTHENTICATE (PasswordAuthenticator) and a connection serves no
 	// statement until an AUTH_RESPONSE with a valid user and password.
 	Auth map[string]string
+	// MemoryReleasePeak turns on giving memory back to the operating
+	// system after a storm of connections: once the connections open have
+	// reached MemoryReleasePeak and then fallen below a quarter of their
+	// peak, the server collects garbage and returns the idle memory
+	// (debug.FreeOSMemory), and once more an interval later if no other
+	// storm came meanwhile; at most once every MemoryReleaseInterval. Each
+	// release is logged and counted in Stats.MemoryReleases. 0 means
+	// DefaultMemoryReleasePeak; < 0 never.
+	MemoryReleasePeak int
+	// MemoryReleaseInterval is the least time between two releases; 0
+	// means DefaultMemoryReleaseInterval.
+	MemoryReleaseInterval time.Duration
 	// Logger receives connection errors and recovered panics; nil: none.
 	Logger *slog.Logger
 }
@@ -144,6 +156,12 @@ type Server struct {
 	// Accept loop only: refusals are logged at most once a second.
 	refusedLogged   time.Time
 	refusedUnlogged int
+
+	// Memory release loop only (and tests): when it last released, whether
+	// a follow-up release is due, and what releases memory.
+	released     time.Time
+	followUp     bool
+	freeOSMemory func()
 }
 
 // Listen starts a server on cfg.Addr (or cfg.Listener).
@@ -175,6 +193,12 @@ func Listen(cfg ServerConfig) (*Server, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	if cfg.MemoryReleasePeak == 0 {
+		cfg.MemoryReleasePeak = DefaultMemoryReleasePeak
+	}
+	if cfg.MemoryReleaseInterval <= 0 {
+		cfg.MemoryReleaseInterval = DefaultMemoryReleaseInterval
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -189,11 +213,15 @@ func Listen(cfg ServerConfig) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, log: log.With("cql", ln.Addr().String()), ln: ln, ctx: ctx, cancel: cancel,
-		conns: map[*conn]struct{}{}, refusing: make(chan struct{}, maxRefusing)}
+		conns: map[*conn]struct{}{}, refusing: make(chan struct{}, maxRefusing), freeOSMemory: freeOSMemory}
 	s.flow.cond = sync.NewCond(&s.flow.mu)
 	s.flow.perIP = map[string]*ipUsage{}
 	s.wg.Add(1)
 	go s.acceptLoop()
+	if cfg.MemoryReleasePeak > 0 {
+		s.wg.Add(1)
+		go s.memoryLoop()
+	}
 	return s, nil
 }
 
