@@ -50,7 +50,6 @@ type conn struct {
 	s      *Server
 	nc     net.Conn
 	ip     string // source address, for the per-address limits
-	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -92,9 +91,13 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn, ip string) *conn {
-	ctx, cancel := context.WithCancel(s.ctx)
+	// Not derived from the server's context: a child would be kept in the
+	// server context's map of children, which grows with the most
+	// connections ever open and never shrinks. Close closes every
+	// connection, which cancels its context.
+	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
-		s: s, nc: nc, ip: ip, log: s.log.With("remote", nc.RemoteAddr().String()),
+		s: s, nc: nc, ip: ip,
 		ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), wlast: make(chan struct{}),
 	}
@@ -105,6 +108,20 @@ func newConn(s *Server, nc net.Conn, ip string) *conn {
 	}
 	c.lastWrite.Store(time.Now().UnixNano())
 	return c
+}
+
+// logger is the server's logger with the connection's remote address; made
+// when something is logged only, so that a connection that logs nothing
+// (most do) costs no logger.
+func (c *conn) logger() *slog.Logger {
+	return c.s.log.With("remote", c.nc.RemoteAddr().String())
+}
+
+// debug logs at the debug level, if the server's logger logs it.
+func (c *conn) debug(msg string, args ...any) {
+	if c.s.log.Enabled(context.Background(), slog.LevelDebug) {
+		c.logger().Debug(msg, args...)
+	}
 }
 
 // close ends the connection: it cancels the requests in flight, stops the
@@ -127,7 +144,7 @@ func (c *conn) close(cause error) {
 		close(c.done)
 		c.nc.Close()
 		if cause != nil && !errors.Is(cause, io.EOF) && !errors.Is(cause, net.ErrClosed) {
-			c.log.Debug("connection closed", "cause", cause)
+			c.debug("connection closed", "cause", cause)
 		}
 		c.evMu.Lock()
 		if c.unsub != nil {
@@ -197,7 +214,7 @@ func (c *conn) send(f *frame.Frame, cost int64) {
 	}
 	b, err := frame.AppendFrame(nil, f)
 	if err != nil {
-		c.log.Error("encode response", "op", f.Message.Opcode(), "stream", f.Stream, "err", err)
+		c.logger().Error("encode response", "op", f.Message.Opcode(), "stream", f.Stream, "err", err)
 		b, err = frame.AppendFrame(nil, &frame.Frame{Version: f.Version, Stream: f.Stream,
 			Message: frame.Errorf(frame.ErrServer, "cannot encode the response: %v", err)})
 		if err != nil {
@@ -218,7 +235,7 @@ func (c *conn) compress(b []byte) []byte {
 	}
 	z, err := frame.CompressFrame(c.comp, b)
 	if err != nil {
-		c.log.Error("compress response", "compression", c.comp, "err", err)
+		c.logger().Error("compress response", "compression", c.comp, "err", err)
 		return b
 	}
 	return z
@@ -228,7 +245,7 @@ func (c *conn) compress(b []byte) []byte {
 // error on its stream, in its version and header layout, then closes the
 // connection once that answer is written.
 func (c *conn) fatal(h frame.Header, msg string) {
-	c.log.Debug("protocol error", "stream", h.Stream, "err", msg)
+	c.debug("protocol error", "stream", h.Stream, "err", msg)
 	if h.Version == 0 { // the stream ended inside the header
 		h = frame.Header{Version: max(c.version, frame.Version4)}
 	}
@@ -670,7 +687,7 @@ func (c *conn) execute(h frame.Header, f *frame.Frame, cost int64) {
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				c.log.Error("panic in request", "op", h.Op, "stream", h.Stream, "panic", r, "stack", string(debug.Stack()))
+				c.logger().Error("panic in request", "op", h.Op, "stream", h.Stream, "panic", r, "stack", string(debug.Stack()))
 				err = frame.Errorf(frame.ErrServer, "internal error: %v", r)
 			}
 		}()
