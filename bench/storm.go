@@ -73,6 +73,9 @@ type StormResult struct {
 	// the settle time.
 	RSSBaseline, RSSPeak, RSSEnd, RSSSettled int64
 	Settle                                   time.Duration
+	// Anonymous and file-backed RSS at the baseline and after the settle
+	// time (RssAnon, RssFile), in bytes.
+	AnonBaseline, FileBaseline, AnonSettled, FileSettled int64
 	// The node's Go memory at the baseline, at the sample with the highest
 	// RSS and after the settle time, to tell the heap from the rest.
 	MemBaseline, MemPeak, MemSettled StormMem
@@ -174,6 +177,8 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 		}
 		defer os.RemoveAll(d)
 		cfg.Dir = d
+	} else if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("bench: storm: %w", err)
 	}
 	n, cqlPort, err := startStormNode(ctx, cfg)
 	if err != nil {
@@ -258,6 +263,8 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 	res.RSSBaseline = n.rss()
 	res.Phases = append(res.Phases, measure("before"))
 	res.RSSBaseline = max(res.RSSBaseline, n.rss())
+	sp := n.split()
+	res.AnonBaseline, res.FileBaseline = sp.Anon, sp.File
 	_, res.MemBaseline, _, _ = n.sample()
 	progress("RSS baseline %s", mb(res.RSSBaseline))
 
@@ -319,7 +326,13 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 		return nil, ctx.Err()
 	}
 	res.RSSSettled = n.rss()
+	sp = n.split()
+	res.AnonSettled, res.FileSettled = sp.Anon, sp.File
 	res.Final, res.MemSettled, res.Goroutines, _ = n.sample()
+	if p, ok := n.(*nodeProcess); ok {
+		// Not among the node's metrics: counted from its log.
+		res.Final.MemoryReleases = int64(p.countLog(memoryReleaseLog))
+	}
 	if cfg.MemProfile != "" && cfg.Embedded {
 		f, err := os.Create(cfg.MemProfile)
 		if err != nil {
@@ -546,13 +559,15 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(w, "server at peak: %d requests / %d bytes in flight, %d answer bytes queued, %d reads paused\n",
 		pk.RequestsInFlight, pk.RequestBytesInFlight, pk.QueuedResponseBytes, pk.ReadsPausedNow)
 	f := res.Final
-	fmt.Fprintf(w, "server totals: %d accepted, %d refused, %d read pauses, %d frames too large, %d half-frame / %d write / %d idle timeouts, peak %d request bytes in flight\n",
-		f.ConnectionsAccepted, f.ConnectionsRefused, f.ReadPauses, f.FramesTooLarge, f.HalfFrameTimeouts, f.WriteTimeouts, f.IdleTimeouts, f.PeakRequestBytesInFlight)
+	fmt.Fprintf(w, "server totals: %d accepted, %d refused, %d read pauses, %d frames too large, %d half-frame / %d write / %d idle timeouts, peak %d request bytes in flight, %d memory releases\n",
+		f.ConnectionsAccepted, f.ConnectionsRefused, f.ReadPauses, f.FramesTooLarge, f.HalfFrameTimeouts, f.WriteTimeouts, f.IdleTimeouts, f.PeakRequestBytesInFlight, f.MemoryReleases)
 	pct := func(v int64) string {
 		return fmt.Sprintf("%+.1f%%", 100*float64(v-res.RSSBaseline)/float64(res.RSSBaseline))
 	}
 	fmt.Fprintf(w, "RSS: baseline %s, peak %s (%s), end of after phase %s (%s), %v later %s (%s)\n",
 		mb(res.RSSBaseline), mb(res.RSSPeak), pct(res.RSSPeak), mb(res.RSSEnd), pct(res.RSSEnd), res.Settle, mb(res.RSSSettled), pct(res.RSSSettled))
+	fmt.Fprintf(w, "RSS anonymous / file: baseline %s / %s, settled %s / %s\n",
+		mb(res.AnonBaseline), mb(res.FileBaseline), mb(res.AnonSettled), mb(res.FileSettled))
 	fmt.Fprintf(w, "goroutines at the RSS peak %d, after settling %d\n", res.GoroutinesPeak, res.Goroutines)
 	for _, m := range []struct {
 		name string

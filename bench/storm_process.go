@@ -43,6 +43,8 @@ func memOf(ms *runtime.MemStats) StormMem {
 type stormNode interface {
 	// rss is the node's resident set size in bytes (VmRSS).
 	rss() int64
+	// split is its anonymous and file-backed parts.
+	split() rssSplit
 	// sample reads the node's CQL server counters, its Go memory and its
 	// goroutines; ok is false when they cannot be had.
 	sample() (st cql.Stats, mem StormMem, goroutines int, ok bool)
@@ -51,13 +53,17 @@ type stormNode interface {
 
 // vmRSS reads VmRSS from a /proc/<pid>/status file, in bytes; 0 if it
 // cannot.
-func vmRSS(path string) int64 {
+func vmRSS(path string) int64 { return statusField(path, "VmRSS") }
+
+// statusField reads a field in kB of a /proc/<pid>/status file, in bytes;
+// 0 if it cannot.
+func statusField(path, name string) int64 {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, name+":"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb << 10
 		}
@@ -65,10 +71,19 @@ func vmRSS(path string) int64 {
 	return 0
 }
 
+// rssSplit is a process's resident memory split into anonymous memory
+// (the heap, stacks, the runtime's) and file pages (the binary's).
+type rssSplit struct{ Anon, File int64 }
+
+func readRSSSplit(status string) rssSplit {
+	return rssSplit{Anon: statusField(status, "RssAnon"), File: statusField(status, "RssFile")}
+}
+
 // embeddedNode is a node running in this process.
 type embeddedNode struct{ n *node.Node }
 
-func (e embeddedNode) rss() int64 { return vmRSS("/proc/self/status") }
+func (e embeddedNode) rss() int64      { return vmRSS("/proc/self/status") }
+func (e embeddedNode) split() rssSplit { return readRSSSplit("/proc/self/status") }
 
 func (e embeddedNode) sample() (cql.Stats, StormMem, int, bool) {
 	var ms runtime.MemStats
@@ -162,7 +177,8 @@ func (p *nodeProcess) logTail() string {
 	return string(b)
 }
 
-func (p *nodeProcess) rss() int64 { return vmRSS(p.status) }
+func (p *nodeProcess) rss() int64      { return vmRSS(p.status) }
+func (p *nodeProcess) split() rssSplit { return readRSSSplit(p.status) }
 
 // scrape reads the node's metrics: the series without labels, by name.
 func (p *nodeProcess) scrape() (map[string]float64, error) {
@@ -237,6 +253,10 @@ func (p *nodeProcess) sample() (cql.Stats, StormMem, int, bool) {
 	st, mem, g := statsFromMetrics(m)
 	return st, mem, g, true
 }
+
+// memoryReleaseLog is the message the CQL server logs when it gives memory
+// back after a storm (cql.Server's releaseMemory).
+const memoryReleaseLog = "released memory to the OS after a storm of connections"
 
 // countLog counts the lines of the node's log that contain s.
 func (p *nodeProcess) countLog(s string) int {
