@@ -23,7 +23,11 @@ import (
 // Lingering close: after a fatal error answer the server stops writing and
 // reads (and drops) what the client still sends, for at most this long and
 // this much, so that closing with unread input does not reset the
-// connection before the client has read the answer.
+// connection before the client has read the answer. After a frame refused
+// as too large whose body is longer than lingerBytes, the server does not
+// linger: the client goes on sending that body, which the linger could not
+// outlast, and reading a megabyte of it was the oversized frame's whole
+// cost to the node.
 const (
 	lingerTime  = 2 * time.Second
 	lingerBytes = 1 << 20
@@ -243,8 +247,12 @@ func (c *conn) compress(b []byte) []byte {
 
 // fatal answers a frame the connection cannot go on from with a protocol
 // error on its stream, in its version and header layout, then closes the
-// connection once that answer is written.
-func (c *conn) fatal(h frame.Header, msg string) {
+// connection once that answer is written, lingering (see lingerTime) unless
+// the client is known to be sending more than lingerBytes still (rest: the
+// frame body it announced and the server did not read).
+func (c *conn) fatal(h frame.Header, msg string) { c.fatalRest(h, msg, 0) }
+
+func (c *conn) fatalRest(h frame.Header, msg string, rest int64) {
 	c.debug("protocol error", "stream", h.Stream, "err", msg)
 	if h.Version == 0 { // the stream ended inside the header
 		h = frame.Header{Version: max(c.version, frame.Version4)}
@@ -264,8 +272,10 @@ func (c *conn) fatal(h frame.Header, msg string) {
 	case <-c.wlast:
 	case <-c.done:
 	}
-	c.nc.SetReadDeadline(time.Now().Add(lingerTime))
-	io.CopyN(io.Discard, c.nc, lingerBytes)
+	if rest <= lingerBytes {
+		c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+		io.CopyN(io.Discard, c.nc, lingerBytes)
+	}
 	c.close(errors.New(msg))
 }
 
@@ -513,7 +523,7 @@ func (c *conn) readError(h frame.Header, err error) {
 		c.fatal(h, ve.Error())
 	case errors.As(err, &tl):
 		c.s.stats.tooLarge.Add(1)
-		c.fatal(h, tl.Error())
+		c.fatalRest(h, tl.Error(), int64(tl.Header.Length))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		c.fatal(h, "Truncated frame: the stream ended inside a frame")
 	case isTimeout(err):
