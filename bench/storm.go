@@ -42,9 +42,13 @@ type StormConfig struct {
 	// measured client, instead of as a process of its own: the RSS read is
 	// then the whole benchmark's.
 	Embedded bool
-	// Binary is the idemkv binary the node process runs ('idemkv node');
-	// "" this executable. Not used when Embedded.
+	// Binary is the idemkv binary the node process, and the attackers'
+	// process, run ('idemkv node', 'idemkv bench storm --attack-only');
+	// "" this executable.
 	Binary string
+	// AttackProcess runs the attackers in a process of their own rather
+	// than in the benchmark's, with the measured client.
+	AttackProcess bool
 	// Node is the configuration of the node; its data directory, address
 	// and ports are set by the benchmark.
 	Node node.Config
@@ -65,14 +69,18 @@ type StormPhase struct {
 
 // StormResult is what the storm benchmark measured.
 type StormResult struct {
-	Embedded bool // the node ran in the benchmark's process
-	Phases   []StormPhase
+	Embedded      bool // the node ran in the benchmark's process
+	AttackProcess bool // the attackers ran in a process of their own
+	Phases        []StormPhase
 	// RSS of the node's process (VmRSS from /proc/<pid>/status; the
 	// benchmark's own when the node is embedded), in bytes: before the
 	// storm, its peak during it, at the end of the after phase and after
 	// the settle time.
 	RSSBaseline, RSSPeak, RSSEnd, RSSSettled int64
 	Settle                                   time.Duration
+	// RSSStormSettled is the RSS the settle time after the storm's end
+	// (during the after phase if Settle is shorter than it).
+	RSSStormSettled int64
 	// Anonymous and file-backed RSS at the baseline and after the settle
 	// time (RssAnon, RssFile), in bytes.
 	AnonBaseline, FileBaseline, AnonSettled, FileSettled int64
@@ -186,7 +194,7 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 	}
 	defer n.stop()
 	addr := fmt.Sprintf("127.0.0.1:%d", cqlPort)
-	res := &StormResult{Settle: cfg.Settle, Embedded: cfg.Embedded}
+	res := &StormResult{Settle: cfg.Settle, Embedded: cfg.Embedded, AttackProcess: cfg.AttackProcess}
 	if p, ok := n.(*nodeProcess); ok {
 		res.LogPath = p.logPath
 		progress("node process %d, log %s", p.cmd.Process.Pid, p.logPath)
@@ -273,7 +281,34 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 	// or at a new RSS peak for an embedded node, as before.
 	actx, stopAttack := context.WithCancel(ctx)
 	var attackers sync.WaitGroup
-	counts := startAttack(actx, &attackers, addr, cfg)
+	var counts func() StormAttack
+	if cfg.AttackProcess {
+		bin := cfg.Binary
+		if bin == "" {
+			if bin, err = os.Executable(); err != nil {
+				stopAttack()
+				return nil, fmt.Errorf("bench: storm: %w", err)
+			}
+		}
+		stop, err := startAttackProcess(bin, addr, cfg)
+		if err != nil {
+			stopAttack()
+			return nil, err
+		}
+		var attackErr error
+		attackers.Add(1)
+		var a StormAttack
+		context.AfterFunc(actx, func() {
+			defer attackers.Done()
+			a, attackErr = stop()
+			if attackErr != nil {
+				progress("%v", attackErr)
+			}
+		})
+		counts = func() StormAttack { return a }
+	} else {
+		counts = startAttack(actx, &attackers, addr, cfg)
+	}
 	sampleDone := make(chan struct{})
 	go func() {
 		defer close(sampleDone)
@@ -310,6 +345,9 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 	stopAttack()
 	attackers.Wait()
 	<-sampleDone
+	var stormSettled atomic.Int64
+	stormTimer := time.AfterFunc(cfg.Settle, func() { stormSettled.Store(n.rss()) })
+	defer stormTimer.Stop()
 	res.Attack = counts()
 	att := res.Attack
 	res.RSSPeak = max(res.RSSPeak, n.rss())
@@ -326,6 +364,7 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 		return nil, ctx.Err()
 	}
 	res.RSSSettled = n.rss()
+	res.RSSStormSettled = stormSettled.Load()
 	sp = n.split()
 	res.AnonSettled, res.FileSettled = sp.Anon, sp.File
 	res.Final, res.MemSettled, res.Goroutines, _ = n.sample()
@@ -529,12 +568,18 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "data directory (default: a temporary one, removed)")
 	memprofile := fs.String("memprofile", "", "write a heap profile to this file at the end (--embedded only)")
 	embedded := fs.Bool("embedded", false, "run the node in the benchmark's process (the RSS read is then the whole benchmark's) instead of as a process of its own")
-	binary := fs.String("binary", "", "the idemkv binary the node process runs (default: this executable)")
+	binary := fs.String("binary", "", "the idemkv binary the node process and the attackers' process run (default: this executable)")
+	attackProcess := fs.Bool("attack-process", false, "run the attackers in a process of their own instead of the benchmark's (with the measured client)")
+	attackOnly := fs.String("attack-only", "", "internal: be the attackers' process, attacking this CQL address until stdin closes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *attackOnly != "" {
+		return runAttackOnly(*attackOnly, StormConfig{Conns: *conns, Churners: *churners, Pipeline: *pipeline, Oversized: *oversized}, os.Stdin, stdout)
+	}
 	cfg := StormConfig{Dir: *dir, Phase: *phase, Settle: *settle, Conns: *conns, Churners: *churners, Pipeline: *pipeline,
 		Oversized: *oversized, Clients: *clients, Out: stderr, MemProfile: *memprofile, Embedded: *embedded, Binary: *binary,
+		AttackProcess: *attackProcess,
 		Node: node.Config{NativeTransportMaxConcurrentConnections: *maxConns, NativeTransportMaxConnectionsPerIP: *maxConnsIP,
 			NativeTransportMaxRequestsPerConnection: *maxReqs}}
 	res, err := RunStorm(context.Background(), cfg)
@@ -545,6 +590,11 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 	where := "the node is a process of its own; RSS, counters and Go memory are the node's"
 	if res.Embedded {
 		where = "the node is embedded; RSS and Go memory are the whole benchmark's"
+	}
+	if res.AttackProcess {
+		where += "; the attackers are a process of their own"
+	} else {
+		where += "; the attackers share the benchmark's process with the measured client"
 	}
 	fmt.Fprintf(w, "%s\n", where)
 	fmt.Fprintf(w, "gocql latency (%d clients, counter UPDATE at ONE, %v per phase)\n", cfg.Clients, cfg.Phase)
@@ -566,6 +616,7 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(w, "RSS: baseline %s, peak %s (%s), end of after phase %s (%s), %v later %s (%s)\n",
 		mb(res.RSSBaseline), mb(res.RSSPeak), pct(res.RSSPeak), mb(res.RSSEnd), pct(res.RSSEnd), res.Settle, mb(res.RSSSettled), pct(res.RSSSettled))
+	fmt.Fprintf(w, "RSS %v after the storm's end: %s (%s)\n", res.Settle, mb(res.RSSStormSettled), pct(res.RSSStormSettled))
 	fmt.Fprintf(w, "RSS anonymous / file: baseline %s / %s, settled %s / %s\n",
 		mb(res.AnonBaseline), mb(res.FileBaseline), mb(res.AnonSettled), mb(res.FileSettled))
 	fmt.Fprintf(w, "goroutines at the RSS peak %d, after settling %d\n", res.GoroutinesPeak, res.Goroutines)
