@@ -65,6 +65,7 @@ type StormPhase struct {
 	Errors   int
 	P50, P99 time.Duration
 	Max      time.Duration
+	NodeCPU  time.Duration // CPU time the node's process used during the phase (the whole benchmark's when embedded)
 }
 
 // StormResult is what the storm benchmark measured.
@@ -220,6 +221,7 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 	}
 
 	measure := func(name string) StormPhase {
+		cpu0 := n.cpu()
 		var mu sync.Mutex
 		var lat []time.Duration
 		errs := 0
@@ -255,11 +257,11 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 		}
 		wg.Wait()
 		slices.Sort(lat)
-		p := StormPhase{Name: name, Ops: len(lat), Errors: errs}
+		p := StormPhase{Name: name, Ops: len(lat), Errors: errs, NodeCPU: n.cpu() - cpu0}
 		if len(lat) > 0 {
 			p.P50, p.P99, p.Max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
 		}
-		progress("%-7s %8d ops %5d errors  p50 %-10v p99 %-10v max %v", name, p.Ops, p.Errors, p.P50, p.P99, p.Max)
+		progress("%-7s %8d ops %5d errors  p50 %-10v p99 %-10v max %-10v node CPU %v", name, p.Ops, p.Errors, p.P50, p.P99, p.Max, p.NodeCPU)
 		return p
 	}
 
@@ -598,9 +600,9 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(w, "%s\n", where)
 	fmt.Fprintf(w, "gocql latency (%d clients, counter UPDATE at ONE, %v per phase)\n", cfg.Clients, cfg.Phase)
-	fmt.Fprintf(w, "%-8s %9s %7s %10s %10s %10s\n", "phase", "ops", "errors", "p50", "p99", "max")
+	fmt.Fprintf(w, "%-8s %9s %7s %10s %10s %10s %10s\n", "phase", "ops", "errors", "p50", "p99", "max", "node CPU")
 	for _, p := range res.Phases {
-		fmt.Fprintf(w, "%-8s %9d %7d %10v %10v %10v\n", p.Name, p.Ops, p.Errors, p.P50.Round(time.Microsecond), p.P99.Round(time.Microsecond), p.Max.Round(time.Microsecond))
+		fmt.Fprintf(w, "%-8s %9d %7d %10v %10v %10v %10v\n", p.Name, p.Ops, p.Errors, p.P50.Round(time.Microsecond), p.P99.Round(time.Microsecond), p.Max.Round(time.Microsecond), p.NodeCPU)
 	}
 	a := res.Attack
 	fmt.Fprintf(w, "storm: %d connections held (peak open %d), %d refused, %d dial errors, %d churned, %d requests pipelined unread, %d oversized frames\n",

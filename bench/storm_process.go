@@ -45,6 +45,9 @@ type stormNode interface {
 	rss() int64
 	// split is its anonymous and file-backed parts.
 	split() rssSplit
+	// cpu is the CPU time the node's process used so far, user and
+	// system.
+	cpu() time.Duration
 	// sample reads the node's CQL server counters, its Go memory and its
 	// goroutines; ok is false when they cannot be had.
 	sample() (st cql.Stats, mem StormMem, goroutines int, ok bool)
@@ -82,8 +85,9 @@ func readRSSSplit(status string) rssSplit {
 // embeddedNode is a node running in this process.
 type embeddedNode struct{ n *node.Node }
 
-func (e embeddedNode) rss() int64      { return vmRSS("/proc/self/status") }
-func (e embeddedNode) split() rssSplit { return readRSSSplit("/proc/self/status") }
+func (e embeddedNode) rss() int64         { return vmRSS("/proc/self/status") }
+func (e embeddedNode) split() rssSplit    { return readRSSSplit("/proc/self/status") }
+func (e embeddedNode) cpu() time.Duration { return procCPU("/proc/self/stat") }
 
 func (e embeddedNode) sample() (cql.Stats, StormMem, int, bool) {
 	var ms runtime.MemStats
@@ -179,6 +183,31 @@ func (p *nodeProcess) logTail() string {
 
 func (p *nodeProcess) rss() int64      { return vmRSS(p.status) }
 func (p *nodeProcess) split() rssSplit { return readRSSSplit(p.status) }
+func (p *nodeProcess) cpu() time.Duration {
+	return procCPU(strings.TrimSuffix(p.status, "status") + "stat")
+}
+
+// procCPU reads the user and system time of a /proc/<pid>/stat file (in
+// clock ticks of 10 ms, Linux's USER_HZ); 0 if it cannot.
+func procCPU(path string) time.Duration {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: fields count
+	// from after its closing parenthesis (field 3, the state).
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, _ := strconv.ParseInt(f[12], 10, 64) // field 15
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
 
 // scrape reads the node's metrics: the series without labels, by name.
 func (p *nodeProcess) scrape() (map[string]float64, error) {
