@@ -49,6 +49,10 @@ type StormConfig struct {
 	// AttackProcess runs the attackers in a process of their own rather
 	// than in the benchmark's, with the measured client.
 	AttackProcess bool
+	// AttackNice is the nice value of the attackers' process (with
+	// AttackProcess): 19 gives the node and the measured client the CPU
+	// first, as if the attackers were other machines.
+	AttackNice int
 	// Node is the configuration of the node; its data directory, address
 	// and ports are set by the benchmark.
 	Node node.Config
@@ -572,6 +576,7 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 	embedded := fs.Bool("embedded", false, "run the node in the benchmark's process (the RSS read is then the whole benchmark's) instead of as a process of its own")
 	binary := fs.String("binary", "", "the idemkv binary the node process and the attackers' process run (default: this executable)")
 	attackProcess := fs.Bool("attack-process", false, "run the attackers in a process of their own instead of the benchmark's (with the measured client)")
+	attackNice := fs.Int("attack-nice", 0, "nice value of the attackers' process (with --attack-process; 19: they get the CPU last)")
 	attackOnly := fs.String("attack-only", "", "internal: be the attackers' process, attacking this CQL address until stdin closes")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -581,7 +586,7 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg := StormConfig{Dir: *dir, Phase: *phase, Settle: *settle, Conns: *conns, Churners: *churners, Pipeline: *pipeline,
 		Oversized: *oversized, Clients: *clients, Out: stderr, MemProfile: *memprofile, Embedded: *embedded, Binary: *binary,
-		AttackProcess: *attackProcess,
+		AttackProcess: *attackProcess, AttackNice: *attackNice,
 		Node: node.Config{NativeTransportMaxConcurrentConnections: *maxConns, NativeTransportMaxConnectionsPerIP: *maxConnsIP,
 			NativeTransportMaxRequestsPerConnection: *maxReqs}}
 	res, err := RunStorm(context.Background(), cfg)

@@ -18,9 +18,20 @@ import (
 // stops them, and it writes its counts to its standard output as JSON. The
 // returned function stops it and returns the counts.
 func startAttackProcess(bin, addr string, cfg StormConfig) (func() (StormAttack, error), error) {
-	cmd := exec.Command(bin, "bench", "storm", "--attack-only", addr,
+	args := []string{bin, "bench", "storm", "--attack-only", addr,
 		"--conns", strconv.Itoa(cfg.Conns), "--churners", strconv.Itoa(cfg.Churners),
-		"--pipeline", strconv.Itoa(cfg.Pipeline), "--oversized", strconv.Itoa(cfg.Oversized))
+		"--pipeline", strconv.Itoa(cfg.Pipeline), "--oversized", strconv.Itoa(cfg.Oversized)}
+	if cfg.AttackNice != 0 {
+		// nice(1) before the process starts: Linux's nice value is per
+		// thread, inherited by the threads a thread makes, so setting it
+		// afterwards would miss the Go runtime's first threads.
+		nice, err := exec.LookPath("nice")
+		if err != nil {
+			return nil, fmt.Errorf("bench: storm: --attack-nice: %w", err)
+		}
+		args = append([]string{nice, "-n", strconv.Itoa(cfg.AttackNice)}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -34,6 +45,7 @@ func startAttackProcess(bin, addr string, cfg StormConfig) (func() (StormAttack,
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: storm: start attackers: %w", err)
 	}
+
 	return func() (StormAttack, error) {
 		in.Close()
 		var a StormAttack
