@@ -64,8 +64,9 @@ const (
 )
 
 // memoryCheck is how often the server looks whether a storm of connections
-// is over (ServerConfig.MemoryReleasePeak).
-const memoryCheck = 2 * time.Second
+// is over (ServerConfig.MemoryReleasePeak); a variable for tests, which
+// call releaseMemory themselves with a clock of their own.
+var memoryCheck = 2 * time.Second
 
 // Accept backoff, as net/http's Server.Serve: from 5 ms, doubling, at most
 // 1 s between attempts while Accept keeps failing.

@@ -5,11 +5,20 @@ import (
 	"time"
 )
 
+// noMemoryLoop keeps the servers the test starts from looking at the
+// clock themselves: the test calls releaseMemory.
+func noMemoryLoop(t *testing.T) {
+	saved := memoryCheck
+	memoryCheck = time.Hour
+	t.Cleanup(func() { memoryCheck = saved })
+}
+
 // TestMemoryReleaseAfterAStorm: memory is given back once the connections
 // open fall under a quarter of a peak of at least MemoryReleasePeak, at
 // most once per MemoryReleaseInterval, and not for a smaller peak nor
 // while the connections stay. The clock and the release are the test's.
 func TestMemoryReleaseAfterAStorm(t *testing.T) {
+	noMemoryLoop(t)
 	s, _ := startServer(t, ServerConfig{MemoryReleasePeak: 100, MemoryReleaseInterval: time.Minute})
 	released := 0
 	s.freeOSMemory = func() { released++ }
@@ -73,6 +82,7 @@ func TestMemoryReleaseAfterAStorm(t *testing.T) {
 
 // TestMemoryReleaseOff: with MemoryReleasePeak < 0, no storm releases.
 func TestMemoryReleaseOff(t *testing.T) {
+	noMemoryLoop(t)
 	s, _ := startServer(t, ServerConfig{MemoryReleasePeak: -1})
 	released := 0
 	s.freeOSMemory = func() { released++ }
