@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,12 +38,27 @@ type StormConfig struct {
 	Pipeline  int           // requests the never-reading client pipelines
 	Oversized int           // goroutines sending oversized frames in a loop
 	Clients   int           // gocql goroutines measuring latency
-	// Node is the configuration of the embedded node; its data directory,
-	// address and ports are set by the benchmark.
+	// Embedded runs the node in this process, with the attackers and the
+	// measured client, instead of as a process of its own: the RSS read is
+	// then the whole benchmark's.
+	Embedded bool
+	// Binary is the idemkv binary the node process, and the attackers'
+	// process, run ('idemkv node', 'idemkv bench storm --attack-only');
+	// "" this executable.
+	Binary string
+	// AttackProcess runs the attackers in a process of their own rather
+	// than in the benchmark's, with the measured client.
+	AttackProcess bool
+	// AttackNice is the nice value of the attackers' process (with
+	// AttackProcess): 19 gives the node and the measured client the CPU
+	// first, as if the attackers were other machines.
+	AttackNice int
+	// Node is the configuration of the node; its data directory, address
+	// and ports are set by the benchmark.
 	Node node.Config
 	Out  io.Writer // progress lines; nil: none
 	// MemProfile, when set, receives a heap profile taken after the last
-	// RSS reading.
+	// RSS reading (Embedded only).
 	MemProfile string
 }
 
@@ -55,25 +69,36 @@ type StormPhase struct {
 	Errors   int
 	P50, P99 time.Duration
 	Max      time.Duration
+	NodeCPU  time.Duration // CPU time the node's process used during the phase (the whole benchmark's when embedded)
 }
 
 // StormResult is what the storm benchmark measured.
 type StormResult struct {
-	Phases []StormPhase
-	// RSS of the process (the node is embedded) from /proc/self/status, in
-	// bytes: before the storm, its peak during it, at its end and after the
-	// settle time.
+	Embedded      bool // the node ran in the benchmark's process
+	AttackProcess bool // the attackers ran in a process of their own
+	Phases        []StormPhase
+	// RSS of the node's process (VmRSS from /proc/<pid>/status; the
+	// benchmark's own when the node is embedded), in bytes: before the
+	// storm, its peak during it, at the end of the after phase and after
+	// the settle time.
 	RSSBaseline, RSSPeak, RSSEnd, RSSSettled int64
 	Settle                                   time.Duration
-	// Go's memory statistics at the baseline and after the settle time,
-	// to tell the heap from the rest.
-	MemBaseline, MemPeak, MemSettled runtime.MemStats
-	Goroutines, GoroutinesPeak       int // after the settle time, at the RSS peak
+	// RSSStormSettled is the RSS the settle time after the storm's end
+	// (during the after phase if Settle is shorter than it).
+	RSSStormSettled int64
+	// Anonymous and file-backed RSS at the baseline and after the settle
+	// time (RssAnon, RssFile), in bytes.
+	AnonBaseline, FileBaseline, AnonSettled, FileSettled int64
+	// The node's Go memory at the baseline, at the sample with the highest
+	// RSS and after the settle time, to tell the heap from the rest.
+	MemBaseline, MemPeak, MemSettled StormMem
+	Goroutines, GoroutinesPeak       int // the node's, after the settle time, at the RSS peak sample
 	// Peak is the CQL server's counters at the sample with the most
 	// request bytes in flight; Final at the end.
 	Peak, Final cql.Stats
 	PeakConns   int64
 	Attack      StormAttack
+	LogPath     string // the node process's log (kept when Dir is set)
 }
 
 // StormAttack counts what the attackers did.
@@ -84,26 +109,71 @@ type StormAttack struct {
 	OversizedSent             int64 // oversized frame headers sent
 }
 
-// rss reads the process's resident set size from /proc/self/status.
-func rss() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+// startStormNode starts the benchmark's node, embedded or as a process of
+// its own, and creates its schema; it returns the node and its CQL port.
+func startStormNode(ctx context.Context, cfg StormConfig) (stormNode, int, error) {
+	port, err := FreePort(1, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)))
 	if err != nil {
-		return 0
+		return nil, 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
+	nc := cfg.Node
+	nc.DataDirectory = filepath.Join(cfg.Dir, "node1")
+	nc.ListenAddress = "127.0.0.1"
+	nc.StoragePort, nc.NativeTransportPort = port, port+1
+	nc.Seeds = []string{fmt.Sprintf("127.0.0.1:%d", port)}
+	if cfg.Embedded {
+		nc.AdminPort = -1
+		n, err := node.Start(nc, node.Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
+		if err != nil {
+			return nil, 0, fmt.Errorf("bench: storm: start node: %w", err)
+		}
+		err = n.Schema().CreateKeyspace(schema.Keyspace{Name: "bench", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "1"}}, true)
+		if err == nil {
+			err = n.Schema().CreateTable(VanillaTable, true)
+		}
+		if err == nil {
+			err = n.WaitSchemaAgreement(ctx)
+		}
+		if err != nil {
+			n.Stop()
+			return nil, 0, fmt.Errorf("bench: storm: schema: %w", err)
+		}
+		return embeddedNode{n}, port + 1, nil
+	}
+	if nc.AdminPort, err = freeTCPPort(); err != nil {
+		return nil, 0, err
+	}
+	bin := cfg.Binary
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return nil, 0, fmt.Errorf("bench: storm: %w", err)
 		}
 	}
-	return 0
+	p, err := startNodeProcess(ctx, bin, cfg.Dir, nc)
+	if err != nil {
+		return nil, 0, err
+	}
+	return p, port + 1, nil
 }
 
-// RunStorm starts an embedded node, measures a gocql client's latency,
-// then runs a connection storm, a client pipelining requests it never
-// reads and clients sending oversized frames while measuring again, then
-// measures once more after the storm, and reads the process's RSS
-// throughout.
+// createStormSchema creates the benchmark's table through CQL.
+func createStormSchema(sess *gocql.Session) error {
+	for _, q := range []string{
+		"CREATE KEYSPACE IF NOT EXISTS bench WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+		"CREATE TABLE IF NOT EXISTS bench.counters (k text PRIMARY KEY, c counter)",
+	} {
+		if err := sess.Query(q).Exec(); err != nil {
+			return fmt.Errorf("bench: storm: schema: %w", err)
+		}
+	}
+	return nil
+}
+
+// RunStorm starts a node (a process of its own, or embedded), measures a
+// gocql client's latency, then runs a connection storm, a client
+// pipelining requests it never reads and clients sending oversized frames
+// while measuring again, then measures once more after the storm, and
+// reads the node's RSS throughout.
 func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 	if cfg.Phase <= 0 || cfg.Clients < 1 {
 		return nil, errors.New("bench: storm: phase and clients must be positive")
@@ -120,36 +190,24 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 		}
 		defer os.RemoveAll(d)
 		cfg.Dir = d
+	} else if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("bench: storm: %w", err)
 	}
-	port, err := FreePort(1, rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)))
+	n, cqlPort, err := startStormNode(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	nc := cfg.Node
-	nc.DataDirectory = filepath.Join(cfg.Dir, "node1")
-	nc.ListenAddress = "127.0.0.1"
-	nc.StoragePort, nc.NativeTransportPort = port, port+1
-	nc.Seeds = []string{fmt.Sprintf("127.0.0.1:%d", port)}
-	n, err := node.Start(nc, node.Options{Logger: slog.New(slog.DiscardHandler), Seed: 1})
-	if err != nil {
-		return nil, fmt.Errorf("bench: storm: start node: %w", err)
+	defer n.stop()
+	addr := fmt.Sprintf("127.0.0.1:%d", cqlPort)
+	res := &StormResult{Settle: cfg.Settle, Embedded: cfg.Embedded, AttackProcess: cfg.AttackProcess}
+	if p, ok := n.(*nodeProcess); ok {
+		res.LogPath = p.logPath
+		progress("node process %d, log %s", p.cmd.Process.Pid, p.logPath)
 	}
-	defer n.Stop()
-	err = n.Schema().CreateKeyspace(schema.Keyspace{Name: "bench", Class: "SimpleStrategy", Options: map[string]string{"replication_factor": "1"}}, true)
-	if err == nil {
-		err = n.Schema().CreateTable(VanillaTable, true)
-	}
-	if err == nil {
-		err = n.WaitSchemaAgreement(ctx)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("bench: storm: schema: %w", err)
-	}
-	addr := nc.CQLAddr()
 
 	quietGocql()
 	cc := gocql.NewCluster("127.0.0.1")
-	cc.Port = port + 1
+	cc.Port = cqlPort
 	cc.Consistency = gocql.One
 	cc.Timeout = 5 * time.Second
 	cc.ConnectTimeout = 5 * time.Second
@@ -160,9 +218,14 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 		return nil, fmt.Errorf("bench: storm: gocql: %w", err)
 	}
 	defer sess.Close()
+	if !cfg.Embedded {
+		if err := createStormSchema(sess); err != nil {
+			return nil, err
+		}
+	}
 
-	res := &StormResult{Settle: cfg.Settle}
-	measure := func(name string, during func()) StormPhase {
+	measure := func(name string) StormPhase {
+		cpu0 := n.cpu()
 		var mu sync.Mutex
 		var lat []time.Duration
 		errs := 0
@@ -196,78 +259,126 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 				mu.Unlock()
 			}()
 		}
-		if during != nil {
-			during()
-		}
 		wg.Wait()
 		slices.Sort(lat)
-		p := StormPhase{Name: name, Ops: len(lat), Errors: errs}
+		p := StormPhase{Name: name, Ops: len(lat), Errors: errs, NodeCPU: n.cpu() - cpu0}
 		if len(lat) > 0 {
 			p.P50, p.P99, p.Max = lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
 		}
-		progress("%-7s %8d ops %5d errors  p50 %-10v p99 %-10v max %v", name, p.Ops, p.Errors, p.P50, p.P99, p.Max)
+		progress("%-7s %8d ops %5d errors  p50 %-10v p99 %-10v max %-10v node CPU %v", name, p.Ops, p.Errors, p.P50, p.P99, p.Max, p.NodeCPU)
 		return p
 	}
 
 	// Warm up, then the baseline.
-	measure("warmup", nil)
-	runtime.GC()
-	res.RSSBaseline = rss()
-	res.Phases = append(res.Phases, measure("before", nil))
-	res.RSSBaseline = max(res.RSSBaseline, rss())
-	runtime.ReadMemStats(&res.MemBaseline)
+	measure("warmup")
+	if cfg.Embedded {
+		runtime.GC()
+	}
+	res.RSSBaseline = n.rss()
+	res.Phases = append(res.Phases, measure("before"))
+	res.RSSBaseline = max(res.RSSBaseline, n.rss())
+	sp := n.split()
+	res.AnonBaseline, res.FileBaseline = sp.Anon, sp.File
+	_, res.MemBaseline, _, _ = n.sample()
 	progress("RSS baseline %s", mb(res.RSSBaseline))
 
-	// The storm, while measuring.
+	// The storm, while measuring. RSS is read every 100 ms; the counters
+	// and the Go memory (a metrics scrape for a node process) every 500 ms,
+	// or at a new RSS peak for an embedded node, as before.
 	actx, stopAttack := context.WithCancel(ctx)
 	var attackers sync.WaitGroup
-	counts := startAttack(actx, &attackers, addr, cfg)
+	var counts func() StormAttack
+	if cfg.AttackProcess {
+		bin := cfg.Binary
+		if bin == "" {
+			if bin, err = os.Executable(); err != nil {
+				stopAttack()
+				return nil, fmt.Errorf("bench: storm: %w", err)
+			}
+		}
+		stop, err := startAttackProcess(bin, addr, cfg)
+		if err != nil {
+			stopAttack()
+			return nil, err
+		}
+		var attackErr error
+		attackers.Add(1)
+		var a StormAttack
+		context.AfterFunc(actx, func() {
+			defer attackers.Done()
+			a, attackErr = stop()
+			if attackErr != nil {
+				progress("%v", attackErr)
+			}
+		})
+		counts = func() StormAttack { return a }
+	} else {
+		counts = startAttack(actx, &attackers, addr, cfg)
+	}
 	sampleDone := make(chan struct{})
 	go func() {
 		defer close(sampleDone)
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
-		for {
+		var peakAtSample int64
+		for tick := 0; ; tick++ {
 			select {
 			case <-actx.Done():
 				return
 			case <-t.C:
 			}
-			if r := rss(); r > res.RSSPeak {
-				res.RSSPeak = r
-				runtime.ReadMemStats(&res.MemPeak)
-				res.GoroutinesPeak = runtime.NumGoroutine()
+			r := n.rss()
+			newPeak := r > res.RSSPeak
+			res.RSSPeak = max(res.RSSPeak, r)
+			if !(cfg.Embedded && newPeak) && tick%5 != 0 {
+				continue
 			}
-			st := n.CQLStats()
+			st, mem, g, ok := n.sample()
+			if !ok {
+				continue
+			}
+			if r >= peakAtSample {
+				peakAtSample = r
+				res.MemPeak, res.GoroutinesPeak = mem, g
+			}
 			res.PeakConns = max(res.PeakConns, st.ConnectionsOpen)
 			if st.RequestBytesInFlight >= res.Peak.RequestBytesInFlight {
 				res.Peak = st
 			}
 		}
 	}()
-	res.Phases = append(res.Phases, measure("during", nil))
+	res.Phases = append(res.Phases, measure("during"))
 	stopAttack()
 	attackers.Wait()
 	<-sampleDone
+	var stormSettled atomic.Int64
+	stormTimer := time.AfterFunc(cfg.Settle, func() { stormSettled.Store(n.rss()) })
+	defer stormTimer.Stop()
 	res.Attack = counts()
 	att := res.Attack
-	res.RSSPeak = max(res.RSSPeak, rss())
+	res.RSSPeak = max(res.RSSPeak, n.rss())
 	progress("storm: %d connections held, %d refused, %d dial errors; %d churned; %d requests pipelined unread; %d oversized frames",
 		att.Held, att.Refused, att.DialErrors, att.Churned, att.Pipelined, att.OversizedSent)
 	progress("RSS peak %s", mb(res.RSSPeak))
 
-	res.Phases = append(res.Phases, measure("after", nil))
-	res.RSSEnd = rss()
+	res.Phases = append(res.Phases, measure("after"))
+	res.RSSEnd = n.rss()
 	progress("RSS at the end of the after phase %s; settling %v", mb(res.RSSEnd), cfg.Settle)
 	select {
 	case <-time.After(cfg.Settle):
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	res.RSSSettled = rss()
-	runtime.ReadMemStats(&res.MemSettled)
-	res.Goroutines = runtime.NumGoroutine()
-	if cfg.MemProfile != "" {
+	res.RSSSettled = n.rss()
+	res.RSSStormSettled = stormSettled.Load()
+	sp = n.split()
+	res.AnonSettled, res.FileSettled = sp.Anon, sp.File
+	res.Final, res.MemSettled, res.Goroutines, _ = n.sample()
+	if p, ok := n.(*nodeProcess); ok {
+		// Not among the node's metrics: counted from its log.
+		res.Final.MemoryReleases = int64(p.countLog(memoryReleaseLog))
+	}
+	if cfg.MemProfile != "" && cfg.Embedded {
 		f, err := os.Create(cfg.MemProfile)
 		if err != nil {
 			return nil, fmt.Errorf("bench: storm: %w", err)
@@ -281,7 +392,6 @@ func RunStorm(ctx context.Context, cfg StormConfig) (*StormResult, error) {
 			return nil, fmt.Errorf("bench: storm: heap profile: %w", err)
 		}
 	}
-	res.Final = n.CQLStats()
 	return res, nil
 }
 
@@ -462,12 +572,21 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 	maxConnsIP := fs.Int("max-conns-per-ip", 0, "native_transport_max_concurrent_connections_per_ip (0: the node's default, no limit)")
 	maxReqs := fs.Int("max-requests-per-conn", 0, "native_transport_max_requests_per_connection (0: the node's default, 1024)")
 	dir := fs.String("dir", "", "data directory (default: a temporary one, removed)")
-	memprofile := fs.String("memprofile", "", "write a heap profile to this file at the end")
+	memprofile := fs.String("memprofile", "", "write a heap profile to this file at the end (--embedded only)")
+	embedded := fs.Bool("embedded", false, "run the node in the benchmark's process (the RSS read is then the whole benchmark's) instead of as a process of its own")
+	binary := fs.String("binary", "", "the idemkv binary the node process and the attackers' process run (default: this executable)")
+	attackProcess := fs.Bool("attack-process", false, "run the attackers in a process of their own instead of the benchmark's (with the measured client)")
+	attackNice := fs.Int("attack-nice", 0, "nice value of the attackers' process (with --attack-process; 19: they get the CPU last)")
+	attackOnly := fs.String("attack-only", "", "internal: be the attackers' process, attacking this CQL address until stdin closes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *attackOnly != "" {
+		return runAttackOnly(*attackOnly, StormConfig{Conns: *conns, Churners: *churners, Pipeline: *pipeline, Oversized: *oversized}, os.Stdin, stdout)
+	}
 	cfg := StormConfig{Dir: *dir, Phase: *phase, Settle: *settle, Conns: *conns, Churners: *churners, Pipeline: *pipeline,
-		Oversized: *oversized, Clients: *clients, Out: stderr, MemProfile: *memprofile,
+		Oversized: *oversized, Clients: *clients, Out: stderr, MemProfile: *memprofile, Embedded: *embedded, Binary: *binary,
+		AttackProcess: *attackProcess, AttackNice: *attackNice,
 		Node: node.Config{NativeTransportMaxConcurrentConnections: *maxConns, NativeTransportMaxConnectionsPerIP: *maxConnsIP,
 			NativeTransportMaxRequestsPerConnection: *maxReqs}}
 	res, err := RunStorm(context.Background(), cfg)
@@ -475,10 +594,20 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	w := stdout
+	where := "the node is a process of its own; RSS, counters and Go memory are the node's"
+	if res.Embedded {
+		where = "the node is embedded; RSS and Go memory are the whole benchmark's"
+	}
+	if res.AttackProcess {
+		where += "; the attackers are a process of their own"
+	} else {
+		where += "; the attackers share the benchmark's process with the measured client"
+	}
+	fmt.Fprintf(w, "%s\n", where)
 	fmt.Fprintf(w, "gocql latency (%d clients, counter UPDATE at ONE, %v per phase)\n", cfg.Clients, cfg.Phase)
-	fmt.Fprintf(w, "%-8s %9s %7s %10s %10s %10s\n", "phase", "ops", "errors", "p50", "p99", "max")
+	fmt.Fprintf(w, "%-8s %9s %7s %10s %10s %10s %10s\n", "phase", "ops", "errors", "p50", "p99", "max", "node CPU")
 	for _, p := range res.Phases {
-		fmt.Fprintf(w, "%-8s %9d %7d %10v %10v %10v\n", p.Name, p.Ops, p.Errors, p.P50.Round(time.Microsecond), p.P99.Round(time.Microsecond), p.Max.Round(time.Microsecond))
+		fmt.Fprintf(w, "%-8s %9d %7d %10v %10v %10v %10v\n", p.Name, p.Ops, p.Errors, p.P50.Round(time.Microsecond), p.P99.Round(time.Microsecond), p.Max.Round(time.Microsecond), p.NodeCPU)
 	}
 	a := res.Attack
 	fmt.Fprintf(w, "storm: %d connections held (peak open %d), %d refused, %d dial errors, %d churned, %d requests pipelined unread, %d oversized frames\n",
@@ -487,21 +616,26 @@ func RunStormCommand(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(w, "server at peak: %d requests / %d bytes in flight, %d answer bytes queued, %d reads paused\n",
 		pk.RequestsInFlight, pk.RequestBytesInFlight, pk.QueuedResponseBytes, pk.ReadsPausedNow)
 	f := res.Final
-	fmt.Fprintf(w, "server totals: %d accepted, %d refused, %d read pauses, %d frames too large, %d half-frame / %d write / %d idle timeouts, peak %d request bytes in flight\n",
-		f.ConnectionsAccepted, f.ConnectionsRefused, f.ReadPauses, f.FramesTooLarge, f.HalfFrameTimeouts, f.WriteTimeouts, f.IdleTimeouts, f.PeakRequestBytesInFlight)
+	fmt.Fprintf(w, "server totals: %d accepted, %d refused, %d read pauses, %d frames too large, %d half-frame / %d write / %d idle timeouts, peak %d request bytes in flight, %d memory releases\n",
+		f.ConnectionsAccepted, f.ConnectionsRefused, f.ReadPauses, f.FramesTooLarge, f.HalfFrameTimeouts, f.WriteTimeouts, f.IdleTimeouts, f.PeakRequestBytesInFlight, f.MemoryReleases)
 	pct := func(v int64) string {
 		return fmt.Sprintf("%+.1f%%", 100*float64(v-res.RSSBaseline)/float64(res.RSSBaseline))
 	}
 	fmt.Fprintf(w, "RSS: baseline %s, peak %s (%s), end of after phase %s (%s), %v later %s (%s)\n",
 		mb(res.RSSBaseline), mb(res.RSSPeak), pct(res.RSSPeak), mb(res.RSSEnd), pct(res.RSSEnd), res.Settle, mb(res.RSSSettled), pct(res.RSSSettled))
+	fmt.Fprintf(w, "RSS %v after the storm's end: %s (%s)\n", res.Settle, mb(res.RSSStormSettled), pct(res.RSSStormSettled))
+	fmt.Fprintf(w, "RSS anonymous / file: baseline %s / %s, settled %s / %s\n",
+		mb(res.AnonBaseline), mb(res.FileBaseline), mb(res.AnonSettled), mb(res.FileSettled))
 	fmt.Fprintf(w, "goroutines at the RSS peak %d, after settling %d\n", res.GoroutinesPeak, res.Goroutines)
 	for _, m := range []struct {
 		name string
-		ms   *runtime.MemStats
-	}{{"baseline", &res.MemBaseline}, {"peak", &res.MemPeak}, {"settled", &res.MemSettled}} {
+		m    StormMem
+	}{{"baseline", res.MemBaseline}, {"peak", res.MemPeak}, {"settled", res.MemSettled}} {
 		fmt.Fprintf(w, "Go memory %-8s: heap in use %s, heap idle not returned %s, stacks %s, runtime other %s, GC metadata %s\n",
-			m.name, mb(int64(m.ms.HeapInuse)), mb(int64(m.ms.HeapIdle-m.ms.HeapReleased)), mb(int64(m.ms.StackSys)),
-			mb(int64(m.ms.OtherSys+m.ms.MSpanSys+m.ms.MCacheSys+m.ms.BuckHashSys)), mb(int64(m.ms.GCSys)))
+			m.name, mb(m.m.HeapInuse), mb(m.m.HeapIdleNotReturned), mb(m.m.Stacks), mb(m.m.RuntimeOther), mb(m.m.GCMeta))
+	}
+	if res.LogPath != "" && cfg.Dir != "" {
+		fmt.Fprintf(w, "node log: %s\n", res.LogPath)
 	}
 	return nil
 }

@@ -60,3 +60,38 @@ func BenchmarkServerPipelined(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkServerRequestResponse measures one request at a time on one
+// connection: the client writes a QUERY and waits for its answer, so the
+// connection's writer has nothing queued between answers (and, since it
+// runs only while answers are queued, is started for each one). One op is
+// one round trip.
+func BenchmarkServerRequestResponse(b *testing.B) {
+	s, err := Listen(ServerConfig{Addr: "127.0.0.1:0", Executor: newFakeExecutor()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	nc, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	r := frame.NewReader(nc, 0)
+	startup, _ := frame.AppendFrame(nil, &frame.Frame{Version: 4, Stream: 1, Message: &frame.Startup{Options: map[string]string{"CQL_VERSION": "3.0.0"}}})
+	nc.Write(startup)
+	if _, _, err := r.Read(); err != nil {
+		b.Fatal(err)
+	}
+	req, _ := frame.AppendFrame(nil, &frame.Frame{Version: 4, Stream: 7, Message: query("echo")})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := nc.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := r.Read(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -23,7 +23,11 @@ import (
 // Lingering close: after a fatal error answer the server stops writing and
 // reads (and drops) what the client still sends, for at most this long and
 // this much, so that closing with unread input does not reset the
-// connection before the client has read the answer.
+// connection before the client has read the answer. After a frame refused
+// as too large whose body is longer than lingerBytes, the server does not
+// linger: the client goes on sending that body, which the linger could not
+// outlast, and reading a megabyte of it was the oversized frame's whole
+// cost to the node.
 const (
 	lingerTime  = 2 * time.Second
 	lingerBytes = 1 << 20
@@ -50,7 +54,6 @@ type conn struct {
 	s      *Server
 	nc     net.Conn
 	ip     string // source address, for the per-address limits
-	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -83,20 +86,24 @@ type conn struct {
 	evQueued int64 // bytes of the events in wq, bounded by MaxInFlightBytesPerConn
 	wspare   []outFrame
 	closed   bool
-	draining bool // a last frame is queued: nothing more is accepted
-	wsig     chan struct{}
+	draining bool          // a last frame is queued: nothing more is accepted
+	writing  bool          // a writer goroutine runs; it clears this when it has drained wq
 	done     chan struct{} // closed by close
-	wdone    chan struct{} // closed when the writer returns
+	wlast    chan struct{} // closed once the last frame is written (or could not be)
 	once     sync.Once
 	evMu     sync.Mutex // guards unsub against close
 }
 
 func newConn(s *Server, nc net.Conn, ip string) *conn {
-	ctx, cancel := context.WithCancel(s.ctx)
+	// Not derived from the server's context: a child would be kept in the
+	// server context's map of children, which grows with the most
+	// connections ever open and never shrinks. Close closes every
+	// connection, which cancels its context.
+	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
-		s: s, nc: nc, ip: ip, log: s.log.With("remote", nc.RemoteAddr().String()),
+		s: s, nc: nc, ip: ip,
 		ctx: ctx, cancel: cancel,
-		wsig: make(chan struct{}, 1), done: make(chan struct{}), wdone: make(chan struct{}),
+		done: make(chan struct{}), wlast: make(chan struct{}),
 	}
 	c.dr = &deadlineReader{nc: nc, idle: s.cfg.IdleTimeout, halfFrame: max(s.cfg.HalfFrameTimeout, 0)}
 	c.rd = frame.NewPooledReader(c.dr, s.cfg.MaxHandshakeFrame)
@@ -105,6 +112,20 @@ func newConn(s *Server, nc net.Conn, ip string) *conn {
 	}
 	c.lastWrite.Store(time.Now().UnixNano())
 	return c
+}
+
+// logger is the server's logger with the connection's remote address; made
+// when something is logged only, so that a connection that logs nothing
+// (most do) costs no logger.
+func (c *conn) logger() *slog.Logger {
+	return c.s.log.With("remote", c.nc.RemoteAddr().String())
+}
+
+// debug logs at the debug level, if the server's logger logs it.
+func (c *conn) debug(msg string, args ...any) {
+	if c.s.log.Enabled(context.Background(), slog.LevelDebug) {
+		c.logger().Debug(msg, args...)
+	}
 }
 
 // close ends the connection: it cancels the requests in flight, stops the
@@ -127,7 +148,7 @@ func (c *conn) close(cause error) {
 		close(c.done)
 		c.nc.Close()
 		if cause != nil && !errors.Is(cause, io.EOF) && !errors.Is(cause, net.ErrClosed) {
-			c.log.Debug("connection closed", "cause", cause)
+			c.debug("connection closed", "cause", cause)
 		}
 		c.evMu.Lock()
 		if c.unsub != nil {
@@ -173,10 +194,16 @@ func (c *conn) enqueue(b []byte, last bool, cost int64) bool {
 	if last {
 		c.draining = true
 	}
+	start := !c.writing
+	if start {
+		// The connection is open, so its reader is alive and holds the
+		// server's wait group: adding to it here cannot race Close's Wait.
+		c.writing = true
+		c.s.wg.Add(1)
+	}
 	c.mu.Unlock()
-	select {
-	case c.wsig <- struct{}{}:
-	default:
+	if start {
+		go c.writeLoop()
 	}
 	return true
 }
@@ -191,7 +218,7 @@ func (c *conn) send(f *frame.Frame, cost int64) {
 	}
 	b, err := frame.AppendFrame(nil, f)
 	if err != nil {
-		c.log.Error("encode response", "op", f.Message.Opcode(), "stream", f.Stream, "err", err)
+		c.logger().Error("encode response", "op", f.Message.Opcode(), "stream", f.Stream, "err", err)
 		b, err = frame.AppendFrame(nil, &frame.Frame{Version: f.Version, Stream: f.Stream,
 			Message: frame.Errorf(frame.ErrServer, "cannot encode the response: %v", err)})
 		if err != nil {
@@ -212,7 +239,7 @@ func (c *conn) compress(b []byte) []byte {
 	}
 	z, err := frame.CompressFrame(c.comp, b)
 	if err != nil {
-		c.log.Error("compress response", "compression", c.comp, "err", err)
+		c.logger().Error("compress response", "compression", c.comp, "err", err)
 		return b
 	}
 	return z
@@ -220,9 +247,13 @@ func (c *conn) compress(b []byte) []byte {
 
 // fatal answers a frame the connection cannot go on from with a protocol
 // error on its stream, in its version and header layout, then closes the
-// connection once that answer is written.
-func (c *conn) fatal(h frame.Header, msg string) {
-	c.log.Debug("protocol error", "stream", h.Stream, "err", msg)
+// connection once that answer is written, lingering (see lingerTime) unless
+// the client is known to be sending more than lingerBytes still (rest: the
+// frame body it announced and the server did not read).
+func (c *conn) fatal(h frame.Header, msg string) { c.fatalRest(h, msg, 0) }
+
+func (c *conn) fatalRest(h frame.Header, msg string, rest int64) {
+	c.debug("protocol error", "stream", h.Stream, "err", msg)
 	if h.Version == 0 { // the stream ended inside the header
 		h = frame.Header{Version: max(c.version, frame.Version4)}
 	}
@@ -237,9 +268,14 @@ func (c *conn) fatal(h frame.Header, msg string) {
 	// Wait for the writer to write the answer and half-close, then read and
 	// drop what the client still sends until it closes, so that the answer
 	// is not lost to a reset.
-	<-c.wdone
-	c.nc.SetReadDeadline(time.Now().Add(lingerTime))
-	io.CopyN(io.Discard, c.nc, lingerBytes)
+	select {
+	case <-c.wlast:
+	case <-c.done:
+	}
+	if rest <= lingerBytes {
+		c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+		io.CopyN(io.Discard, c.nc, lingerBytes)
+	}
 	c.close(errors.New(msg))
 }
 
@@ -252,9 +288,13 @@ var writeBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<
 // the buffered writer, whose size bounds what is held past that. A write
 // that stays blocked past the write timeout (the client reads nothing)
 // closes the connection.
+//
+// The writer runs only while there is something to write: enqueue starts
+// it when it is not running, and it returns once it has flushed and found
+// the queue still empty, so that an idle connection holds no goroutine but
+// its reader, and no buffer.
 func (c *conn) writeLoop() {
 	defer c.s.wg.Done()
-	defer close(c.wdone)
 	// The buffer is taken from a pool for a batch and put back once it is
 	// flushed, so that an idle connection holds none.
 	var bw *bufio.Writer
@@ -283,14 +323,13 @@ func (c *conn) writeLoop() {
 		c.close(fmt.Errorf("write: %w", err))
 	}
 	for {
-		select {
-		case <-c.wsig:
-		case <-c.done:
-			return
-		}
 		yielded := false
 		for {
 			c.mu.Lock()
+			if c.closed {
+				c.mu.Unlock()
+				return
+			}
 			batch := c.wq
 			if len(batch) > 0 {
 				c.wq = c.wspare[:0]
@@ -332,6 +371,7 @@ func (c *conn) writeLoop() {
 							tc.CloseWrite()
 						}
 					}
+					close(c.wlast)
 					return
 				}
 			}
@@ -342,18 +382,25 @@ func (c *conn) writeLoop() {
 			}
 			c.mu.Unlock()
 		}
-		if bw == nil {
-			continue
+		if bw != nil {
+			arm()
+			if err := bw.Flush(); err != nil {
+				fail(err)
+				return
+			}
+			bw.Reset(nil)
+			writeBufs.Put(bw)
+			bw = nil
+			c.lastWrite.Store(time.Now().UnixNano())
 		}
-		arm()
-		if err := bw.Flush(); err != nil {
-			fail(err)
+		// Everything taken is written: stop, unless more came meanwhile.
+		c.mu.Lock()
+		if len(c.wq) == 0 || c.closed {
+			c.writing = false
+			c.mu.Unlock()
 			return
 		}
-		bw.Reset(nil)
-		writeBufs.Put(bw)
-		bw = nil
-		c.lastWrite.Store(time.Now().UnixNano())
+		c.mu.Unlock()
 	}
 }
 
@@ -476,7 +523,7 @@ func (c *conn) readError(h frame.Header, err error) {
 		c.fatal(h, ve.Error())
 	case errors.As(err, &tl):
 		c.s.stats.tooLarge.Add(1)
-		c.fatal(h, tl.Error())
+		c.fatalRest(h, tl.Error(), int64(tl.Header.Length))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		c.fatal(h, "Truncated frame: the stream ended inside a frame")
 	case isTimeout(err):
@@ -650,7 +697,7 @@ func (c *conn) execute(h frame.Header, f *frame.Frame, cost int64) {
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				c.log.Error("panic in request", "op", h.Op, "stream", h.Stream, "panic", r, "stack", string(debug.Stack()))
+				c.logger().Error("panic in request", "op", h.Op, "stream", h.Stream, "panic", r, "stack", string(debug.Stack()))
 				err = frame.Errorf(frame.ErrServer, "internal error: %v", r)
 			}
 		}()

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,7 +54,19 @@ const (
 	// blocked (the client reads nothing) before the connection is closed
 	// (idemkv's own).
 	DefaultWriteTimeout = 30 * time.Second
+	// DefaultMemoryReleasePeak is the default number of open connections
+	// from which a fall to under a quarter of them gives memory back to
+	// the operating system (idemkv's own).
+	DefaultMemoryReleasePeak = 256
+	// DefaultMemoryReleaseInterval is the default least time between two
+	// such releases (idemkv's own).
+	DefaultMemoryReleaseInterval = 30 * time.Second
 )
+
+// memoryCheck is how often the server looks whether a storm of connections
+// is over (ServerConfig.MemoryReleasePeak); a variable for tests, which
+// call releaseMemory themselves with a clock of their own.
+var memoryCheck = 2 * time.Second
 
 // Accept backoff, as net/http's Server.Serve: from 5 ms, doubling, at most
 // 1 s between attempts while Accept keeps failing.
@@ -91,6 +105,8 @@ type Stats struct {
 	HalfFrameTimeouts int64 // connections closed with a frame stalled half-read
 	WriteTimeouts     int64 // connections closed with a write blocked too long
 	EventOverflows    int64 // connections closed with more events queued than MaxInFlightBytesPerConn
+
+	MemoryReleases int64 // memory given back to the operating system after a storm of connections
 }
 
 // counters are the Stats kept with atomics; the in-flight ones are kept
@@ -100,21 +116,23 @@ type counters struct {
 	queued                              atomic.Int64
 	tooLarge, idle, halfFrame, writeOut atomic.Int64
 	pauses, eventOverflows              atomic.Int64
+	releases                            atomic.Int64
 }
 
 // flow accounts the connections and the requests in flight, per
 // connection, per source address and for the server, and makes a reader
 // over a limit wait for the answers in flight to be written.
 type flow struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	waiters int
-	open    int64
-	bytes   int64
-	reqs    int64
-	peak    int64
-	paused  int64
-	perIP   map[string]*ipUsage
+	mu       sync.Mutex
+	cond     *sync.Cond
+	waiters  int
+	open     int64
+	peakOpen int64 // the most connections open since the last memory release
+	bytes    int64
+	reqs     int64
+	peak     int64
+	paused   int64
+	perIP    map[string]*ipUsage
 }
 
 type ipUsage struct {
@@ -151,6 +169,7 @@ func (s *Server) admit(ip string) (string, bool) {
 	}
 	u.conns++
 	f.open++
+	f.peakOpen = max(f.peakOpen, f.open)
 	return "", true
 }
 
@@ -272,6 +291,7 @@ func (s *Server) Stats() Stats {
 		HalfFrameTimeouts:   s.stats.halfFrame.Load(),
 		WriteTimeouts:       s.stats.writeOut.Load(),
 		EventOverflows:      s.stats.eventOverflows.Load(),
+		MemoryReleases:      s.stats.releases.Load(),
 	}
 	f := &s.flow
 	f.mu.Lock()
@@ -363,3 +383,67 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 }
 
 func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+// memoryLoop looks every memoryCheck whether a storm of connections is
+// over, and gives memory back then (releaseMemory), until Close.
+func (s *Server) memoryLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(memoryCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case now := <-t.C:
+			s.releaseMemory(now)
+		}
+	}
+}
+
+// releaseMemory gives the memory a storm of connections left behind back
+// to the operating system, once the storm is over: when the connections
+// open reached MemoryReleasePeak since the last release and are now fewer
+// than a quarter of that peak, and the last release is at least
+// MemoryReleaseInterval old; and once more (a follow-up) an interval after
+// that release if no other storm came meanwhile, for what the first could
+// not return (garbage of the storm's last moments, and what the heap grew
+// to on its way back). The Go runtime keeps the heap a storm grew, and
+// returns idle memory in the background only above its heap goal;
+// freeOSMemory collects and returns every idle page at once. The peak then
+// starts again from the connections open. It reports whether it released.
+func (s *Server) releaseMemory(now time.Time) bool {
+	lim := int64(s.cfg.MemoryReleasePeak)
+	if lim <= 0 {
+		return false
+	}
+	f := &s.flow
+	f.mu.Lock()
+	peak, open := f.peakOpen, f.open
+	due := s.released.IsZero() || now.Sub(s.released) >= s.cfg.MemoryReleaseInterval
+	storm := peak >= lim && open*4 < peak
+	followUp := !storm && s.followUp && peak < lim
+	if due && (storm || followUp) {
+		f.peakOpen = open
+	}
+	f.mu.Unlock()
+	if !due || !storm && !followUp {
+		return false
+	}
+	s.released, s.followUp = now, storm
+	start := time.Now()
+	s.freeOSMemory()
+	s.stats.releases.Add(1)
+	s.log.Info("released memory to the OS after a storm of connections", "follow_up", followUp,
+		"peak_connections", peak, "open_connections", open, "took", time.Since(start).Round(time.Microsecond))
+	return true
+}
+
+// freeOSMemory collects once, so that the buffers in the sync.Pools (the
+// connections' read and write buffers among them), which survive a
+// collection in the pools' victim caches, are garbage at the next one, then
+// returns every idle page to the operating system (debug.FreeOSMemory,
+// which collects again first).
+func freeOSMemory() {
+	runtime.GC()
+	debug.FreeOSMemory()
+}

@@ -73,6 +73,18 @@ type ServerConfig struct {
 	// AUTHENTICATE (PasswordAuthenticator) and a connection serves no
 	// statement until an AUTH_RESPONSE with a valid user and password.
 	Auth map[string]string
+	// MemoryReleasePeak turns on giving memory back to the operating
+	// system after a storm of connections: once the connections open have
+	// reached MemoryReleasePeak and then fallen below a quarter of their
+	// peak, the server collects garbage and returns the idle memory
+	// (debug.FreeOSMemory), and once more an interval later if no other
+	// storm came meanwhile; at most once every MemoryReleaseInterval. Each
+	// release is logged and counted in Stats.MemoryReleases. 0 means
+	// DefaultMemoryReleasePeak; < 0 never.
+	MemoryReleasePeak int
+	// MemoryReleaseInterval is the least time between two releases; 0
+	// means DefaultMemoryReleaseInterval.
+	MemoryReleaseInterval time.Duration
 	// Logger receives connection errors and recovered panics; nil: none.
 	Logger *slog.Logger
 }
@@ -97,9 +109,11 @@ var supported = map[string][]string{
 // order; each statement request (QUERY, PREPARE, EXECUTE, BATCH) runs on a
 // goroutine of its own and is answered on its stream id whenever it is done,
 // so requests are pipelined and answered in any order. Responses and events
-// go through one writer goroutine per connection, which drains its queue
-// into a buffered writer and flushes when the queue is empty, so frames
-// queued together leave in one write.
+// go through a connection's queue and its writer goroutine, which drains
+// the queue into a buffered writer and flushes when the queue is empty, so
+// frames queued together leave in one write; the writer runs only while
+// answers are queued, so an idle connection costs one goroutine (its
+// reader) and no buffer.
 //
 // A frame the server cannot read in step (unsupported version, oversized,
 // undecodable, unknown opcode) is answered with a protocol error on its
@@ -147,6 +161,12 @@ type Server struct {
 	// Accept loop only: refusals are logged at most once a second.
 	refusedLogged   time.Time
 	refusedUnlogged int
+
+	// Memory release loop only (and tests): when it last released, whether
+	// a follow-up release is due, and what releases memory.
+	released     time.Time
+	followUp     bool
+	freeOSMemory func()
 }
 
 // Listen starts a server on cfg.Addr (or cfg.Listener).
@@ -178,6 +198,12 @@ func Listen(cfg ServerConfig) (*Server, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	if cfg.MemoryReleasePeak == 0 {
+		cfg.MemoryReleasePeak = DefaultMemoryReleasePeak
+	}
+	if cfg.MemoryReleaseInterval <= 0 {
+		cfg.MemoryReleaseInterval = DefaultMemoryReleaseInterval
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -192,11 +218,15 @@ func Listen(cfg ServerConfig) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, log: log.With("cql", ln.Addr().String()), ln: ln, ctx: ctx, cancel: cancel,
-		conns: map[*conn]struct{}{}, refusing: make(chan struct{}, maxRefusing), executing: workpool.New(0)}
+		conns: map[*conn]struct{}{}, refusing: make(chan struct{}, maxRefusing), executing: workpool.New(0), freeOSMemory: freeOSMemory}
 	s.flow.cond = sync.NewCond(&s.flow.mu)
 	s.flow.perIP = map[string]*ipUsage{}
 	s.wg.Add(1)
 	go s.acceptLoop()
+	if cfg.MemoryReleasePeak > 0 {
+		s.wg.Add(1)
+		go s.memoryLoop()
+	}
 	return s, nil
 }
 
@@ -311,11 +341,10 @@ func (s *Server) serve(nc net.Conn) {
 		return
 	}
 	s.conns[c] = struct{}{}
-	s.wg.Add(2)
+	s.wg.Add(1)
 	s.mu.Unlock()
 	s.stats.accepted.Add(1)
 	go c.readLoop()
-	go c.writeLoop()
 }
 
 func (s *Server) forget(c *conn) {

@@ -88,7 +88,8 @@ func benchUsage(w io.Writer) {
        idemkv bench engine [flags]       one node's leader path, in process
        idemkv bench ring [flags]         coordinator-level writes on an embedded ring, no CQL
        idemkv bench storm [flags]        hostile CQL clients (connection storm, never-reading pipeliner,
-                                         oversized frames) against an embedded node: latency and RSS
+                                         oversized frames) against a node process of its own (--embedded:
+                                         in this process): a client's latency, the node's RSS and CPU
        idemkv bench durable [flags]      raw fsync latency, then QUORUM updates through CQL in each
                                          commitlog_sync mode with 1, 4 and 16 clients (about a minute)
 
