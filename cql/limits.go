@@ -431,6 +431,9 @@ func (s *Server) releaseMemory(now time.Time) bool {
 	}
 	s.released, s.followUp = now, storm
 	start := time.Now()
+	// The goroutines a burst of requests left waiting in the pool (up to
+	// 256, their stacks grown) end first, so their stacks are freed too.
+	s.executing.Trim()
 	s.freeOSMemory()
 	s.stats.releases.Add(1)
 	s.log.Info("released memory to the OS after a storm of connections", "follow_up", followUp,

@@ -16,6 +16,7 @@
 package workpool
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -49,6 +50,9 @@ func New(maxIdle int) *Pool {
 // waiting. It never blocks on f. As with the go statement, a panic in f
 // ends the program unless f recovers it.
 func (p *Pool) Go(f func()) {
+	if f == nil {
+		return // nil is the pool's own signal to end (Trim)
+	}
 	select {
 	case p.work <- f:
 	default:
@@ -67,9 +71,30 @@ func (p *Pool) run(f func()) {
 		select {
 		case f = <-p.work:
 			p.idle.Add(-1)
+			if f == nil { // Trim
+				return
+			}
 		case <-p.done:
 			p.idle.Add(-1)
 			return
+		}
+	}
+}
+
+// Trim ends the goroutines waiting for a task, and with them the stacks
+// they grew (after a burst of requests, say); later tasks start new ones.
+// A goroutine just finishing a task when Trim runs may stay.
+func (p *Pool) Trim() {
+	for n := p.idle.Load(); n > 0; n-- {
+		select {
+		case p.work <- nil:
+		default:
+			runtime.Gosched() // one counted waiting but not receiving yet
+			select {
+			case p.work <- nil:
+			default:
+				return
+			}
 		}
 	}
 }
