@@ -322,6 +322,7 @@ var cqlFields = []field[cql.Stats]{
 	{"half_frame_timeouts_total", "Connections closed with a frame stalled half-read.", true, func(s cql.Stats) float64 { return float64(s.HalfFrameTimeouts) }},
 	{"write_timeouts_total", "Connections closed with a write blocked too long.", true, func(s cql.Stats) float64 { return float64(s.WriteTimeouts) }},
 	{"event_overflows_total", "Connections closed with too many events queued.", true, func(s cql.Stats) float64 { return float64(s.EventOverflows) }},
+	{"memory_releases_total", "Times memory was given back to the operating system after a storm of connections.", true, func(s cql.Stats) float64 { return float64(s.MemoryReleases) }},
 }
 
 func init() {
