@@ -3,7 +3,9 @@ package replica
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -335,6 +337,12 @@ func (r *Replica) opStatus(table uint64, key []byte, column string, opID [16]byt
 		a.Status, a.CounterID, a.Clock = op.status, op.CounterID, op.Clock
 	}
 	r.led.mu.Unlock()
+	if a.Status == coltype.OpNotLed {
+		// Led by this run: counted in its current shard.
+		if clock, ok := r.ledNow.find(table, column, key, opID, r.cfg.Now().UnixNano()); ok {
+			a.Status, a.CounterID, a.Clock = coltype.OpKept, r.counterIDs.current, clock
+		}
+	}
 	if !a.Seen && reserve {
 		r.reserved.reserve(k, r.cfg.Now().Add(2*r.cfg.CounterWriteTimeout).UnixNano())
 	}
@@ -415,4 +423,125 @@ func (r *Replica) expireLedOps(window time.Duration) {
 			delete(l.ops, k)
 		}
 	}
+}
+
+// recentLed remembers the FBF updates this run of the node led, within the
+// filter window, so that it can answer a restarted leader that holds the
+// same op in doubt that it counted it (coltype.OpKept). Without it, such a
+// replica answered "not led", and the restarted leader decided from the
+// filter and the cell alone (coltype.Decide's third rule), which cannot
+// tell an op id received from the restarted leader from one this replica
+// led: when a later update of the same cell had carried the restarted
+// leader's shard here (its replication or a repair: the shard holds the
+// earlier update's delta, not its op id) and this replica then led a retry
+// of the earlier update, the restarted leader kept its application too and
+// the update counted twice. (The ops the runs before led are in ledOps,
+// from the commit log.)
+//
+// It keeps, per bucket of recentLedSpan, the hash of each op (table,
+// column, partition key, op id) and the clock its shard reached, sorted
+// once the bucket is closed; a bucket is dropped once its last op is older
+// than the longest filter window of its ops. 16 bytes per op led within
+// the window.
+type recentLed struct {
+	mu      sync.Mutex
+	seed    maphash.Seed
+	buckets []ledBucket
+}
+
+type ledBucket struct {
+	start, last int64 // unix nanoseconds of the first and last op
+	window      int64 // the longest filter window of its ops, nanoseconds
+	ops         []ledEntry
+	sorted      bool
+}
+
+// expired reports whether every op of the bucket is older than its window.
+func (b *ledBucket) expired(now int64) bool { return b.last < now-b.window }
+
+type ledEntry struct {
+	hash  uint64
+	clock int64
+}
+
+// recentLedSpan is the time one bucket of recentLed covers.
+const recentLedSpan = time.Second
+
+func (rl *recentLed) hash(table uint64, column string, key []byte, op [16]byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(rl.seed)
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], table)
+	h.Write(b[:])
+	h.Write(op[:])
+	binary.BigEndian.PutUint64(b[:], uint64(len(column)))
+	h.Write(b[:])
+	h.WriteString(column)
+	h.Write(key)
+	return h.Sum64()
+}
+
+// add records an update this run led (m: its mutation, whose cell is the
+// leader's new shard).
+func (rl *recentLed) add(u coltype.Update, m coltype.Mutation, window time.Duration, now int64) {
+	if !u.HasOp {
+		return
+	}
+	var clock int64
+	if ctx, err := counters.Decode(m.Cell.Value); err == nil {
+		if s := ctx.Shards(); len(s) == 1 {
+			clock = s[0].Clock
+		}
+	}
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.buckets == nil {
+		rl.seed = maphash.MakeSeed()
+	}
+	h := rl.hash(u.Table, u.Column, u.Key, u.OpID)
+	n := len(rl.buckets)
+	if n == 0 || now-rl.buckets[n-1].start >= recentLedSpan.Nanoseconds() {
+		if n > 0 {
+			b := &rl.buckets[n-1]
+			slices.SortFunc(b.ops, func(x, y ledEntry) int { return cmp.Compare(x.hash, y.hash) })
+			b.sorted = true
+		}
+		rl.buckets = slices.DeleteFunc(rl.buckets, func(b ledBucket) bool { return b.expired(now) })
+		rl.buckets = append(rl.buckets, ledBucket{start: now})
+		n = len(rl.buckets)
+	}
+	b := &rl.buckets[n-1]
+	b.ops = append(b.ops, ledEntry{h, clock})
+	b.last = max(b.last, now)
+	b.window = max(b.window, window.Nanoseconds())
+}
+
+// find reports whether this run led an op within the window, and the
+// clock its shard reached.
+func (rl *recentLed) find(table uint64, column string, key []byte, op [16]byte, now int64) (clock int64, ok bool) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if len(rl.buckets) == 0 {
+		return 0, false
+	}
+	h := rl.hash(table, column, key, op)
+	for i := len(rl.buckets) - 1; i >= 0; i-- {
+		b := &rl.buckets[i]
+		if b.expired(now) {
+			continue
+		}
+		if b.sorted {
+			j, found := slices.BinarySearchFunc(b.ops, h, func(e ledEntry, h uint64) int { return cmp.Compare(e.hash, h) })
+			if found {
+				return b.ops[j].clock, true
+			}
+			continue
+		}
+		for _, e := range b.ops {
+			if e.hash == h {
+				return e.clock, true
+			}
+		}
+	}
+	return 0, false
 }

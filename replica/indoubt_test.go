@@ -2,9 +2,11 @@ package replica
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters"
@@ -196,5 +198,67 @@ func TestOpStatusReserves(t *testing.T) {
 	}
 	if m, err := r.Apply(fbfUpdate("k", 1, op(3, 1))); err != nil || !m.Dismissed {
 		t.Fatalf("retry after the decision: %+v %v, want dismissed", m, err)
+	}
+}
+
+// TestOpStatusLedThisRun: a replica asked about an op it led since its last
+// start answers that it counts it (coltype.OpKept, its current counter id
+// and the clock its shard reached), so that a restarted leader holding the
+// same op in doubt takes its own application back (Decide's first rule).
+// It answered "not led" before, leaving the restarted leader to the filter
+// and the cell, which cannot tell this from a copy of the restarted
+// leader's own application (node/testdata/scenarios/
+// fbf_leader_crash_later_op_replicated.txt). An op it only received, or
+// led longer than a filter window ago, is not led.
+func TestOpStatusLedThisRun(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := testConfig(t.TempDir())
+	cfg.Now = func() time.Time { return now }
+	r := mustOpen(t, cfg)
+	defer r.Close()
+	if err := r.CreateTable(fbfTable); err != nil {
+		t.Fatal(err)
+	}
+	// Ops over several seconds (several buckets), on two keys.
+	for seq := uint64(1); seq <= 300; seq++ {
+		if _, err := r.Apply(fbfUpdate(fmt.Sprint("k", seq%2), 1, op(1, seq))); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(10 * time.Millisecond)
+	}
+	for seq := uint64(1); seq <= 300; seq++ {
+		key := fmt.Sprint("k", seq%2)
+		a, err := r.OpStatus(fbfTable.ID, []byte(key), "c", op(1, seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Status != coltype.OpKept || a.CounterID != r.CounterID() || a.Clock != int64(seq+1)/2 {
+			t.Fatalf("op %d led this run: status %v, counter id %s, clock %d; want kept, %s, %d", seq, a.Status, a.CounterID, a.Clock, r.CounterID(), (seq+1)/2)
+		}
+		// The same op id on the other key was not led.
+		if a, _ := r.OpStatus(fbfTable.ID, []byte(fmt.Sprint("k", (seq+1)%2)), "c", op(1, seq)); a.Status != coltype.OpNotLed {
+			t.Fatalf("op %d on the other key: %v, want not led", seq, a.Status)
+		}
+	}
+	// Received from another leader: not led here.
+	m := coltype.Mutation{Table: fbfTable.ID, Key: []byte("k0"), Cell: ctxCell(t, counters.Shard{ID: counters.ID{7}, Clock: 1, Count: 1, Kind: counters.Global}),
+		HasOp: true, OpID: op(2, 1)}
+	if err := r.ApplyMutation(m); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := r.OpStatus(fbfTable.ID, []byte("k0"), "c", op(2, 1)); !a.Seen || a.Status != coltype.OpNotLed {
+		t.Fatalf("an op received from another leader: seen %v, status %v; want seen, not led", a.Seen, a.Status)
+	}
+	// Past the window the ops are forgotten (as the filter forgets them).
+	w, _ := r.DedupWindow(fbfTable.ID, "c")
+	now = now.Add(w + time.Hour)
+	if _, err := r.Apply(fbfUpdate("k0", 1, op(1, 1000))); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := r.OpStatus(fbfTable.ID, []byte("k1"), "c", op(1, 1)); a.Status != coltype.OpNotLed {
+		t.Fatalf("an op led more than a window ago: %v, want not led", a.Status)
+	}
+	if n := len(r.ledNow.buckets); n != 1 {
+		t.Fatalf("%d buckets of led ops kept past the window, want 1", n)
 	}
 }

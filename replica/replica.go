@@ -182,6 +182,7 @@ type Replica struct {
 	unclean  bool
 	openedAt time.Time
 	led      ledOps
+	ledNow   recentLed // the ops this run led (led holds those of the runs before)
 	reserved reservations
 	log      *commitlog.Log
 	logger   *slog.Logger
@@ -680,6 +681,11 @@ func (r *Replica) Apply(u coltype.Update) (coltype.Mutation, error) {
 	t.modeMu.RUnlock()
 	if err != nil {
 		return coltype.Mutation{}, fmt.Errorf("replica: apply to %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+	}
+	if m.Log.Led && !m.Dismissed {
+		if d, ok := col.(coltype.Deduplicator); ok {
+			r.ledNow.add(u, m, d.Window(), r.cfg.Now().UnixNano())
+		}
 	}
 	if m.Dismissed {
 		// The retry is acknowledged only once the first attempt is on as
