@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/row"
+	"github.com/idemkv/idemkv/vfs"
 )
 
 func ctxCell(t *testing.T, shards ...counters.Shard) row.Cell {
@@ -260,5 +263,93 @@ func TestOpStatusLedThisRun(t *testing.T) {
 	}
 	if n := len(r.ledNow.buckets); n != 1 {
 		t.Fatalf("%d buckets of led ops kept past the window, want 1", n)
+	}
+}
+
+// TestFBFUnloggedDeltaInALaterRecord: an FBF leader adds two updates to its
+// shard, op 2 then op 3 (compare-and-swap: op 2 at clock 2, op 3 at clock
+// 3), and op 3's record reaches the commit log first; the node stops (a
+// kill or a power cut) before op 2's record is written. Op 3's record, the
+// whole shard, holds op 2's delta, but no record holds op 2's id: after
+// the restart nothing is in doubt for op 2 and no filter has it, so the
+// client's retry of op 2 (it got no answer) was counted again, here or at
+// any other leader: 121 where the clients added 111. The restart now
+// takes back a delta that a recorded shard holds without the record that
+// added it (a gap in the clocks of the node's old shard): op 2 counts once,
+// by its retry.
+func TestFBFUnloggedDeltaInALaterRecord(t *testing.T) {
+	for _, mode := range []commitlog.SyncMode{commitlog.SyncBatch, commitlog.SyncGroup} {
+		t.Run(mode.String(), func(t *testing.T) {
+			mem := vfs.NewMem()
+			cfg := Config{Dir: "/db", FS: mem, CommitLog: commitlog.Options{Sync: mode, GroupWindow: 100 * time.Microsecond}, Logger: quietLogger()}
+			r, err := Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.CreateTable(fbfTable); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Apply(fbfUpdate("k", 1, op(1, 1))); err != nil {
+				t.Fatal(err)
+			}
+			// Op 2 stops between its compare-and-swap and its record.
+			reached, release := make(chan struct{}), make(chan struct{})
+			var hooked atomic.Bool
+			leaderWriteHook = func(m coltype.Mutation) {
+				if m.OpID == op(1, 2) && hooked.CompareAndSwap(false, true) {
+					close(reached)
+					<-release
+				}
+			}
+			stuck := make(chan struct{})
+			go func() {
+				defer close(stuck)
+				r.Apply(fbfUpdate("k", 10, op(1, 2))) // its outcome is the crash's
+			}()
+			t.Cleanup(func() {
+				close(release)
+				<-stuck
+				leaderWriteHook = nil
+				r.Close()
+			})
+			<-reached
+			if _, err := r.Apply(fbfUpdate("k", 100, op(1, 3))); err != nil {
+				t.Fatal(err)
+			}
+			// The node stops now: what its disk holds, op 2's record not.
+			cfg.FS = mem.CrashClone(vfs.CrashOptions{})
+			r2, err := Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r2.Close()
+			for _, o := range r2.InDoubt() {
+				if _, err := r2.ResolveInDoubt(o, true); err != nil { // no other replica counted them
+					t.Fatal(err)
+				}
+			}
+			// The client's retry of op 2.
+			if m, err := r2.Apply(fbfUpdate("k", 10, op(1, 2))); err != nil || m.Dismissed {
+				t.Fatalf("retry of op 2: %+v %v, want applied (no record of op 2 survived)", m, err)
+			}
+			if v := value(t, r2, fbfTable.ID, "k", "c"); v != 111 {
+				t.Fatalf("value after the restart and op 2's retry: %d, want 111 (1 + 10 + 100)", v)
+			}
+			// Another unclean start does not take it back again.
+			cfg.FS = cfg.FS.(*vfs.MemFS).CrashClone(vfs.CrashOptions{})
+			r3, err := Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r3.Close()
+			for _, o := range r3.InDoubt() {
+				if _, err := r3.ResolveInDoubt(o, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if v := value(t, r3, fbfTable.ID, "k", "c"); v != 111 {
+				t.Fatalf("value after a second unclean restart: %d, want 111", v)
+			}
+		})
 	}
 }
