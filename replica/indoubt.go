@@ -166,18 +166,25 @@ func (l *ledOps) remember(rec commitlog.Record) error {
 
 // afterUncleanReplay puts in doubt the led ops whose replication may have
 // been under way when the node stopped: those led within span of the last
-// one. An older op's replication had ended before the stop, acknowledged
-// by every replica or failed into a hint, and a queued hint puts its op in
-// doubt at start-up (MarkInDoubt).
+// one of their run (their counter id). An older op's replication had ended
+// before the stop, acknowledged by every replica or failed into a hint, and
+// a queued hint puts its op in doubt at start-up (MarkInDoubt). The span
+// is per run because an op still in doubt at a stop is kept in the log
+// like a settled one (keeping is not logged): measured from the last op of
+// any run, an op a run held in doubt without settling it (a replica of its
+// cell was down) and then led later ops past the span fell out of doubt at
+// the next unclean start and counted, unsettled, while another leader
+// could have counted its retry. Ops of an earlier run that were settled
+// and kept are settled again: the replicas give the same answer.
 func (l *ledOps) afterUncleanReplay(span time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var last int64
+	last := map[counters.ID]int64{}
 	for _, op := range l.ops {
-		last = max(last, op.OpTime)
+		last[op.CounterID] = max(last[op.CounterID], op.OpTime)
 	}
 	for _, op := range l.ops {
-		if op.status == coltype.OpKept && op.OpTime >= last-span.Nanoseconds() {
+		if op.status == coltype.OpKept && op.OpTime >= last[op.CounterID]-span.Nanoseconds() {
 			op.status = coltype.OpPending
 			l.cells[cellRef{op.Table, string(op.Key)}]++
 			l.pending.Add(1)
