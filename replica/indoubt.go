@@ -344,12 +344,7 @@ func (r *Replica) opStatus(table uint64, key []byte, column string, opID [16]byt
 		a.Status, a.CounterID, a.Clock = op.status, op.CounterID, op.Clock
 	}
 	r.led.mu.Unlock()
-	if a.Status == coltype.OpNotLed {
-		// Led by this run: counted in its current shard.
-		if clock, ok := r.ledNow.find(table, column, key, opID, r.cfg.Now().UnixNano()); ok {
-			a.Status, a.CounterID, a.Clock = coltype.OpKept, r.counterIDs.current, clock
-		}
-	}
+	ledNow := a.Status == coltype.OpNotLed && r.ledNow.find(table, column, key, opID, r.cfg.Now().UnixNano())
 	if !a.Seen && reserve {
 		r.reserved.reserve(k, r.cfg.Now().Add(2*r.cfg.CounterWriteTimeout).UnixNano())
 	}
@@ -359,6 +354,16 @@ func (r *Replica) opStatus(table uint64, key []byte, column string, opID [16]byt
 	}
 	if found {
 		a.Cell, a.Found = rw.Cell(column)
+	}
+	if ledNow {
+		// Led by this run: counted in its current shard, whose clock in the
+		// cell is at or past the op's.
+		a.Status, a.CounterID = coltype.OpKept, r.counterIDs.current
+		if a.Found && !a.Cell.Tombstone {
+			if ctx, err := counters.Decode(a.Cell.Value); err == nil {
+				a.Clock, _ = ctx.ClockAndCount(a.CounterID)
+			}
+		}
 	}
 	return a, nil
 }
@@ -446,10 +451,11 @@ func (r *Replica) expireLedOps(window time.Duration) {
 // from the commit log.)
 //
 // It keeps, per bucket of recentLedSpan, the hash of each op (table,
-// column, partition key, op id) and the clock its shard reached, sorted
-// once the bucket is closed; a bucket is dropped once its last op is older
-// than the longest filter window of its ops. 16 bytes per op led within
-// the window.
+// column, partition key, op id), sorted once the bucket is closed; a
+// bucket is dropped once its last op is older than the longest filter
+// window of its ops. 8 bytes per op led within the window; the clock an
+// answer gives is the one the shard has reached since (at or past the
+// op's).
 type recentLed struct {
 	mu      sync.Mutex
 	seed    maphash.Seed
@@ -457,48 +463,39 @@ type recentLed struct {
 }
 
 type ledBucket struct {
-	start, last int64 // unix nanoseconds of the first and last op
-	window      int64 // the longest filter window of its ops, nanoseconds
-	ops         []ledEntry
+	start, last int64    // unix nanoseconds of the first and last op
+	window      int64    // the longest filter window of its ops, nanoseconds
+	ops         []uint64 // hashes
 	sorted      bool
 }
 
 // expired reports whether every op of the bucket is older than its window.
 func (b *ledBucket) expired(now int64) bool { return b.last < now-b.window }
 
-type ledEntry struct {
-	hash  uint64
-	clock int64
-}
-
 // recentLedSpan is the time one bucket of recentLed covers.
 const recentLedSpan = time.Second
 
 func (rl *recentLed) hash(table uint64, column string, key []byte, op [16]byte) uint64 {
-	var h maphash.Hash
-	h.SetSeed(rl.seed)
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], table)
-	h.Write(b[:])
-	h.Write(op[:])
-	binary.BigEndian.PutUint64(b[:], uint64(len(column)))
-	h.Write(b[:])
-	h.WriteString(column)
-	h.Write(key)
-	return h.Sum64()
+	x := maphash.Bytes(rl.seed, key)
+	x = mixLed(x ^ maphash.String(rl.seed, column))
+	x = mixLed(x ^ table)
+	x = mixLed(x ^ binary.BigEndian.Uint64(op[:8]))
+	return mixLed(x ^ binary.BigEndian.Uint64(op[8:]))
 }
 
-// add records an update this run led (m: its mutation, whose cell is the
-// leader's new shard).
-func (rl *recentLed) add(u coltype.Update, m coltype.Mutation, window time.Duration, now int64) {
+// mixLed is a 64-bit finalizer (splitmix64's).
+func mixLed(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// add records an update with an op id this run led.
+func (rl *recentLed) add(u coltype.Update, window time.Duration, now int64) {
 	if !u.HasOp {
 		return
-	}
-	var clock int64
-	if ctx, err := counters.Decode(m.Cell.Value); err == nil {
-		if s := ctx.Shards(); len(s) == 1 {
-			clock = s[0].Clock
-		}
 	}
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
@@ -510,7 +507,7 @@ func (rl *recentLed) add(u coltype.Update, m coltype.Mutation, window time.Durat
 	if n == 0 || now-rl.buckets[n-1].start >= recentLedSpan.Nanoseconds() {
 		if n > 0 {
 			b := &rl.buckets[n-1]
-			slices.SortFunc(b.ops, func(x, y ledEntry) int { return cmp.Compare(x.hash, y.hash) })
+			slices.Sort(b.ops)
 			b.sorted = true
 		}
 		rl.buckets = slices.DeleteFunc(rl.buckets, func(b ledBucket) bool { return b.expired(now) })
@@ -518,18 +515,17 @@ func (rl *recentLed) add(u coltype.Update, m coltype.Mutation, window time.Durat
 		n = len(rl.buckets)
 	}
 	b := &rl.buckets[n-1]
-	b.ops = append(b.ops, ledEntry{h, clock})
+	b.ops = append(b.ops, h)
 	b.last = max(b.last, now)
 	b.window = max(b.window, window.Nanoseconds())
 }
 
-// find reports whether this run led an op within the window, and the
-// clock its shard reached.
-func (rl *recentLed) find(table uint64, column string, key []byte, op [16]byte, now int64) (clock int64, ok bool) {
+// find reports whether this run led an op within the window.
+func (rl *recentLed) find(table uint64, column string, key []byte, op [16]byte, now int64) bool {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	if len(rl.buckets) == 0 {
-		return 0, false
+		return false
 	}
 	h := rl.hash(table, column, key, op)
 	for i := len(rl.buckets) - 1; i >= 0; i-- {
@@ -538,17 +534,14 @@ func (rl *recentLed) find(table uint64, column string, key []byte, op [16]byte, 
 			continue
 		}
 		if b.sorted {
-			j, found := slices.BinarySearchFunc(b.ops, h, func(e ledEntry, h uint64) int { return cmp.Compare(e.hash, h) })
-			if found {
-				return b.ops[j].clock, true
+			if _, found := slices.BinarySearch(b.ops, h); found {
+				return true
 			}
 			continue
 		}
-		for _, e := range b.ops {
-			if e.hash == h {
-				return e.clock, true
-			}
+		if slices.Contains(b.ops, h) {
+			return true
 		}
 	}
-	return 0, false
+	return false
 }

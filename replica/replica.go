@@ -696,7 +696,7 @@ func (r *Replica) Apply(u coltype.Update) (coltype.Mutation, error) {
 	}
 	if m.Log.Led && !m.Dismissed {
 		if d, ok := col.(coltype.Deduplicator); ok {
-			r.ledNow.add(u, m, d.Window(), r.cfg.Now().UnixNano())
+			r.ledNow.add(u, d.Window(), r.cfg.Now().UnixNano())
 		}
 	}
 	if m.Dismissed {
