@@ -3,7 +3,9 @@ package replica
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -164,18 +166,25 @@ func (l *ledOps) remember(rec commitlog.Record) error {
 
 // afterUncleanReplay puts in doubt the led ops whose replication may have
 // been under way when the node stopped: those led within span of the last
-// one. An older op's replication had ended before the stop, acknowledged
-// by every replica or failed into a hint, and a queued hint puts its op in
-// doubt at start-up (MarkInDoubt).
+// one of their run (their counter id). An older op's replication had ended
+// before the stop, acknowledged by every replica or failed into a hint, and
+// a queued hint puts its op in doubt at start-up (MarkInDoubt). The span
+// is per run because an op still in doubt at a stop is kept in the log
+// like a settled one (keeping is not logged): measured from the last op of
+// any run, an op a run held in doubt without settling it (a replica of its
+// cell was down) and then led later ops past the span fell out of doubt at
+// the next unclean start and counted, unsettled, while another leader
+// could have counted its retry. Ops of an earlier run that were settled
+// and kept are settled again: the replicas give the same answer.
 func (l *ledOps) afterUncleanReplay(span time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var last int64
+	last := map[counters.ID]int64{}
 	for _, op := range l.ops {
-		last = max(last, op.OpTime)
+		last[op.CounterID] = max(last[op.CounterID], op.OpTime)
 	}
 	for _, op := range l.ops {
-		if op.status == coltype.OpKept && op.OpTime >= last-span.Nanoseconds() {
+		if op.status == coltype.OpKept && op.OpTime >= last[op.CounterID]-span.Nanoseconds() {
 			op.status = coltype.OpPending
 			l.cells[cellRef{op.Table, string(op.Key)}]++
 			l.pending.Add(1)
@@ -335,6 +344,7 @@ func (r *Replica) opStatus(table uint64, key []byte, column string, opID [16]byt
 		a.Status, a.CounterID, a.Clock = op.status, op.CounterID, op.Clock
 	}
 	r.led.mu.Unlock()
+	ledNow := a.Status == coltype.OpNotLed && r.ledNow.find(table, column, key, opID, r.cfg.Now().UnixNano())
 	if !a.Seen && reserve {
 		r.reserved.reserve(k, r.cfg.Now().Add(2*r.cfg.CounterWriteTimeout).UnixNano())
 	}
@@ -344,6 +354,16 @@ func (r *Replica) opStatus(table uint64, key []byte, column string, opID [16]byt
 	}
 	if found {
 		a.Cell, a.Found = rw.Cell(column)
+	}
+	if ledNow {
+		// Led by this run: counted in its current shard, whose clock in the
+		// cell is at or past the op's.
+		a.Status, a.CounterID = coltype.OpKept, r.counterIDs.current
+		if a.Found && !a.Cell.Tombstone {
+			if ctx, err := counters.Decode(a.Cell.Value); err == nil {
+				a.Clock, _ = ctx.ClockAndCount(a.CounterID)
+			}
+		}
 	}
 	return a, nil
 }
@@ -415,4 +435,113 @@ func (r *Replica) expireLedOps(window time.Duration) {
 			delete(l.ops, k)
 		}
 	}
+}
+
+// recentLed remembers the FBF updates this run of the node led, within the
+// filter window, so that it can answer a restarted leader that holds the
+// same op in doubt that it counted it (coltype.OpKept). Without it, such a
+// replica answered "not led", and the restarted leader decided from the
+// filter and the cell alone (coltype.Decide's third rule), which cannot
+// tell an op id received from the restarted leader from one this replica
+// led: when a later update of the same cell had carried the restarted
+// leader's shard here (its replication or a repair: the shard holds the
+// earlier update's delta, not its op id) and this replica then led a retry
+// of the earlier update, the restarted leader kept its application too and
+// the update counted twice. (The ops the runs before led are in ledOps,
+// from the commit log.)
+//
+// It keeps, per bucket of recentLedSpan, the hash of each op (table,
+// column, partition key, op id), sorted once the bucket is closed; a
+// bucket is dropped once its last op is older than the longest filter
+// window of its ops. 8 bytes per op led within the window; the clock an
+// answer gives is the one the shard has reached since (at or past the
+// op's).
+type recentLed struct {
+	mu      sync.Mutex
+	seed    maphash.Seed
+	buckets []ledBucket
+}
+
+type ledBucket struct {
+	start, last int64    // unix nanoseconds of the first and last op
+	window      int64    // the longest filter window of its ops, nanoseconds
+	ops         []uint64 // hashes
+	sorted      bool
+}
+
+// expired reports whether every op of the bucket is older than its window.
+func (b *ledBucket) expired(now int64) bool { return b.last < now-b.window }
+
+// recentLedSpan is the time one bucket of recentLed covers.
+const recentLedSpan = time.Second
+
+func (rl *recentLed) hash(table uint64, column string, key []byte, op [16]byte) uint64 {
+	x := maphash.Bytes(rl.seed, key)
+	x = mixLed(x ^ maphash.String(rl.seed, column))
+	x = mixLed(x ^ table)
+	x = mixLed(x ^ binary.BigEndian.Uint64(op[:8]))
+	return mixLed(x ^ binary.BigEndian.Uint64(op[8:]))
+}
+
+// mixLed is a 64-bit finalizer (splitmix64's).
+func mixLed(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// add records an update with an op id this run led.
+func (rl *recentLed) add(u coltype.Update, window time.Duration, now int64) {
+	if !u.HasOp {
+		return
+	}
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.buckets == nil {
+		rl.seed = maphash.MakeSeed()
+	}
+	h := rl.hash(u.Table, u.Column, u.Key, u.OpID)
+	n := len(rl.buckets)
+	if n == 0 || now-rl.buckets[n-1].start >= recentLedSpan.Nanoseconds() {
+		if n > 0 {
+			b := &rl.buckets[n-1]
+			slices.Sort(b.ops)
+			b.sorted = true
+		}
+		rl.buckets = slices.DeleteFunc(rl.buckets, func(b ledBucket) bool { return b.expired(now) })
+		rl.buckets = append(rl.buckets, ledBucket{start: now})
+		n = len(rl.buckets)
+	}
+	b := &rl.buckets[n-1]
+	b.ops = append(b.ops, h)
+	b.last = max(b.last, now)
+	b.window = max(b.window, window.Nanoseconds())
+}
+
+// find reports whether this run led an op within the window.
+func (rl *recentLed) find(table uint64, column string, key []byte, op [16]byte, now int64) bool {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if len(rl.buckets) == 0 {
+		return false
+	}
+	h := rl.hash(table, column, key, op)
+	for i := len(rl.buckets) - 1; i >= 0; i-- {
+		b := &rl.buckets[i]
+		if b.expired(now) {
+			continue
+		}
+		if b.sorted {
+			if _, found := slices.BinarySearch(b.ops, h); found {
+				return true
+			}
+			continue
+		}
+		if slices.Contains(b.ops, h) {
+			return true
+		}
+	}
+	return false
 }

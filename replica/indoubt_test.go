@@ -2,13 +2,18 @@ package replica
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/row"
+	"github.com/idemkv/idemkv/vfs"
 )
 
 func ctxCell(t *testing.T, shards ...counters.Shard) row.Cell {
@@ -196,5 +201,210 @@ func TestOpStatusReserves(t *testing.T) {
 	}
 	if m, err := r.Apply(fbfUpdate("k", 1, op(3, 1))); err != nil || !m.Dismissed {
 		t.Fatalf("retry after the decision: %+v %v, want dismissed", m, err)
+	}
+}
+
+// TestOpStatusLedThisRun: a replica asked about an op it led since its last
+// start answers that it counts it (coltype.OpKept, its current counter id
+// and a clock at or past the op's), so that a restarted leader holding the
+// same op in doubt takes its own application back (Decide's first rule).
+// It answered "not led" before, leaving the restarted leader to the filter
+// and the cell, which cannot tell this from a copy of the restarted
+// leader's own application (node/testdata/scenarios/
+// fbf_leader_crash_later_op_replicated.txt). An op it only received, or
+// led longer than a filter window ago, is not led.
+func TestOpStatusLedThisRun(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := testConfig(t.TempDir())
+	cfg.Now = func() time.Time { return now }
+	r := mustOpen(t, cfg)
+	defer r.Close()
+	if err := r.CreateTable(fbfTable); err != nil {
+		t.Fatal(err)
+	}
+	// Ops over several seconds (several buckets), on two keys.
+	for seq := uint64(1); seq <= 300; seq++ {
+		if _, err := r.Apply(fbfUpdate(fmt.Sprint("k", seq%2), 1, op(1, seq))); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(10 * time.Millisecond)
+	}
+	for seq := uint64(1); seq <= 300; seq++ {
+		key := fmt.Sprint("k", seq%2)
+		a, err := r.OpStatus(fbfTable.ID, []byte(key), "c", op(1, seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Status != coltype.OpKept || a.CounterID != r.CounterID() || a.Clock < int64(seq+1)/2 {
+			t.Fatalf("op %d led this run: status %v, counter id %s, clock %d; want kept, %s, at least %d", seq, a.Status, a.CounterID, a.Clock, r.CounterID(), (seq+1)/2)
+		}
+		// The same op id on the other key was not led.
+		if a, _ := r.OpStatus(fbfTable.ID, []byte(fmt.Sprint("k", (seq+1)%2)), "c", op(1, seq)); a.Status != coltype.OpNotLed {
+			t.Fatalf("op %d on the other key: %v, want not led", seq, a.Status)
+		}
+	}
+	// Received from another leader: not led here.
+	m := coltype.Mutation{Table: fbfTable.ID, Key: []byte("k0"), Cell: ctxCell(t, counters.Shard{ID: counters.ID{7}, Clock: 1, Count: 1, Kind: counters.Global}),
+		HasOp: true, OpID: op(2, 1)}
+	if err := r.ApplyMutation(m); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := r.OpStatus(fbfTable.ID, []byte("k0"), "c", op(2, 1)); !a.Seen || a.Status != coltype.OpNotLed {
+		t.Fatalf("an op received from another leader: seen %v, status %v; want seen, not led", a.Seen, a.Status)
+	}
+	// Past the window the ops are forgotten (as the filter forgets them).
+	w, _ := r.DedupWindow(fbfTable.ID, "c")
+	now = now.Add(w + time.Hour)
+	if _, err := r.Apply(fbfUpdate("k0", 1, op(1, 1000))); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := r.OpStatus(fbfTable.ID, []byte("k1"), "c", op(1, 1)); a.Status != coltype.OpNotLed {
+		t.Fatalf("an op led more than a window ago: %v, want not led", a.Status)
+	}
+	if n := len(r.ledNow.buckets); n != 1 {
+		t.Fatalf("%d buckets of led ops kept past the window, want 1", n)
+	}
+}
+
+// TestFBFUnloggedDeltaInALaterRecord: an FBF leader adds two updates to its
+// shard, op 2 then op 3 (compare-and-swap: op 2 at clock 2, op 3 at clock
+// 3), and op 3's record reaches the commit log first; the node stops (a
+// kill or a power cut) before op 2's record is written. Op 3's record, the
+// whole shard, holds op 2's delta, but no record holds op 2's id: after
+// the restart nothing is in doubt for op 2 and no filter has it, so the
+// client's retry of op 2 (it got no answer) was counted again, here or at
+// any other leader: 121 where the clients added 111. The restart now
+// takes back a delta that a recorded shard holds without the record that
+// added it (a gap in the clocks of the node's old shard): op 2 counts once,
+// by its retry.
+func TestFBFUnloggedDeltaInALaterRecord(t *testing.T) {
+	for _, mode := range []commitlog.SyncMode{commitlog.SyncBatch, commitlog.SyncGroup} {
+		t.Run(mode.String(), func(t *testing.T) {
+			mem := vfs.NewMem()
+			cfg := Config{Dir: "/db", FS: mem, CommitLog: commitlog.Options{Sync: mode, GroupWindow: 100 * time.Microsecond}, Logger: quietLogger()}
+			r, err := Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.CreateTable(fbfTable); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Apply(fbfUpdate("k", 1, op(1, 1))); err != nil {
+				t.Fatal(err)
+			}
+			// Op 2 stops between its compare-and-swap and its record.
+			reached, release := make(chan struct{}), make(chan struct{})
+			var hooked atomic.Bool
+			leaderWriteHook = func(m coltype.Mutation) {
+				if m.OpID == op(1, 2) && hooked.CompareAndSwap(false, true) {
+					close(reached)
+					<-release
+				}
+			}
+			stuck := make(chan struct{})
+			go func() {
+				defer close(stuck)
+				r.Apply(fbfUpdate("k", 10, op(1, 2))) // its outcome is the crash's
+			}()
+			t.Cleanup(func() {
+				close(release)
+				<-stuck
+				leaderWriteHook = nil
+				r.Close()
+			})
+			<-reached
+			if _, err := r.Apply(fbfUpdate("k", 100, op(1, 3))); err != nil {
+				t.Fatal(err)
+			}
+			// The node stops now: what its disk holds, op 2's record not.
+			cfg.FS = mem.CrashClone(vfs.CrashOptions{})
+			r2, err := Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r2.Close()
+			for _, o := range r2.InDoubt() {
+				if _, err := r2.ResolveInDoubt(o, true); err != nil { // no other replica counted them
+					t.Fatal(err)
+				}
+			}
+			// The client's retry of op 2.
+			if m, err := r2.Apply(fbfUpdate("k", 10, op(1, 2))); err != nil || m.Dismissed {
+				t.Fatalf("retry of op 2: %+v %v, want applied (no record of op 2 survived)", m, err)
+			}
+			if v := value(t, r2, fbfTable.ID, "k", "c"); v != 111 {
+				t.Fatalf("value after the restart and op 2's retry: %d, want 111 (1 + 10 + 100)", v)
+			}
+			// Another unclean start does not take it back again.
+			cfg.FS = cfg.FS.(*vfs.MemFS).CrashClone(vfs.CrashOptions{})
+			r3, err := Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r3.Close()
+			for _, o := range r3.InDoubt() {
+				if _, err := r3.ResolveInDoubt(o, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if v := value(t, r3, fbfTable.ID, "k", "c"); v != 111 {
+				t.Fatalf("value after a second unclean restart: %d, want 111", v)
+			}
+		})
+	}
+}
+
+// TestInDoubtSurvivesAnotherUncleanStop: an update in doubt that was not
+// settled before the next unclean stop is still in doubt after it, even
+// when the node led later updates (of other cells) for longer than the
+// span that puts a stop's last updates in doubt. The span was measured
+// from the last update the log holds, of whichever run: the unsettled
+// update fell out of it and counted as kept, unsettled, while another
+// leader had counted its retry (seen in SIGKILL runs of bench overcount,
+// a node killed again while a replica of its cells in doubt was down).
+func TestInDoubtSurvivesAnotherUncleanStop(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	cfg := testConfig(dir)
+	cfg.Now = func() time.Time { return now }
+	span := 2 * 5 * time.Second // twice the default counter write timeout
+	r := mustOpen(t, cfg)
+	if err := r.CreateTable(fbfTable); err != nil {
+		t.Fatal(err)
+	}
+	at := func(u coltype.Update) coltype.Update { u.OpTime = now.UnixNano(); return u }
+	if _, err := r.Apply(at(fbfUpdate("a", 5, op(1, 1)))); err != nil {
+		t.Fatal(err)
+	}
+	unclean := func() {
+		t.Helper()
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// (A node closed with updates in doubt leaves no clean mark.)
+		if err := os.Remove(filepath.Join(dir, cleanShutdownFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		r = mustOpen(t, cfg)
+	}
+	unclean()
+	defer func() { r.Close() }()
+	if ops := r.InDoubt(); len(ops) != 1 {
+		t.Fatalf("%d updates in doubt after the first unclean stop, want 1", len(ops))
+	}
+	// Unsettled (a replica of its cell is down), while the node leads other
+	// cells past the span.
+	now = now.Add(span + time.Second)
+	if _, err := r.Apply(at(fbfUpdate("b", 1, op(1, 2)))); err != nil {
+		t.Fatal(err)
+	}
+	unclean()
+	ops := r.InDoubt()
+	var found bool
+	for _, o := range ops {
+		found = found || o.OpID == op(1, 1)
+	}
+	if !found {
+		t.Fatalf("after a second unclean stop, in doubt: %d updates, not the unsettled one of the first", len(ops))
 	}
 }

@@ -182,6 +182,7 @@ type Replica struct {
 	unclean  bool
 	openedAt time.Time
 	led      ledOps
+	ledNow   recentLed // the ops this run led (led holds those of the runs before)
 	reserved reservations
 	log      *commitlog.Log
 	logger   *slog.Logger
@@ -268,6 +269,9 @@ func Open(cfg Config) (*Replica, error) {
 	r.warnOrphanDirs(tables)
 
 	rs := &replayState{replayed: map[uint64]bool{}, skipped: map[uint64]uint64{}, schemaMissing: !found, legacy: legacy}
+	if r.unclean {
+		rs.trails = &shardTrails{id: r.counterIDs.past[0]}
+	}
 	r.log, err = commitlog.Open(cfg.CommitLog, func(pos commitlog.Position, rec commitlog.Record) error {
 		return r.replay(pos, rec, rs)
 	})
@@ -302,6 +306,11 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	if r.unclean {
 		r.led.afterUncleanReplay(2 * cfg.CounterWriteTimeout)
+		if err := r.takeBackUnlogged(rs.trails); err != nil {
+			r.log.Close()
+			closeTables(tables)
+			return nil, err
+		}
 	}
 	if n := r.led.pending.Load(); n > 0 {
 		r.logger.Warn("updates led before the unclean stop are in doubt until the other replicas answer; their cells are not served until then",
@@ -324,6 +333,7 @@ type replayState struct {
 	skipped       map[uint64]uint64 // records skipped per dropped table
 	schemaMissing bool              // the data directory had no schema file
 	legacy        bool              // the schema file is version 1: no dropped ids
+	trails        *shardTrails      // after an unclean stop: the old shard's records (unlogged.go)
 }
 
 // replay applies one commit log record during Open.
@@ -352,6 +362,9 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, rs *repla
 			if err := rp.Replayed(rec); err != nil {
 				return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
 			}
+		}
+		if _, ok := col.(coltype.Deduplicator); ok && rs.trails != nil {
+			rs.trails.note(rec)
 		}
 		if d, ok := col.(coltype.Deduplicator); ok && rec.HasOp && rec.Led && r.cfg.Now().Sub(time.Unix(0, rec.OpTime)) < d.Window() {
 			if err := r.led.remember(rec); err != nil {
@@ -680,6 +693,11 @@ func (r *Replica) Apply(u coltype.Update) (coltype.Mutation, error) {
 	t.modeMu.RUnlock()
 	if err != nil {
 		return coltype.Mutation{}, fmt.Errorf("replica: apply to %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+	}
+	if m.Log.Led && !m.Dismissed {
+		if d, ok := col.(coltype.Deduplicator); ok {
+			r.ledNow.add(u, d.Window(), r.cfg.Now().UnixNano())
+		}
 	}
 	if m.Dismissed {
 		// The retry is acknowledged only once the first attempt is on as
@@ -1059,7 +1077,14 @@ func (l leader) LocalShard(key row.Key, column string) (int64, int64, error) {
 	return clock, count, nil
 }
 
+// leaderWriteHook, set by tests only, runs before a column type's leader
+// write reaches the commit log.
+var leaderWriteHook func(m coltype.Mutation)
+
 func (l leader) Write(key row.Key, m coltype.Mutation, kind commitlog.PayloadKind) error {
+	if leaderWriteHook != nil {
+		leaderWriteHook(m)
+	}
 	return l.t.write(key, m, kind)
 }
 
