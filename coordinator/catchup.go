@@ -71,6 +71,7 @@ func (c *Coordinator) PeerUp(ctx context.Context, hostID string) {
 			if c.cfg.Cluster.IsUp(hostID) || c.cfg.Now().Sub(c.started) < catchUpDiscovery {
 				err := c.pullHints(ctx, hostID)
 				if err == nil {
+					c.stats.hintPulls.Add(1)
 					return
 				}
 				if errors.Is(err, transport.ErrNotSent) {
@@ -109,6 +110,12 @@ func (c *Coordinator) deduplicates(table uint64) bool {
 // as pending, even to a peer its failure detector does not hold up yet: a
 // restarted node hears from its peers only after a few gossip rounds.
 const catchUpDiscovery = 3 * time.Second
+
+// CatchingUp reports whether this node is pulling hints from a peer that
+// came up (or restarted), and meanwhile leads no deduplicated update: the
+// hints may hold op ids its filters lack, and another live replica leads
+// those updates instead.
+func (c *Coordinator) CatchingUp() bool { return c.catchingUp() }
 
 // catchingUp reports whether a hint pull is pending from a peer that is up
 // (a peer that is down delivers nothing; the updates behind its hints are

@@ -163,6 +163,9 @@ type Stats struct {
 	// unclean start, or a change in the live replicas); OpsLearned those
 	// another replica had seen, which this node then dismissed.
 	OpsAsked, OpsLearned uint64
+	// HintPulls counts the completed pulls of the hints a peer held for
+	// this node (PeerUp), after which it leads deduplicated updates again.
+	HintPulls uint64
 }
 
 // errLeaderInDoubt says a leader applied nothing and another may lead: its
@@ -210,6 +213,7 @@ type Coordinator struct {
 		retirements                             atomic.Uint64
 		inDoubtResolved, inDoubtDropped         atomic.Uint64
 		opsLearned, opsAsked                    atomic.Uint64
+		hintPulls                               atomic.Uint64
 	}
 }
 
@@ -254,6 +258,7 @@ func (c *Coordinator) Stats() Stats {
 		Retirements:     s.retirements.Load(),
 		InDoubtResolved: s.inDoubtResolved.Load(), InDoubtDropped: s.inDoubtDropped.Load(),
 		OpsLearned: s.opsLearned.Load(), OpsAsked: s.opsAsked.Load(),
+		HintPulls: s.hintPulls.Load(),
 	}
 }
 

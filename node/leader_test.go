@@ -205,10 +205,17 @@ func TestFBFRetryAfterLiveSetChangeMeetsFirstLeadersFilter(t *testing.T) {
 	}
 	first, second, third := order[0], order[1], order[2]
 	// A restart the first replica sees: a change in its live set.
+	pulls := c.node(first).Coordinator().Stats().HintPulls
 	c.stop(third)
 	c.seenDown(first, third)
 	c.start(third)
 	c.waitUp(3)
+	// Until it has pulled the restarted node's hints, the first replica
+	// leads no FBF update (another replica would lead the retry below).
+	c.waitFor("the first replica done pulling the restarted node's hints", func() bool {
+		co := c.node(first).Coordinator()
+		return co.Stats().HintPulls > pulls && !co.CatchingUp()
+	})
 	firstAddr := transport.Addr(c.cfgs[first-1].ListenAddress + ":7000")
 	secondAddr := transport.Addr(c.cfgs[second-1].ListenAddress + ":7000")
 	var block atomic.Bool
@@ -223,7 +230,10 @@ func TestFBFRetryAfterLiveSetChangeMeetsFirstLeadersFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.node(third).view.holdDown(c.node(first).HostID(), false)
-	// The retry, through the first replica itself, which leads it.
+	// The retry, through the first replica itself, which leads it (once
+	// no hint pull holds it back: one may start again as the restarted
+	// node's status settles).
+	c.waitFor("the first replica not pulling hints", func() bool { return !c.node(first).Coordinator().CatchingUp() })
 	if err := c.writeOp(first, "r", 5, 88); err != nil {
 		t.Fatal(err)
 	}
