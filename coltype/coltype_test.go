@@ -132,3 +132,29 @@ func TestUpdateMutation(t *testing.T) {
 		}
 	}
 }
+
+func TestColumnIDNamesCells(t *testing.T) {
+	id := coltype.ColumnID{Table: 7, Column: "c"}
+	composite := "\x01a\x00c"
+	for _, tc := range []struct {
+		name, wantName string
+		wantKey        string
+	}{
+		{"", "c", "k"},
+		{"c", "c", "k"},
+		{composite, composite, coltype.CellKey([]byte("k"), composite, "c")},
+	} {
+		if got := id.CellName(tc.name); got != tc.wantName {
+			t.Errorf("CellName(%q) = %q, want %q", tc.name, got, tc.wantName)
+		}
+		if got := id.CellKey([]byte("k"), tc.name); got != tc.wantKey {
+			t.Errorf("CellKey(k, %q) = %q, want %q", tc.name, got, tc.wantKey)
+		}
+		if got := id.CellRef([]byte("k"), tc.name); got.Table != 7 || string(got.Key) != "k" || got.Column != tc.wantName {
+			t.Errorf("CellRef(k, %q) = %+v", tc.name, got)
+		}
+	}
+	if id.CellKey([]byte("k"), composite) == id.CellKey([]byte("k"), "") {
+		t.Error("a row's cell and the partition's cell share a key")
+	}
+}

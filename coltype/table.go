@@ -225,6 +225,31 @@ type LeaderLog struct {
 // RowKey is the mutation's partition as the storage engine keys it.
 func (m Mutation) RowKey() row.Key { return row.Key{Token: ring.Token(m.Key), Partition: m.Key} }
 
+// ColumnID names one column of one table, and the cells of it that a design
+// keeping state per cell (handoff, borrow, reset) names: by partition key
+// and cell name, the column's own or, in a table with clustering columns, a
+// composite one (one cell per CQL row).
+type ColumnID struct {
+	Table  uint64
+	Column string
+}
+
+// CellName is a cell's name: the column's when name is empty.
+func (c ColumnID) CellName(name string) string {
+	if name == "" {
+		return c.Column
+	}
+	return name
+}
+
+// CellKey is the cell's CellKey.
+func (c ColumnID) CellKey(key []byte, name string) string { return CellKey(key, name, c.Column) }
+
+// CellRef references the cell.
+func (c ColumnID) CellRef(key []byte, name string) CellRef {
+	return CellRef{Table: c.Table, Key: key, Column: c.CellName(name)}
+}
+
 // CellKey names one cell of a column for a design's per-cell maps and
 // caches: the partition key alone when the cell is named by the column
 // (name is column, or empty), else the key's length (uvarint), the key

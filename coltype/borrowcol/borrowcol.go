@@ -142,7 +142,7 @@ func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev c
 	if p, ok := prev.(*Column); ok {
 		return p, nil
 	}
-	return &Column{env: env, self: borrow.ID(env.HostID()), table: d.ID, column: column}, nil
+	return &Column{env: env, self: borrow.ID(env.HostID()), id: coltype.ColumnID{Table: d.ID, Column: column}}, nil
 }
 
 // Column is one borrow column of a table on one replica. It keeps no
@@ -151,10 +151,9 @@ func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev c
 // under the cell's lock, changes it and writes it back.
 type Column struct {
 	Type
-	env    coltype.Env
-	self   borrow.ID // this replica's permanent id: its host id
-	table  uint64
-	column string
+	env  coltype.Env
+	self borrow.ID        // this replica's permanent id: its host id
+	id   coltype.ColumnID // the column's table and name, and its cells' names
 
 	dirtyMu sync.Mutex
 	dirty   map[string]coltype.CellRef
@@ -180,31 +179,10 @@ var (
 
 func rowKey(key []byte) row.Key { return row.Key{Token: ring.Token(key), Partition: key} }
 
-// A cell is named by its partition key and its cell name: the column's
-// name, or a composite one in a table with clustering columns (one cell
-// per CQL row). name defaults an empty name to the column's.
-func (col *Column) name(name string) string {
-	if name == "" {
-		return col.column
-	}
-	return name
-}
-
-// cellKey names a cell in the dirty set and the retired clients' memory:
-// its partition key, and for a composite name the key's length, the key
-// and the name.
-func (col *Column) cellKey(key []byte, name string) string {
-	return coltype.CellKey(key, name, col.column)
-}
-
-func (col *Column) ref(key []byte, name string) coltype.CellRef {
-	return coltype.CellRef{Table: col.table, Key: key, Column: col.name(name)}
-}
-
 // load reads this replica's state of a cell and its encoding (nil: none).
 // The cell's lock is held.
 func (col *Column) load(l coltype.Leader, key []byte, name string) (*borrow.State, []byte, error) {
-	c, found, err := l.Cell(rowKey(key), col.name(name))
+	c, found, err := l.Cell(rowKey(key), col.id.CellName(name))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -266,12 +244,12 @@ func (col *Column) commit(l coltype.Leader, key []byte, name string, s *borrow.S
 	}
 	col.noteRetired(l.Now(), key, name, s)
 	if !bytes.Equal(enc, prev) {
-		m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.name(name), Value: enc, Timestamp: l.Now().UnixMicro()}}
+		m := coltype.Mutation{Table: col.id.Table, Key: key, Cell: row.Cell{Column: col.id.CellName(name), Value: enc, Timestamp: l.Now().UnixMicro()}}
 		if err := l.Write(rowKey(key), m, commitlog.PayloadShard); err != nil {
 			return nil, err
 		}
 		if dirty {
-			col.MarkDirty(col.ref(key, name))
+			col.MarkDirty(col.id.CellRef(key, name))
 		}
 	}
 	if fsync {
@@ -360,7 +338,7 @@ func (col *Column) Observe(l coltype.Leader, m coltype.Mutation) error {
 	if !concerns(me, in) {
 		return nil
 	}
-	unlock := l.Lock(m.RowKey(), col.name(m.Cell.Column))
+	unlock := l.Lock(m.RowKey(), col.id.CellName(m.Cell.Column))
 	defer unlock()
 	s, prev, err := col.load(l, m.Key, m.Cell.Column)
 	if err != nil {
@@ -413,7 +391,7 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, name string,
 	if err != nil {
 		return nil, err
 	}
-	unlock := l.Lock(rowKey(key), col.name(name))
+	unlock := l.Lock(rowKey(key), col.id.CellName(name))
 	defer unlock()
 	s, prev, err := col.load(l, key, name)
 	if err != nil {
@@ -504,7 +482,7 @@ func (col *Column) noteRetired(now time.Time, key []byte, name string, s *borrow
 		col.retired = map[retiredKey]time.Time{}
 	}
 	for _, id := range ids {
-		col.retired[retiredKey{col.cellKey(key, name), id}] = now
+		col.retired[retiredKey{col.id.CellKey(key, name), id}] = now
 	}
 	if now.Sub(col.retiredPrune) >= RetiredRetention/10 {
 		col.retiredPrune = now
@@ -521,7 +499,7 @@ func (col *Column) noteRetired(now time.Time, key []byte, name string, s *borrow
 func (col *Column) retiredRecently(now time.Time, key []byte, name string, client borrow.ID) bool {
 	col.retiredMu.Lock()
 	defer col.retiredMu.Unlock()
-	t, ok := col.retired[retiredKey{col.cellKey(key, name), client}]
+	t, ok := col.retired[retiredKey{col.id.CellKey(key, name), client}]
 	return ok && now.Sub(t) <= RetiredRetention
 }
 
@@ -532,7 +510,7 @@ func (col *Column) MarkDirty(c coltype.CellRef) {
 	if col.dirty == nil {
 		col.dirty = map[string]coltype.CellRef{}
 	}
-	col.dirty[col.cellKey(c.Key, c.Column)] = col.ref(c.Key, c.Column)
+	col.dirty[col.id.CellKey(c.Key, c.Column)] = col.id.CellRef(c.Key, c.Column)
 }
 
 // TakeDirty implements coltype.AntiEntropy: the cells changed outside the
@@ -551,7 +529,7 @@ func (col *Column) TakeDirty() []coltype.CellRef {
 // View implements coltype.AntiEntropy: this replica's full state (a
 // KindState payload, the same for every peer), after settling it.
 func (col *Column) View(l coltype.Leader, key []byte, name string, _ counters.ID) ([]byte, error) {
-	unlock := l.Lock(rowKey(key), col.name(name))
+	unlock := l.Lock(rowKey(key), col.id.CellName(name))
 	defer unlock()
 	s, prev, err := col.load(l, key, name)
 	if err != nil {

@@ -174,7 +174,7 @@ func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev c
 			retention = r
 		}
 	}
-	return &Column{env: env, self: handoff.ID(env.HostID()), table: d.ID, column: column, retention: retention,
+	return &Column{env: env, self: handoff.ID(env.HostID()), id: coltype.ColumnID{Table: d.ID, Column: column}, retention: retention,
 		cells: cellcache.Of(env), ns: cellcache.NewNamespace()}, nil
 }
 
@@ -271,9 +271,8 @@ func (Type) Value(c row.Cell) (int64, error) {
 type Column struct {
 	Type
 	env       coltype.Env
-	self      handoff.ID // this replica's tier-0 id: its host id
-	table     uint64
-	column    string
+	self      handoff.ID       // this replica's tier-0 id: its host id
+	id        coltype.ColumnID // the column's table and name, and its cells' names
 	retention time.Duration
 
 	// cells are this replica's states of the column's cells in the
@@ -335,40 +334,18 @@ func (c *cell) message(state *handoff.Counter, notices map[handoff.ID]*handoff.H
 	return m
 }
 
-// A cell is named by its partition key and its cell name: the column's
-// name, or a composite one in a table with clustering columns (one cell
-// per CQL row, row.AppendComponent). name defaults an empty name to the
-// column's.
-func (col *Column) name(name string) string {
-	if name == "" {
-		return col.column
-	}
-	return name
-}
-
-// cellKey names a cell in the cell cache and the dirty and notice sets:
-// its partition key, and for a composite name the key's length, the key
-// and the name.
-func (col *Column) cellKey(key []byte, name string) string {
-	return coltype.CellKey(key, name, col.column)
-}
-
-func (col *Column) ref(key []byte, name string) coltype.CellRef {
-	return coltype.CellRef{Table: col.table, Key: key, Column: col.name(name)}
-}
-
 // trackNotices records whether a cell holds notices (for the sweep).
 func (col *Column) trackNotices(key []byte, name string, holds bool) {
 	col.noticeMu.Lock()
 	defer col.noticeMu.Unlock()
 	if !holds {
-		delete(col.noticeCells, col.cellKey(key, name))
+		delete(col.noticeCells, col.id.CellKey(key, name))
 		return
 	}
 	if col.noticeCells == nil {
 		col.noticeCells = map[string]coltype.CellRef{}
 	}
-	col.noticeCells[col.cellKey(key, name)] = col.ref(key, name)
+	col.noticeCells[col.id.CellKey(key, name)] = col.id.CellRef(key, name)
 }
 
 // MarkDirty implements coltype.AntiEntropy: the cell is synchronised again
@@ -378,7 +355,7 @@ func (col *Column) MarkDirty(c coltype.CellRef) {
 	if col.dirty == nil {
 		col.dirty = map[string]coltype.CellRef{}
 	}
-	col.dirty[col.cellKey(c.Key, c.Column)] = col.ref(c.Key, c.Column)
+	col.dirty[col.id.CellKey(c.Key, c.Column)] = col.id.CellRef(c.Key, c.Column)
 	col.dirtyMu.Unlock()
 }
 
@@ -411,7 +388,7 @@ const CellBytesBase = 72
 // drops the decoded state, records the cell's size, unlocks c.mu and
 // unpins the cell.
 func (col *Column) lock(l coltype.Leader, key []byte, name string) (c *cell, unlock func(), err error) {
-	h, _ := col.cells.Acquire(col.ns, col.cellKey(key, name), func() any { return &cell{} })
+	h, _ := col.cells.Acquire(col.ns, col.id.CellKey(key, name), func() any { return &cell{} })
 	c = h.Value().(*cell)
 	c.mu.Lock()
 	unlock = func() {
@@ -445,7 +422,7 @@ func (col *Column) load(l coltype.Leader, key []byte, name string, c *cell) (err
 	c.state = handoff.NewCounter(col.self, 0)
 	c.notices = map[handoff.ID]*handoff.HeldNotice{}
 	c.version = 0
-	stored, found, err := l.Cell(row.Key{Token: ring.Token(key), Partition: key}, col.name(name))
+	stored, found, err := l.Cell(row.Key{Token: ring.Token(key), Partition: key}, col.id.CellName(name))
 	if err != nil {
 		return err
 	}
@@ -620,7 +597,7 @@ func (col *Column) commit(l coltype.Leader, key []byte, name string, c *cell, ne
 		return expired, nil
 	}
 	version := c.version + 1
-	m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.name(name), Value: EncodeCell(version, enc), Timestamp: col.env.Now().UnixMicro()}}
+	m := coltype.Mutation{Table: col.id.Table, Key: key, Cell: row.Cell{Column: col.id.CellName(name), Value: EncodeCell(version, enc), Timestamp: col.env.Now().UnixMicro()}}
 	if err := l.Write(row.Key{Token: ring.Token(key), Partition: key}, m, commitlog.PayloadShard); err != nil {
 		return nil, err
 	}
@@ -628,7 +605,7 @@ func (col *Column) commit(l coltype.Leader, key []byte, name string, c *cell, ne
 	col.writes.Add(1)
 	col.collected.Add(collected)
 	col.trackNotices(key, name, len(notices) > 0)
-	col.MarkDirty(col.ref(key, name))
+	col.MarkDirty(col.id.CellRef(key, name))
 	return expired, nil
 }
 

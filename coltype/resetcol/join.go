@@ -75,7 +75,7 @@ func (col *Column) PrepareJoin(l coltype.Leader, key []byte, name string, joiner
 	if err := col.write(l, key, name, c, 0); err != nil {
 		return fmt.Errorf("%s: prepare join: %w", TypeName, err)
 	}
-	col.MarkDirty(col.ref(key, name))
+	col.MarkDirty(col.id.CellRef(key, name))
 	return nil
 }
 
@@ -106,7 +106,7 @@ func (col *Column) SnapshotFor(l coltype.Leader, key []byte, name string, joiner
 		if err := col.write(l, key, name, c, 0); err != nil {
 			return row.Cell{}, false, fmt.Errorf("%s: snapshot: %w", TypeName, err)
 		}
-		col.MarkDirty(col.ref(key, name))
+		col.MarkDirty(col.id.CellRef(key, name))
 	}
 	snap := &Blob{State: b.State.CloneAs(j), Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}, Recent: slices.Clone(b.Recent)}
 	for k, in := range b.In {
@@ -119,7 +119,7 @@ func (col *Column) SnapshotFor(l coltype.Leader, key []byte, name string, joiner
 	if err != nil {
 		return row.Cell{}, false, err
 	}
-	return row.Cell{Column: col.name(name), Value: enc, Timestamp: col.env.Now().UnixMicro()}, true, nil
+	return row.Cell{Column: col.id.CellName(name), Value: enc, Timestamp: col.env.Now().UnixMicro()}, true, nil
 }
 
 // adopt takes a snapshot made for this replica (SnapshotFor) as its cell:
@@ -129,7 +129,7 @@ func (col *Column) SnapshotFor(l coltype.Leader, key []byte, name string, joiner
 // replica's cell already covers (streamed again) changes nothing.
 func (col *Column) adopt(l coltype.Leader, key []byte, name string, snap *Blob) error {
 	if snap.State.Kind() != col.newState().Kind() {
-		return fmt.Errorf("%w: column %s: the snapshot's kind is not the column's", ErrCorrupt, col.column)
+		return fmt.Errorf("%w: column %s: the snapshot's kind is not the column's", ErrCorrupt, col.id.Column)
 	}
 	c, unlock, err := col.lock(l, key, name)
 	if err != nil {
@@ -158,7 +158,7 @@ func (col *Column) adopt(l coltype.Leader, key []byte, name string, snap *Blob) 
 	case covered:
 		return nil
 	case ahead:
-		return fmt.Errorf("%w: column %s: this replica delivered ops the snapshot lacks (or generated some)", ErrAdopt, col.column)
+		return fmt.Errorf("%w: column %s: this replica delivered ops the snapshot lacks (or generated some)", ErrAdopt, col.id.Column)
 	}
 	c.b.State = snap.State
 	for k, in := range snap.In {

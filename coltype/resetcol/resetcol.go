@@ -104,7 +104,7 @@ func configure(env coltype.Env, d coltype.TableDef, column string, isMap bool) (
 		}
 		window = w
 	}
-	return &Column{env: env, self: reset.ID(env.HostID()), table: d.ID, column: column, window: window, isMap: isMap,
+	return &Column{env: env, self: reset.ID(env.HostID()), id: coltype.ColumnID{Table: d.ID, Column: column}, window: window, isMap: isMap,
 		cells: cellcache.Of(env), ns: cellcache.NewNamespace()}, nil
 }
 
@@ -255,8 +255,7 @@ type Column struct {
 	Type
 	env    coltype.Env
 	self   reset.ID
-	table  uint64
-	column string
+	id     coltype.ColumnID // the column's table and name, and its cells' names
 	window time.Duration
 	isMap  bool // a *MapColumn's: the cells hold maps of counters
 
@@ -301,7 +300,7 @@ func (col *Column) newState() *reset.State {
 // the key checks a write needs).
 func (col *Column) checkElement(e string) error {
 	if e != "" && !col.isMap {
-		return fmt.Errorf("%s: column %s is not a map, it has no key %q", TypeName, col.column, e)
+		return fmt.Errorf("%s: column %s is not a map, it has no key %q", TypeName, col.id.Column, e)
 	}
 	return nil
 }
@@ -322,27 +321,6 @@ type cell struct {
 	size   int // bytes of the stored blob
 }
 
-// A cell is named by its partition key and its cell name: the column's
-// name, or a composite one in a table with clustering columns (one cell
-// per CQL row). name defaults an empty name to the column's.
-func (col *Column) name(name string) string {
-	if name == "" {
-		return col.column
-	}
-	return name
-}
-
-// cellKey names a cell in the cell cache and the dirty and pending sets:
-// its partition key, and for a composite name the key's length, the key
-// and the name.
-func (col *Column) cellKey(key []byte, name string) string {
-	return coltype.CellKey(key, name, col.column)
-}
-
-func (col *Column) ref(key []byte, name string) coltype.CellRef {
-	return coltype.CellRef{Table: col.table, Key: key, Column: col.name(name)}
-}
-
 // cellBytes estimates the bytes of a cell's blob in memory besides the
 // cache's overhead: the decoded state's maps, outboxes and inboxes (about
 // 1.1 KiB for a cell of one entry, live heap measured by the replica's
@@ -353,7 +331,7 @@ func cellBytes(c *cell) int64 { return 768 + int64(4*c.size) }
 // caller calls unlock, which records the cell's size, unlocks c.mu and
 // unpins the cell.
 func (col *Column) lock(l coltype.Leader, key []byte, name string) (c *cell, unlock func(), err error) {
-	h, _ := col.cells.Acquire(col.ns, col.cellKey(key, name), func() any { return &cell{} })
+	h, _ := col.cells.Acquire(col.ns, col.id.CellKey(key, name), func() any { return &cell{} })
 	c = h.Value().(*cell)
 	c.mu.Lock()
 	unlock = func() {
@@ -377,7 +355,7 @@ func (col *Column) lock(l coltype.Leader, key []byte, name string) (c *cell, unl
 // held.
 func (col *Column) load(l coltype.Leader, key []byte, name string, c *cell) error {
 	b := &Blob{State: col.newState(), Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}}
-	stored, found, err := l.Cell(row.Key{Token: ring.Token(key), Partition: key}, col.name(name))
+	stored, found, err := l.Cell(row.Key{Token: ring.Token(key), Partition: key}, col.id.CellName(name))
 	if err != nil {
 		return err
 	}
@@ -391,7 +369,7 @@ func (col *Column) load(l coltype.Leader, key []byte, name string, c *cell) erro
 			return fmt.Errorf("resetcol: the stored cell belongs to replica %s, not %s", sb.State.Self(), col.self)
 		}
 		if sb.State.Kind() != col.newState().Kind() {
-			return fmt.Errorf("%w: column %s: the stored cell's kind is not the column's", ErrCorrupt, col.column)
+			return fmt.Errorf("%w: column %s: the stored cell's kind is not the column's", ErrCorrupt, col.id.Column)
 		}
 		b, c.size = sb, len(stored.Value)
 	}
@@ -406,13 +384,13 @@ func (col *Column) track(key []byte, name string, b *Blob) {
 	defer col.dirtyMu.Unlock()
 	n := b.Pending()
 	if n == 0 {
-		delete(col.pending, col.cellKey(key, name))
+		delete(col.pending, col.id.CellKey(key, name))
 		return
 	}
 	if col.pending == nil {
 		col.pending = map[string]pendingCell{}
 	}
-	col.pending[col.cellKey(key, name)] = pendingCell{col.ref(key, name), n}
+	col.pending[col.id.CellKey(key, name)] = pendingCell{col.id.CellRef(key, name), n}
 }
 
 // write stores the cell's blob with a new version. On error the cell is
@@ -425,7 +403,7 @@ func (col *Column) write(l coltype.Leader, key []byte, name string, c *cell, ts 
 		if ts == 0 {
 			ts = col.env.Now().UnixMicro()
 		}
-		m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.name(name), Value: enc, Timestamp: ts}}
+		m := coltype.Mutation{Table: col.id.Table, Key: key, Cell: row.Cell{Column: col.id.CellName(name), Value: enc, Timestamp: ts}}
 		err = l.Write(row.Key{Token: ring.Token(key), Partition: key}, m, commitlog.PayloadShard)
 	}
 	if err != nil {
@@ -450,7 +428,7 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 	}
 	if u.Delta == 0 {
 		// c = c + 0 changes nothing: an op addressed to nobody.
-		return coltype.Mutation{Table: col.table, Key: u.Key, Cell: row.Cell{Column: col.name(u.Column), Value: EncodeOp(col.self, nil, nil), Timestamp: u.Timestamp}}, nil
+		return coltype.Mutation{Table: col.id.Table, Key: u.Key, Cell: row.Cell{Column: col.id.CellName(u.Column), Value: EncodeOp(col.self, nil, nil), Timestamp: u.Timestamp}}, nil
 	}
 	c, unlock, err := col.lock(l, u.Key, u.Column)
 	if err != nil {
@@ -466,7 +444,7 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 			// which the coordinator re-sends to the other replicas
 			// (ApplyReplicated takes their ops from it).
 			col.dismissed.Add(1)
-			return coltype.Mutation{Table: col.table, Key: u.Key, Cell: row.Cell{Column: col.name(u.Column)}, HasOp: true, OpID: u.OpID, OpTime: u.OpTime, Dismissed: true}, nil
+			return coltype.Mutation{Table: col.id.Table, Key: u.Key, Cell: row.Cell{Column: col.id.CellName(u.Column)}, HasOp: true, OpID: u.OpID, OpTime: u.OpTime, Dismissed: true}, nil
 		}
 		rec = &OpRecord{ID: u.OpID, Time: u.OpTime}
 		if rec.Time <= 0 {
@@ -574,9 +552,9 @@ func (col *Column) emit(l coltype.Leader, key []byte, name string, c *cell, op r
 	// puts its cell in the next round, and Sweep keeps a cell whose
 	// outboxes hold ops in every round after. A cell with nothing pending
 	// needs no round (its peers' rounds carry their ops and its acks).
-	col.MarkDirty(col.ref(key, name))
+	col.MarkDirty(col.id.CellRef(key, name))
 	col.generated.Add(1)
-	m := coltype.Mutation{Table: col.table, Key: key, Cell: row.Cell{Column: col.name(name), Value: EncodeOp(col.self, payload, seqs), Timestamp: ts}}
+	m := coltype.Mutation{Table: col.id.Table, Key: key, Cell: row.Cell{Column: col.id.CellName(name), Value: EncodeOp(col.self, payload, seqs), Timestamp: ts}}
 	if rec != nil {
 		m.HasOp, m.OpID, m.OpTime = true, rec.ID, rec.Time
 	}
@@ -805,7 +783,7 @@ func (col *Column) MarkDirty(c coltype.CellRef) {
 	if col.dirty == nil {
 		col.dirty = map[string]coltype.CellRef{}
 	}
-	col.dirty[col.cellKey(c.Key, c.Column)] = col.ref(c.Key, c.Column)
+	col.dirty[col.id.CellKey(c.Key, c.Column)] = col.id.CellRef(c.Key, c.Column)
 	col.dirtyMu.Unlock()
 }
 
@@ -844,7 +822,7 @@ func (col *Column) Replayed(rec commitlog.Record) error {
 		return err
 	}
 	if b.Pending() > 0 {
-		col.MarkDirty(col.ref(bytes.Clone(rec.Key), rec.Column))
+		col.MarkDirty(col.id.CellRef(bytes.Clone(rec.Key), rec.Column))
 	}
 	return nil
 }
