@@ -7,6 +7,33 @@ import (
 	"github.com/idemkv/idemkv/cql/frame"
 )
 
+// benchConn starts a server over the fake executor, connects to it and
+// completes the handshake; it returns the connection, a reader of its
+// answers and an encoded QUERY frame. Everything closes with b.
+func benchConn(b *testing.B) (net.Conn, *frame.Reader, []byte) {
+	b.Helper()
+	s, err := Listen(ServerConfig{Addr: "127.0.0.1:0", Executor: newFakeExecutor()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	nc, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { nc.Close() })
+	r := frame.NewReader(nc, 0)
+	startup, _ := frame.AppendFrame(nil, &frame.Frame{Version: 4, Stream: 1, Message: &frame.Startup{Options: map[string]string{"CQL_VERSION": "3.0.0"}}})
+	if _, err := nc.Write(startup); err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := r.Read(); err != nil {
+		b.Fatal(err)
+	}
+	req, _ := frame.AppendFrame(nil, &frame.Frame{Version: 4, Stream: 7, Message: query("echo")})
+	return nc, r, req
+}
+
 // BenchmarkServerPipelined measures the protocol layer end to end over
 // loopback TCP: on one connection, a client writes QUERY requests in groups
 // of 16 frames per write while another goroutine reads the answers (TCP
@@ -14,23 +41,7 @@ import (
 // at once with a one-row result. One op is one request answered.
 // Allocations count both sides.
 func BenchmarkServerPipelined(b *testing.B) {
-	s, err := Listen(ServerConfig{Addr: "127.0.0.1:0", Executor: newFakeExecutor()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	nc, err := net.Dial("tcp", s.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	r := frame.NewReader(nc, 0)
-	startup, _ := frame.AppendFrame(nil, &frame.Frame{Version: 4, Stream: 1, Message: &frame.Startup{Options: map[string]string{"CQL_VERSION": "3.0.0"}}})
-	nc.Write(startup)
-	if _, _, err := r.Read(); err != nil {
-		b.Fatal(err)
-	}
-	req, _ := frame.AppendFrame(nil, &frame.Frame{Version: 4, Stream: 7, Message: query("echo")})
+	nc, r, req := benchConn(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	done := make(chan error, 1)
@@ -67,23 +78,7 @@ func BenchmarkServerPipelined(b *testing.B) {
 // runs only while answers are queued, is started for each one). One op is
 // one round trip.
 func BenchmarkServerRequestResponse(b *testing.B) {
-	s, err := Listen(ServerConfig{Addr: "127.0.0.1:0", Executor: newFakeExecutor()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	nc, err := net.Dial("tcp", s.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	r := frame.NewReader(nc, 0)
-	startup, _ := frame.AppendFrame(nil, &frame.Frame{Version: 4, Stream: 1, Message: &frame.Startup{Options: map[string]string{"CQL_VERSION": "3.0.0"}}})
-	nc.Write(startup)
-	if _, _, err := r.Read(); err != nil {
-		b.Fatal(err)
-	}
-	req, _ := frame.AppendFrame(nil, &frame.Frame{Version: 4, Stream: 7, Message: query("echo")})
+	nc, r, req := benchConn(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {

@@ -41,31 +41,29 @@ func TestRunsEveryTaskAndReusesGoroutines(t *testing.T) {
 func TestBurstKeepsAtMostMaxIdle(t *testing.T) {
 	p := New(4)
 	defer p.Close()
-	release := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		p.Go(func() { defer wg.Done(); <-release }) // all running at once
-	}
+	runAtOnce(p, 32)
 	if p.Started() != 32 {
 		t.Errorf("started %d goroutines for 32 concurrent tasks, want 32", p.Started())
 	}
-	close(release)
-	wg.Wait()
 	waitIdle(t, p, 4) // not 32: the others ended after their task
+}
+
+// runAtOnce runs n tasks on p that all wait until every one has started
+// (n goroutines at once), and returns when they have finished.
+func runAtOnce(p *Pool, n int) {
+	var started, done sync.WaitGroup
+	started.Add(n)
+	done.Add(n)
+	for range n {
+		p.Go(func() { defer done.Done(); started.Done(); started.Wait() })
+	}
+	done.Wait()
 }
 
 func TestCloseEndsWaitingGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	p := New(8)
-	var wg sync.WaitGroup
-	release := make(chan struct{})
-	for range 8 {
-		wg.Add(1)
-		p.Go(func() { defer wg.Done(); <-release })
-	}
-	close(release)
-	wg.Wait()
+	runAtOnce(p, 8)
 	waitIdle(t, p, 8)
 	p.Close()
 	waitIdle(t, p, 0)
@@ -116,14 +114,7 @@ func BenchmarkGo(b *testing.B) {
 func TestTrimEndsWaitingGoroutines(t *testing.T) {
 	p := New(8)
 	defer p.Close()
-	var wg sync.WaitGroup
-	release := make(chan struct{})
-	for range 8 {
-		wg.Add(1)
-		p.Go(func() { defer wg.Done(); <-release })
-	}
-	close(release)
-	wg.Wait()
+	runAtOnce(p, 8)
 	waitIdle(t, p, 8)
 	for deadline := time.Now().Add(10 * time.Second); p.Idle() != 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
