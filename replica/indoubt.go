@@ -458,7 +458,6 @@ func (r *Replica) expireLedOps(window time.Duration) {
 // op's).
 type recentLed struct {
 	mu      sync.Mutex
-	seed    maphash.Seed
 	buckets []ledBucket
 }
 
@@ -475,21 +474,21 @@ func (b *ledBucket) expired(now int64) bool { return b.last < now-b.window }
 // recentLedSpan is the time one bucket of recentLed covers.
 const recentLedSpan = time.Second
 
-func (rl *recentLed) hash(table uint64, column string, key []byte, op [16]byte) uint64 {
-	x := maphash.Bytes(rl.seed, key)
-	x = mixLed(x ^ maphash.String(rl.seed, column))
-	x = mixLed(x ^ table)
-	x = mixLed(x ^ binary.BigEndian.Uint64(op[:8]))
-	return mixLed(x ^ binary.BigEndian.Uint64(op[8:]))
-}
+// ledSeed seeds the hashes of recentLed, which live in this process only.
+var ledSeed = maphash.MakeSeed()
 
-// mixLed is a 64-bit finalizer (splitmix64's).
-func mixLed(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
+// ledHash names an op on one cell: table, column (or cell name), partition
+// key and op id, the variable-length ones length-prefixed.
+func ledHash(table uint64, column string, key []byte, op [16]byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(ledSeed)
+	var b [binary.MaxVarintLen64 + 8]byte
+	h.Write(binary.BigEndian.AppendUint64(b[:0], table))
+	h.Write(binary.AppendUvarint(b[:0], uint64(len(column))))
+	h.WriteString(column)
+	h.Write(key)
+	h.Write(op[:])
+	return h.Sum64()
 }
 
 // add records an update with an op id this run led.
@@ -497,12 +496,9 @@ func (rl *recentLed) add(u coltype.Update, window time.Duration, now int64) {
 	if !u.HasOp {
 		return
 	}
+	h := ledHash(u.Table, u.Column, u.Key, u.OpID) // before the lock: the leader path waits on it
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	if rl.buckets == nil {
-		rl.seed = maphash.MakeSeed()
-	}
-	h := rl.hash(u.Table, u.Column, u.Key, u.OpID)
 	n := len(rl.buckets)
 	if n == 0 || now-rl.buckets[n-1].start >= recentLedSpan.Nanoseconds() {
 		if n > 0 {
@@ -522,12 +518,9 @@ func (rl *recentLed) add(u coltype.Update, window time.Duration, now int64) {
 
 // find reports whether this run led an op within the window.
 func (rl *recentLed) find(table uint64, column string, key []byte, op [16]byte, now int64) bool {
+	h := ledHash(table, column, key, op)
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	if len(rl.buckets) == 0 {
-		return false
-	}
-	h := rl.hash(table, column, key, op)
 	for i := len(rl.buckets) - 1; i >= 0; i-- {
 		b := &rl.buckets[i]
 		if b.expired(now) {
