@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"runtime/pprof"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -156,20 +155,3 @@ func WriteBreakdown(w io.Writer, results []RingResult) error {
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-
-// unknown lists the components of b not in Components, sorted (none unless
-// componentOf and Components disagree).
-func (b Breakdown) unknown() []string {
-	known := map[string]bool{}
-	for _, c := range Components {
-		known[c] = true
-	}
-	var out []string
-	for c := range b {
-		if !known[c] {
-			out = append(out, c)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
