@@ -92,20 +92,15 @@ type OpAnswer struct {
 //
 // Otherwise the update is kept.
 func Decide(self InDoubtOp, answers []OpAnswer) (keep bool, reason string) {
+	if drop, reason := DecideEarly(self, answers); drop {
+		return false, reason
+	}
 	type counted struct {
 		id    counters.ID
 		clock int64
 	}
 	leaders := []counted{{self.CounterID, self.Clock}}
 	for _, a := range answers {
-		switch a.Status {
-		case OpKept:
-			return false, fmt.Sprintf("leader %s counts it", a.CounterID)
-		case OpPending:
-			if a.CounterID.Compare(self.CounterID) < 0 {
-				return false, fmt.Sprintf("leader %s holds it in doubt too and has the lower id", a.CounterID)
-			}
-		}
 		if a.Status != OpNotLed {
 			leaders = append(leaders, counted{a.CounterID, a.Clock})
 		}
@@ -130,4 +125,29 @@ func Decide(self InDoubtOp, answers []OpAnswer) (keep bool, reason string) {
 		}
 	}
 	return true, "no other leader counted it"
+}
+
+// DecideEarly applies the rules of Decide that one answer settles alone,
+// whatever the replicas that have not answered would say: another leader
+// counts the op (rule 1), or holds it in doubt too with the lower counter
+// id (rule 2, which that leader, asking in turn, resolves the other way).
+// It reports drop true when one of them takes the update back. A leader
+// that cannot reach every natural replica of a cell settles such updates
+// at once instead of waiting, so that the evidence (the other leader's
+// record of the ops it led, its filter) is read while it lasts: it is
+// kept for one filter window. Keeping an update, and rule 3, need every
+// answer: an unanswered replica may be the leader whose shard explains
+// the op id a replica holds, or one that counted the op.
+func DecideEarly(self InDoubtOp, answers []OpAnswer) (drop bool, reason string) {
+	for _, a := range answers {
+		switch a.Status {
+		case OpKept:
+			return true, fmt.Sprintf("leader %s counts it", a.CounterID)
+		case OpPending:
+			if a.CounterID.Compare(self.CounterID) < 0 {
+				return true, fmt.Sprintf("leader %s holds it in doubt too and has the lower id", a.CounterID)
+			}
+		}
+	}
+	return false, ""
 }

@@ -138,7 +138,20 @@ func FuzzDecode(f *testing.F) {
 	f.Add(EncodeResult(&WriteFailureError{CL: One, BlockFor: 1, Failures: 1, FailedReplicas: []string{"h"}, WriteType: WriteTypeSimple}))
 	f.Add(EncodeReadResult(row.Row{Cells: []row.Cell{{Column: "c"}}}, true, nil))
 	f.Add(encodeOpAnswer(coltype.OpAnswer{Seen: true, Status: coltype.OpPending, Clock: 3, Found: true, Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
+	op := coltype.InDoubtOp{Table: 7, Key: []byte("k"), Column: "c", OpID: [16]byte{1, 2}}
+	f.Add(encodeOpStatusRequest(op))
+	f.Add(encodeOpPeekRequest(op))
+	f.Add(encodeOpSettleRequest(op))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if op, mode, err := decodeOpStatusRequest(b); err == nil {
+			again := encodeOpStatusRequest(op)
+			if mode != opAsk || len(again) < len(b) {
+				again = append(again, mode)
+			}
+			if string(again) != string(b) {
+				t.Fatalf("op status request %x (mode %d) re-encodes as %x", b, mode, again)
+			}
+		}
 		if cl, u, err := DecodeWriteRequest(b); err == nil {
 			if again := EncodeWriteRequest(cl, u); string(again) != string(b) {
 				t.Fatalf("write request %x re-encodes as %x", b, again)

@@ -183,6 +183,8 @@ type Coordinator struct {
 	randMu sync.Mutex
 	// resolverStart is when this node began resolving its updates in doubt.
 	resolverStart atomic.Value // time.Time
+	// unsent are updates in doubt settled before the rest of their cell's.
+	unsent settledUnsent
 	// catchUp holds the peers whose hints for this node are being pulled.
 	catchUpMu sync.Mutex
 	catchUp   map[string]bool

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,14 +11,17 @@ import (
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
 )
 
 // TypeOpStatus asks a replica what it knows of an op on one cell, for a
 // leader resolving an update it holds in doubt since an unclean restart
 // (see coltype.Decide). Request: table (uint64), key, column (length-
-// prefixed), op id (16 bytes), then optionally a peek flag (uint8; 1: do
-// not reserve the op for the asker, see learnOp). Answer: seen (bool),
+// prefixed), op id (16 bytes), then optionally a mode (uint8; 0 or absent:
+// reserve the op for the asker; 1, peek: do not, see learnOp; 2, settle:
+// reserve it and keep the evidence the answer shows until the asker's
+// decision arrives, replica.OpSettle). Answer: seen (bool),
 // status (uint8), counter id (16 bytes), clock (int64), found (bool), then
 // the cell when found.
 const TypeOpStatus transport.Type = 21
@@ -40,27 +44,27 @@ type inDoubtStore interface {
 
 // ResolveInDoubt tries once to settle every update the local replica
 // holds in doubt, one cell at a time: it asks every other natural replica
-// of the cell what it knows of each op, decides each with coltype.Decide,
-// settles them all, and only then sends the cell (once per op id, so that
-// every filter learns every op) to the other replicas. A cell's updates are
-// settled together because the cell carries all of them: sending it after
-// settling one would show the others to the replicas before they are
-// asked. A cell some natural replica of which is down or does not answer
-// stays in doubt. It returns how many updates remain.
+// of the cell it can reach what it knows of each op, decides each with
+// coltype.Decide, and once every update of the cell is settled sends the
+// cell (once per op id, so that every filter learns every op) to the other
+// replicas. A cell's updates are sent together because the cell carries
+// all of them: sending it after settling one would show the others to the
+// replicas before they are asked. An update can be taken back before
+// every natural replica has answered, when one answer settles it
+// (coltype.DecideEarly: another leader counts the op); keeping one needs
+// every answer, so a cell some natural replica of which is down or does
+// not answer stays in doubt until it does. It returns how many updates
+// remain.
 func (c *Coordinator) ResolveInDoubt(ctx context.Context) int {
 	st, ok := c.cfg.Store.(inDoubtStore)
 	if !ok {
 		return 0
 	}
 	c.resolverStart.CompareAndSwap(nil, c.cfg.Now())
-	type cellKey struct {
-		table uint64
-		key   string
-	}
-	cells := map[cellKey][]coltype.InDoubtOp{}
-	var order []cellKey
+	cells := map[inDoubtCell][]coltype.InDoubtOp{}
+	var order []inDoubtCell
 	for _, op := range st.InDoubt() {
-		k := cellKey{op.Table, string(op.Key)}
+		k := inDoubtCell{op.Table, string(op.Key)}
 		if _, ok := cells[k]; !ok {
 			order = append(order, k)
 		}
@@ -78,10 +82,10 @@ func (c *Coordinator) ResolveInDoubt(ctx context.Context) int {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := c.resolveCell(ctx, st, ops); err != nil {
-				c.logger.Debug("updates in doubt not settled yet", "table", ops[0].Table, "updates", len(ops), "err", err)
+			if left, err := c.resolveCell(ctx, st, k, ops); err != nil {
+				c.logger.Debug("updates in doubt not settled yet", "table", ops[0].Table, "updates", left, "err", err)
 				mu.Lock()
-				remaining += len(ops)
+				remaining += left
 				mu.Unlock()
 			}
 		}()
@@ -90,11 +94,44 @@ func (c *Coordinator) ResolveInDoubt(ctx context.Context) int {
 	return remaining
 }
 
-func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, ops []coltype.InDoubtOp) error {
+// inDoubtCell names a partition holding updates in doubt.
+type inDoubtCell struct {
+	table uint64
+	key   string
+}
+
+// settledUnsent are the mutations of updates in doubt settled before the
+// rest of their cell's (coltype.DecideEarly), sent with the cell once its
+// last update is settled.
+type settledUnsent struct {
+	mu    sync.Mutex
+	cells map[inDoubtCell][]coltype.Mutation
+}
+
+func (u *settledUnsent) add(k inDoubtCell, ms []coltype.Mutation) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.cells == nil {
+		u.cells = map[inDoubtCell][]coltype.Mutation{}
+	}
+	u.cells[k] = append(u.cells[k], ms...)
+}
+
+func (u *settledUnsent) take(k inDoubtCell) []coltype.Mutation {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	ms := u.cells[k]
+	delete(u.cells, k)
+	return ms
+}
+
+// resolveCell settles what it can of one cell's updates in doubt and
+// returns how many are left, with the reason when some are.
+func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, k inDoubtCell, ops []coltype.InDoubtOp) (int, error) {
 	first := ops[0]
 	natural, _, _, err := c.placement(first.Table, first.Key, One)
 	if err != nil {
-		return err
+		return len(ops), err
 	}
 	// A node that has just restarted may not know the whole ring yet: the
 	// natural replicas it sees are then too few, and one that counted the
@@ -103,48 +140,61 @@ func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, ops []co
 	// its replication factor).
 	s, err := c.cfg.Tables.Strategy(first.Table)
 	if err != nil {
-		return err
+		return len(ops), err
 	}
 	want := s.ReplicationFactor()
 	if c.cfg.Now().Sub(c.resolverStart.Load().(time.Time)) > InDoubtGrace {
 		want = min(want, len(c.cfg.Cluster.Metadata().Endpoints()))
 	}
+	// missing says why some natural replica's answers are missing: only
+	// updates that one answer settles (coltype.DecideEarly) are settled then.
+	var missing error
 	if len(natural) < want {
-		return fmt.Errorf("%d natural replicas known of %d", len(natural), want)
+		missing = fmt.Errorf("%d natural replicas known of %d", len(natural), want)
 	}
 	self := c.cfg.Cluster.Self().ID
 	answers := make([][]coltype.OpAnswer, len(ops))
+	others := 0
 	for _, e := range natural {
 		if e.ID == self {
 			continue
 		}
+		others++
 		if !c.cfg.Cluster.IsUp(e.ID) {
-			return fmt.Errorf("replica %s is down", e.ID)
+			missing = cmp.Or(missing, fmt.Errorf("replica %s is down", e.ID))
+			continue
 		}
 		addr, ok := c.cfg.Cluster.Addr(e.ID)
 		if !ok {
-			return fmt.Errorf("replica %s has no address", e.ID)
+			missing = cmp.Or(missing, fmt.Errorf("replica %s has no address", e.ID))
+			continue
 		}
 		for i, op := range ops {
-			rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
-			resp, err := c.cfg.Transport.Request(rctx, addr, transport.Message{Type: TypeOpStatus, Body: encodeOpStatusRequest(op)})
-			cancel()
+			a, err := c.askOpStatus(ctx, addr, op)
 			if err != nil {
-				return fmt.Errorf("ask %s: %w", e.ID, err)
-			}
-			a, err := decodeOpAnswer(resp.Body)
-			if err != nil {
-				return fmt.Errorf("answer of %s: %w", e.ID, err)
+				missing = cmp.Or(missing, fmt.Errorf("ask %s: %w", e.ID, err))
+				break
 			}
 			answers[i] = append(answers[i], a)
 		}
 	}
 	var ms []coltype.Mutation
+	left := 0
 	for i, op := range ops {
-		keep, reason := coltype.Decide(op, answers[i])
+		var keep bool
+		var reason string
+		switch drop, why := coltype.DecideEarly(op, answers[i]); {
+		case missing == nil && len(answers[i]) == others:
+			keep, reason = coltype.Decide(op, answers[i])
+		case drop:
+			reason = why + ", before every replica answered"
+		default:
+			left++
+			continue
+		}
 		m, err := st.ResolveInDoubt(op, keep)
 		if err != nil {
-			return err
+			return len(ops) - len(ms), err
 		}
 		ms = append(ms, m)
 		c.logger.Info("update in doubt settled", "table", op.Table, "column", op.Column, "op", fmt.Sprintf("%x", op.OpID),
@@ -154,18 +204,26 @@ func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, ops []co
 			c.stats.inDoubtDropped.Add(1)
 		}
 	}
+	if left > 0 {
+		// The cell still holds updates in doubt: it is sent once they are
+		// settled too.
+		c.unsent.add(k, ms)
+		return left, missing
+	}
 	// Every other replica gets the settled cell with each op id (a hint if
 	// it cannot be reached), so that no filter can miss the ops any more.
-	final := ms[len(ms)-1].Cell
+	ms = append(c.unsent.take(k), ms...)
+	latest := map[string]row.Cell{}
+	for _, m := range ms {
+		latest[m.Cell.Column] = m.Cell
+	}
 	acks := make(chan string, 1)
 	rctx, rcancel := c.cfg.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
 	defer rcancel()
 	// One at a time: this is a rare path, and a deterministic order lets a
 	// stepped test replay it.
 	for _, m := range ms {
-		if m.Cell.Column == final.Column {
-			m.Cell = final
-		}
+		m.Cell = latest[m.Cell.Column]
 		for _, e := range natural {
 			if e.ID != self {
 				c.replicate(rctx, e, m, acks)
@@ -173,7 +231,22 @@ func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, ops []co
 			}
 		}
 	}
-	return nil
+	return 0, nil
+}
+
+// askOpStatus asks one replica what it knows of an op in doubt here.
+func (c *Coordinator) askOpStatus(ctx context.Context, addr transport.Addr, op coltype.InDoubtOp) (coltype.OpAnswer, error) {
+	rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
+	defer cancel()
+	resp, err := c.cfg.Transport.Request(rctx, addr, transport.Message{Type: TypeOpStatus, Body: encodeOpSettleRequest(op)})
+	if err != nil {
+		return coltype.OpAnswer{}, err
+	}
+	a, err := decodeOpAnswer(resp.Body)
+	if err != nil {
+		return coltype.OpAnswer{}, fmt.Errorf("answer: %w", err)
+	}
+	return a, nil
 }
 
 // RunInDoubtResolver resolves the local replica's updates in doubt every
@@ -203,26 +276,42 @@ func (c *Coordinator) handleOpStatus(body []byte) (transport.Message, error) {
 	if !ok {
 		return transport.Message{}, errors.New("coordinator: this node's store keeps no op status")
 	}
-	d := newDec(body)
-	table, key, column := d.u64(), d.bytes(), d.str()
-	var op [16]byte
-	copy(op[:], d.take(16))
-	peek := false
-	if d.err == nil && len(d.b) > 0 {
-		peek = d.boolean()
-	}
-	if err := d.end(); err != nil {
+	op, mode, err := decodeOpStatusRequest(body)
+	if err != nil {
 		return transport.Message{}, err
 	}
 	status := st.OpStatus
-	if p, ok := st.(opPeeker); ok && peek {
-		status = p.OpPeek
+	switch mode {
+	case opPeek:
+		if p, ok := st.(opPeeker); ok {
+			status = p.OpPeek
+		}
+	case opSettle:
+		if p, ok := st.(opSettler); ok {
+			status = p.OpSettle
+		}
 	}
-	a, err := status(table, key, column, op)
+	a, err := status(op.Table, op.Key, op.Column, op.OpID)
 	if err != nil {
 		return transport.Message{}, err
 	}
 	return transport.Message{Type: TypeOpStatus, Body: encodeOpAnswer(a)}, nil
+}
+
+// decodeOpStatusRequest decodes a TypeOpStatus request: the op (its table,
+// key, column and id) and the mode (opAsk when absent).
+func decodeOpStatusRequest(body []byte) (coltype.InDoubtOp, uint8, error) {
+	d := newDec(body)
+	var op coltype.InDoubtOp
+	op.Table, op.Key, op.Column = d.u64(), d.bytes(), d.str()
+	copy(op.OpID[:], d.take(16))
+	mode := opAsk
+	if d.err == nil && len(d.b) > 0 {
+		if mode = d.u8(); mode > opSettle {
+			d.fail("op status mode %d", mode)
+		}
+	}
+	return op, mode, d.end()
 }
 
 func encodeOpStatusRequest(op coltype.InDoubtOp) []byte {
@@ -234,11 +323,31 @@ func encodeOpStatusRequest(op coltype.InDoubtOp) []byte {
 	return e.b
 }
 
-// encodeOpPeekRequest is TypeOpStatus's request with the peek flag.
+// The modes of a TypeOpStatus request.
+const (
+	opAsk    uint8 = 0
+	opPeek   uint8 = 1
+	opSettle uint8 = 2
+)
+
+// encodeOpPeekRequest is TypeOpStatus's request in peek mode.
 func encodeOpPeekRequest(op coltype.InDoubtOp) []byte {
 	e := &enc{b: encodeOpStatusRequest(op)}
-	e.boolean(true)
+	e.u8(opPeek)
 	return e.b
+}
+
+// encodeOpSettleRequest is TypeOpStatus's request in settle mode.
+func encodeOpSettleRequest(op coltype.InDoubtOp) []byte {
+	e := &enc{b: encodeOpStatusRequest(op)}
+	e.u8(opSettle)
+	return e.b
+}
+
+// opSettler is implemented by stores that keep the evidence of their
+// answers to a settling leader (replica.OpSettle).
+type opSettler interface {
+	OpSettle(table uint64, key []byte, column string, opID [16]byte) (coltype.OpAnswer, error)
 }
 
 // opPeeker is implemented by stores that answer TypeOpStatus without

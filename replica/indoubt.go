@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,11 @@ import (
 // restarted leaders hold the same op in doubt at once, the one with the
 // lower counter id keeps it. Every led record carries its delta (commitlog's
 // led flag) so that the compensation is exact.
+//
+// An answer that settles an update alone (coltype.DecideEarly) settles it
+// at once, with the replicas the leader can reach; keeping one needs every
+// answer. A replica keeps what it answered a settling leader (OpSettle)
+// until the decision arrives, beyond its filter window.
 //
 // What remains: the evidence is a Bloom filter, so a false positive at
 // another replica can take back a real update (with the filter's
@@ -328,6 +334,104 @@ func (r *Replica) OpPeek(table uint64, key []byte, column string, opID [16]byte)
 	return r.opStatus(table, key, column, opID, false)
 }
 
+// OpSettle is OpStatus for a leader settling an update it holds in doubt
+// (see package coordinator): besides reserving the op, this replica keeps
+// what its answer shows of the op (its filter has the id; it led the op,
+// in which shard at which clock) until the asker's decision arrives (a
+// mutation with the op id) or settleEvidenceLifetime has passed, and gives
+// it in its later answers although its filter and its record of the ops
+// it led forget the op after one window. The asker may have to wait for
+// another natural replica for longer than that (a replica down, its own
+// restarts), and without this evidence it would keep an update another
+// leader counted. The evidence is kept in memory: a restart of this replica
+// loses it.
+func (r *Replica) OpSettle(table uint64, key []byte, column string, opID [16]byte) (coltype.OpAnswer, error) {
+	a, err := r.opStatus(table, key, column, opID, true)
+	if err != nil {
+		return a, err
+	}
+	r.pins.pin(ledKey{table, column, string(key), opID}, a, r.cfg.Now())
+	return a, nil
+}
+
+// settleEvidenceLifetime bounds how long a replica keeps the evidence its
+// answers to a settling leader showed (OpSettle): as long as a hint waits
+// for a node by default (Cassandra's max_hint_window), after which the
+// settling leader's decision would not reach a replica that missed it
+// either.
+const settleEvidenceLifetime = 3 * time.Hour
+
+// evidencePins are what this replica's answers to settling leaders showed
+// of their ops (OpSettle), per op on a cell.
+type evidencePins struct {
+	n         atomic.Int64 // len(m); 0 makes the lookups free
+	mu        sync.Mutex
+	m         map[ledKey]pinnedAnswer
+	lastSweep int64
+}
+
+type pinnedAnswer struct {
+	until     int64 // unix nanoseconds
+	seen      bool
+	status    coltype.OpStatus
+	counterID counters.ID
+	clock     int64
+}
+
+// pin keeps the evidence of an answer: the op id seen, or the op led here.
+func (p *evidencePins) pin(k ledKey, a coltype.OpAnswer, now time.Time) {
+	if !a.Seen && a.Status == coltype.OpNotLed {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[ledKey]pinnedAnswer{}
+	}
+	ns := now.UnixNano()
+	if ns-p.lastSweep > time.Minute.Nanoseconds() {
+		p.lastSweep = ns
+		maps.DeleteFunc(p.m, func(_ ledKey, e pinnedAnswer) bool { return e.until <= ns })
+	}
+	e := p.m[k]
+	e.until = now.Add(settleEvidenceLifetime).UnixNano()
+	e.seen = e.seen || a.Seen
+	if a.Status != coltype.OpNotLed {
+		e.status, e.counterID, e.clock = a.Status, a.CounterID, a.Clock
+	}
+	p.m[k] = e
+	p.n.Store(int64(len(p.m)))
+}
+
+// apply adds what was pinned of an op to an answer that no longer shows it.
+func (p *evidencePins) apply(k ledKey, a *coltype.OpAnswer, now int64) {
+	if p.n.Load() == 0 {
+		return
+	}
+	p.mu.Lock()
+	e, ok := p.m[k]
+	p.mu.Unlock()
+	if !ok || e.until <= now {
+		return
+	}
+	a.Seen = a.Seen || e.seen
+	if a.Status == coltype.OpNotLed && e.status != coltype.OpNotLed {
+		a.Status, a.CounterID, a.Clock = e.status, e.counterID, e.clock
+	}
+}
+
+// release forgets the evidence of an op: the settling leader's decision
+// has arrived.
+func (p *evidencePins) release(k ledKey) {
+	if p.n.Load() == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.m, k)
+	p.n.Store(int64(len(p.m)))
+}
+
 func (r *Replica) opStatus(table uint64, key []byte, column string, opID [16]byte, reserve bool) (coltype.OpAnswer, error) {
 	t, err := r.table(table)
 	if err != nil {
@@ -365,6 +469,7 @@ func (r *Replica) opStatus(table uint64, key []byte, column string, opID [16]byt
 			}
 		}
 	}
+	r.pins.apply(k, &a, r.cfg.Now().UnixNano())
 	return a, nil
 }
 

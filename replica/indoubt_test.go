@@ -38,25 +38,41 @@ func TestDecide(t *testing.T) {
 		name    string
 		answers []coltype.OpAnswer
 		keep    bool
+		early   bool // DecideEarly drops it: one of the answers settles it alone
 	}{
-		{"nobody else saw it", []coltype.OpAnswer{{}, {}}, true},
+		{"nobody else saw it", []coltype.OpAnswer{{}, {}}, true, false},
 		{"my replication reached them", []coltype.OpAnswer{
 			{Seen: true, Found: true, Cell: ctxCell(t, mine(7))},
-			{Seen: true, Found: true, Cell: ctxCell(t, mine(9), theirs(other, 1))}}, true},
+			{Seen: true, Found: true, Cell: ctxCell(t, mine(9), theirs(other, 1))}}, true, false},
 		{"seen, but only my older shard: another leader counted it", []coltype.OpAnswer{
-			{Seen: true, Found: true, Cell: ctxCell(t, mine(6), theirs(other, 4))}, {}}, false},
-		{"seen without my shard at all", []coltype.OpAnswer{{Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 4))}}, false},
-		{"seen with no cell: a false positive, no evidence", []coltype.OpAnswer{{Seen: true}}, true},
-		{"another leader kept it", []coltype.OpAnswer{{Status: coltype.OpKept, CounterID: other, Clock: 2}}, false},
-		{"another leader in doubt with a lower id", []coltype.OpAnswer{{Status: coltype.OpPending, CounterID: third, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(third, 2))}}, false},
+			{Seen: true, Found: true, Cell: ctxCell(t, mine(6), theirs(other, 4))}, {}}, false, false},
+		{"seen without my shard at all", []coltype.OpAnswer{{Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 4))}}, false, false},
+		{"seen with no cell: a false positive, no evidence", []coltype.OpAnswer{{Seen: true}}, true, false},
+		{"another leader kept it", []coltype.OpAnswer{{Status: coltype.OpKept, CounterID: other, Clock: 2}}, false, true},
+		{"another leader kept it, the other replica saw nothing", []coltype.OpAnswer{{}, {Status: coltype.OpKept, CounterID: other, Clock: 2}}, false, true},
+		{"another leader in doubt with a lower id", []coltype.OpAnswer{{Status: coltype.OpPending, CounterID: third, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(third, 2))}}, false, true},
 		{"another leader in doubt with a higher id, its copy explains itself", []coltype.OpAnswer{
 			{Status: coltype.OpPending, CounterID: other, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 2))},
-			{Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 2))}}, true},
+			{Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 2))}}, true, false},
 		{"a leader that took it back explains its own copy", []coltype.OpAnswer{
-			{Status: coltype.OpDropped, CounterID: other, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 3))}}, true},
+			{Status: coltype.OpDropped, CounterID: other, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 3))}}, true, false},
 	} {
 		if keep, why := coltype.Decide(self, tc.answers); keep != tc.keep {
 			t.Errorf("%s: keep %v (%s), want %v", tc.name, keep, why, tc.keep)
+		}
+		// An early drop is final: every answer it was made from, with or
+		// without the others, drops the update in Decide too.
+		for i := range tc.answers {
+			drop, why := coltype.DecideEarly(self, tc.answers[i:i+1])
+			if drop && !tc.early {
+				t.Errorf("%s: answer %d alone drops it early (%s)", tc.name, i, why)
+			}
+			if keep, _ := coltype.Decide(self, tc.answers[i:i+1]); drop && keep {
+				t.Errorf("%s: answer %d alone drops it early, and Decide keeps it", tc.name, i)
+			}
+		}
+		if drop, _ := coltype.DecideEarly(self, tc.answers); drop != tc.early {
+			t.Errorf("%s: DecideEarly drops %v, want %v", tc.name, drop, tc.early)
 		}
 	}
 }
@@ -201,6 +217,65 @@ func TestOpStatusReserves(t *testing.T) {
 	}
 	if m, err := r.Apply(fbfUpdate("k", 1, op(3, 1))); err != nil || !m.Dismissed {
 		t.Fatalf("retry after the decision: %+v %v, want dismissed", m, err)
+	}
+}
+
+// TestOpSettleKeepsEvidence: what a replica's answer to a settling leader
+// showed (OpSettle: it led the op; its filter has the id) is still in its
+// answers after the filter window has made it forget the op, until the
+// settling leader's decision (a mutation with the op id) arrives. A mere
+// question (OpStatus, OpPeek) keeps nothing. Without it a leader that could
+// not hear every replica within the window kept an update another leader
+// had counted (node/testdata/scenarios/fbf_settlement_evidence_kept.txt).
+func TestOpSettleKeepsEvidence(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := testConfig(t.TempDir())
+	cfg.Now = func() time.Time { return now }
+	r := mustOpen(t, cfg)
+	defer r.Close()
+	if err := r.CreateTable(fbfTable); err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 2; seq++ {
+		if _, err := r.Apply(fbfUpdate("k", 1, op(1, seq))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settled, err := r.OpSettle(fbfTable.ID, []byte("k"), "c", op(1, 1))
+	if err != nil || settled.Status != coltype.OpKept {
+		t.Fatalf("OpSettle of an op led here: %+v %v, want kept", settled, err)
+	}
+	if a, err := r.OpPeek(fbfTable.ID, []byte("k"), "c", op(1, 2)); err != nil || a.Status != coltype.OpKept {
+		t.Fatalf("OpPeek of an op led here: %+v %v, want kept", a, err)
+	}
+	w, _ := r.DedupWindow(fbfTable.ID, "c")
+	now = now.Add(w + time.Minute)
+	if _, err := r.Apply(fbfUpdate("other", 1, op(1, 1000))); err != nil {
+		t.Fatal(err)
+	}
+	a, err := r.OpStatus(fbfTable.ID, []byte("k"), "c", op(1, 1))
+	if err != nil || a.Status != coltype.OpKept || a.CounterID != settled.CounterID || a.Clock != settled.Clock || a.Seen != settled.Seen {
+		t.Fatalf("past the window, the op a settling leader asked about: %+v %v, want what OpSettle answered: %+v", a, err, settled)
+	}
+	if a, _ := r.OpStatus(fbfTable.ID, []byte("k"), "c", op(1, 2)); a.Status != coltype.OpNotLed {
+		t.Fatalf("past the window, an op only peeked at: %v, want not led", a.Status)
+	}
+	// The settling leader's decision arrives: the evidence is let go.
+	m := coltype.Mutation{Table: fbfTable.ID, Key: []byte("k"), Cell: ctxCell(t, counters.Shard{ID: counters.ID{7}, Clock: 1, Count: 1, Kind: counters.Global}),
+		HasOp: true, OpID: op(1, 1)}
+	if err := r.ApplyMutation(m); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := r.OpStatus(fbfTable.ID, []byte("k"), "c", op(1, 1)); a.Status != coltype.OpNotLed {
+		t.Fatalf("after the decision: %v, want not led", a.Status)
+	}
+	// Nothing is kept past settleEvidenceLifetime either.
+	if a, err := r.OpSettle(fbfTable.ID, []byte("other"), "c", op(1, 1000)); err != nil || a.Status != coltype.OpKept {
+		t.Fatalf("OpSettle of an op led here: %+v %v, want kept", a, err)
+	}
+	now = now.Add(settleEvidenceLifetime + time.Minute)
+	if a, _ := r.OpStatus(fbfTable.ID, []byte("other"), "c", op(1, 1000)); a.Status != coltype.OpNotLed {
+		t.Fatalf("past the evidence's lifetime: %v, want not led", a.Status)
 	}
 }
 

@@ -184,6 +184,7 @@ type Replica struct {
 	led      ledOps
 	ledNow   recentLed // the ops this run led (led holds those of the runs before)
 	reserved reservations
+	pins     evidencePins // what answers to settling leaders showed (OpSettle)
 	log      *commitlog.Log
 	logger   *slog.Logger
 
@@ -781,8 +782,10 @@ func (r *Replica) ApplyMutation(m coltype.Mutation) error {
 			return fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 		}
 	}
-	if _, ok := col.(coltype.Deduplicator); ok && m.HasOp && r.reserved.n.Load() > 0 {
-		r.reserved.release(ledKey{m.Table, m.Cell.Column, string(m.Key), m.OpID})
+	if _, ok := col.(coltype.Deduplicator); ok && m.HasOp && r.reserved.n.Load()+r.pins.n.Load() > 0 {
+		k := ledKey{m.Table, m.Cell.Column, string(m.Key), m.OpID}
+		r.reserved.release(k)
+		r.pins.release(k)
 	}
 	kind := commitlog.PayloadShard
 	if m.Cell.Tombstone {
