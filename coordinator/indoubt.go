@@ -91,8 +91,20 @@ func (c *Coordinator) ResolveInDoubt(ctx context.Context) int {
 		}()
 	}
 	wg.Wait()
+	if sv, ok := st.(inDoubtSaver); ok {
+		// What is left, so that a restart neither forgets it (its led
+		// records leave the log a window later) nor asks again about what
+		// was settled.
+		if err := sv.SaveInDoubt(); err != nil {
+			c.logger.Error("writing the updates in doubt left failed; a restart may ask about settled ones again", "err", err)
+		}
+	}
 	return remaining
 }
+
+// inDoubtSaver is implemented by stores that keep their updates in doubt
+// in a file (replica.SaveInDoubt).
+type inDoubtSaver interface{ SaveInDoubt() error }
 
 // inDoubtCell names a partition holding updates in doubt.
 type inDoubtCell struct {

@@ -19,6 +19,7 @@
 //	counter_id       the node's counter ids, current first
 //	clean_shutdown   present only while the node is stopped cleanly
 //	schema.json      the tables (read before the commit log is replayed)
+//	in_doubt         the updates in doubt not yet settled (see below)
 //	commitlog/       the commit log (package commitlog)
 //	data/<ks>-<table>-<id>/
 //	                 a table's SSTables and their manifest (package sstable)
@@ -54,6 +55,24 @@
 // sorted by id (coltype.TableDef's JSON) and the ids of
 // dropped tables ascending. Version 1 had no "dropped" and no SSTable
 // manifests; it is read and rewritten as version 2.
+//
+// in_doubt lists the FBF updates this node led and holds in doubt (see
+// In-doubt updates below and indoubtfile.go), and, per counter id, the
+// highest clock of its led updates whose doubt the file accounts for.
+// Bytes (integers big-endian, lengths uvarint):
+//
+//	"IDKVDBT1"                      magic and version
+//	uvarint n; n × run:             counter id (16 bytes), clock (int64)
+//	uvarint m; m × update:          table (uint64), key (length, bytes),
+//	                                column (length, bytes), op id (16 bytes),
+//	                                op time (int64, unix nanoseconds),
+//	                                counter id (16 bytes), clock (int64),
+//	                                delta (int64)
+//	CRC-32C (Castagnoli) of all the bytes before it (uint32)
+//
+// with the runs sorted by counter id and the updates by op time, op id,
+// then their bytes. A file that does not decode stops Open with an error
+// naming it.
 //
 // # Cells
 //

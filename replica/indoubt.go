@@ -17,6 +17,7 @@ import (
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
+	"github.com/idemkv/idemkv/vfs"
 )
 
 // In-doubt updates.
@@ -125,12 +126,20 @@ func (rs *reservations) held(table uint64, column string, key []byte, op [16]byt
 }
 
 // ledOps are the updates this replica led within the filter window before
-// its last start, as its commit log shows them, with their status.
+// its last start, as its commit log shows them, with their status, and
+// those its in_doubt file holds in doubt.
 type ledOps struct {
 	pending atomic.Int64 // ops in coltype.OpPending; 0 makes the checks free
 	mu      sync.Mutex
 	ops     map[ledKey]*ledOp
 	cells   map[cellRef]int // pending ops per partition
+	// covered is, per counter id, the highest clock of its led ops whose
+	// doubt the in_doubt file accounts for (see inDoubtFile).
+	covered map[counters.ID]int64
+	// dirty: the pending ops changed since the file was last written.
+	dirty bool
+	// saveMu serialises the writers of the file.
+	saveMu sync.Mutex
 }
 
 // remember records a led record found at replay.
@@ -170,32 +179,120 @@ func (l *ledOps) remember(rec commitlog.Record) error {
 	return nil
 }
 
-// afterUncleanReplay puts in doubt the led ops whose replication may have
-// been under way when the node stopped: those led within span of the last
-// one of their run (their counter id). An older op's replication had ended
-// before the stop, acknowledged by every replica or failed into a hint, and
-// a queued hint puts its op in doubt at start-up (MarkInDoubt). The span
-// is per run because an op still in doubt at a stop is kept in the log
-// like a settled one (keeping is not logged): measured from the last op of
-// any run, an op a run held in doubt without settling it (a replica of its
-// cell was down) and then led later ops past the span fell out of doubt at
-// the next unclean start and counted, unsettled, while another leader
-// could have counted its retry. Ops of an earlier run that were settled
-// and kept are settled again: the replicas give the same answer.
-func (l *ledOps) afterUncleanReplay(span time.Duration) {
+// afterReplay puts in doubt, once the commit log is replayed, the updates
+// the in_doubt file holds in doubt (f; empty without a file) and, after an
+// unclean stop, the led ops whose replication may have been under way when
+// the node stopped and that the file does not account for: those led
+// within span of the last one of their run (their counter id). An older
+// op's replication had ended before the stop, acknowledged by every
+// replica or failed into a hint, and a queued hint puts its op in doubt at
+// start-up (MarkInDoubt). The span is per run, and the file decides for the
+// ops it accounts for: an op a run held in doubt without settling it (a
+// replica of its cell was down) stays in doubt at the next start whatever
+// that run led later, and however long ago it was led (its record may be
+// gone from the log), while the ops of an earlier run that were settled
+// and kept are not asked about again (keeping is not logged). Without a
+// file (a data directory of an earlier version) every run's last ops are
+// put back in doubt.
+func (l *ledOps) afterReplay(f inDoubtState, unclean bool, span time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	last := map[counters.ID]int64{}
-	for _, op := range l.ops {
-		last[op.CounterID] = max(last[op.CounterID], op.OpTime)
+	if l.ops == nil {
+		l.ops, l.cells = map[ledKey]*ledOp{}, map[cellRef]int{}
 	}
-	for _, op := range l.ops {
-		if op.status == coltype.OpKept && op.OpTime >= last[op.CounterID]-span.Nanoseconds() {
-			op.status = coltype.OpPending
-			l.cells[cellRef{op.Table, string(op.Key)}]++
-			l.pending.Add(1)
+	for _, op := range f.ops {
+		k := ledKey{op.Table, op.Column, string(op.Key), op.OpID}
+		e, ok := l.ops[k]
+		if !ok {
+			// Led longer ago than the log keeps.
+			e = &ledOp{InDoubtOp: op, status: coltype.OpKept}
+			l.ops[k] = e
+		}
+		if e.status == coltype.OpKept { // a compensation in the log settled it (OpDropped)
+			l.pend(e)
 		}
 	}
+	if unclean {
+		last := map[counters.ID]int64{}
+		for _, op := range l.ops {
+			last[op.CounterID] = max(last[op.CounterID], op.OpTime)
+		}
+		for _, op := range l.ops {
+			if c, ok := f.covered[op.CounterID]; ok && op.Clock <= c {
+				continue // the file decided
+			}
+			if op.status == coltype.OpKept && op.OpTime >= last[op.CounterID]-span.Nanoseconds() {
+				l.pend(op)
+			}
+		}
+	}
+	// From now on the file accounts for every op replayed.
+	l.covered = map[counters.ID]int64{}
+	for _, op := range l.ops {
+		if op.CounterID == (counters.ID{}) {
+			continue // a compensation's entry: no led record
+		}
+		c, ok := l.covered[op.CounterID]
+		if !ok {
+			c = f.covered[op.CounterID]
+		}
+		l.covered[op.CounterID] = max(c, op.Clock)
+	}
+	l.dirty = true
+}
+
+// pend puts an op in doubt; l.mu is held.
+func (l *ledOps) pend(op *ledOp) {
+	op.status = coltype.OpPending
+	l.cells[cellRef{op.Table, string(op.Key)}]++
+	l.pending.Add(1)
+	l.dirty = true
+}
+
+// snapshot returns what the in_doubt file should hold now, and clears
+// dirty; l.mu is not held.
+func (l *ledOps) snapshot() inDoubtState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := inDoubtState{covered: maps.Clone(l.covered)}
+	for _, op := range l.ops {
+		if op.status == coltype.OpPending {
+			s.ops = append(s.ops, op.InDoubtOp)
+		}
+	}
+	l.dirty = false
+	return s
+}
+
+// SaveInDoubt writes the updates in doubt to the in_doubt file if they
+// changed since it was last written, after syncing the commit log (an
+// update the file no longer lists must have its compensation, if any,
+// durable). The coordinator calls it after each round of settlements;
+// Open and a clean Close write the file too. A crash before it leaves the
+// file listing updates settled since, which the next start asks about
+// again: a compensation in the log settles them, and kept ones are kept
+// again.
+func (r *Replica) SaveInDoubt() error {
+	l := &r.led
+	l.saveMu.Lock()
+	defer l.saveMu.Unlock()
+	l.mu.Lock()
+	dirty := l.dirty
+	l.mu.Unlock()
+	if !dirty {
+		return nil
+	}
+	if err := r.log.Sync(); err != nil {
+		return fmt.Errorf("replica: sync the commit log before writing %s: %w", inDoubtFile, err)
+	}
+	s := l.snapshot()
+	if err := vfs.WriteFileAtomic(r.cfg.FS, r.cfg.Dir, inDoubtFile, encodeInDoubt(s)); err != nil {
+		l.mu.Lock()
+		l.dirty = true
+		l.mu.Unlock()
+		return fmt.Errorf("replica: write %s: %w", inDoubtFile, err)
+	}
+	return nil
 }
 
 func (l *ledOps) unpend(op *ledOp) {
@@ -204,6 +301,7 @@ func (l *ledOps) unpend(op *ledOp) {
 		delete(l.cells, c)
 	}
 	l.pending.Add(-1)
+	l.dirty = true
 }
 
 // inDoubt reports whether a partition holds a pending op.
@@ -229,9 +327,7 @@ func (r *Replica) MarkInDoubt(table uint64, key []byte, column string, opID [16]
 	if !ok || op.status != coltype.OpKept {
 		return ok && op.status == coltype.OpPending
 	}
-	op.status = coltype.OpPending
-	l.cells[cellRef{table, string(key)}]++
-	l.pending.Add(1)
+	l.pend(op)
 	return true
 }
 

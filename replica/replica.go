@@ -305,9 +305,24 @@ func Open(cfg Config) (*Replica, error) {
 			t.activeStart = start
 		}
 	}
+	doubt, haveDoubt, err := loadInDoubt(cfg.FS, cfg.Dir)
+	if err != nil {
+		r.log.Close()
+		closeTables(tables)
+		return nil, err
+	}
+	// Updates of a table dropped since cannot be settled, nor counted.
+	doubt.ops = slices.DeleteFunc(doubt.ops, func(op coltype.InDoubtOp) bool { return tables[op.Table] == nil })
+	r.led.afterReplay(doubt, r.unclean, 2*cfg.CounterWriteTimeout)
 	if r.unclean {
-		r.led.afterUncleanReplay(2 * cfg.CounterWriteTimeout)
 		if err := r.takeBackUnlogged(rs.trails); err != nil {
+			r.log.Close()
+			closeTables(tables)
+			return nil, err
+		}
+	}
+	if haveDoubt || r.led.pending.Load() > 0 || len(r.led.covered) > 0 {
+		if err := r.SaveInDoubt(); err != nil {
 			r.log.Close()
 			closeTables(tables)
 			return nil, err
@@ -969,7 +984,11 @@ func (r *Replica) close(clean bool) error {
 		t.stopWorker()
 	}
 	r.bg.Wait()
-	err := r.log.Close()
+	var err error
+	if clean {
+		err = r.SaveInDoubt()
+	}
+	err = errors.Join(err, r.log.Close())
 	closeTables(tables)
 	// A stop with updates still in doubt is not clean: the next start must
 	// settle them again.
