@@ -640,3 +640,51 @@ func TestInDoubtFileDamaged(t *testing.T) {
 		t.Fatalf("in doubt with the file restored: %+v, want op 1", ops)
 	}
 }
+
+// TestUnloggedGapFlushedIsKept pins the rule that spares a gap in the old
+// shard's records that an SSTable explains: a record between two replayed
+// ones can be gone with a segment the log released (its records flushed
+// first), not lost, and its update must not be taken back. The trails are
+// the replay's, as it would find them: clocks 1 and 3 of a cell's shard,
+// clock 2's record gone. For a cell whose SSTable holds the shard at clock
+// 3 nothing is taken back; for one whose shard is only in the memtable the
+// gap's delta (10) is.
+func TestUnloggedGapFlushedIsKept(t *testing.T) {
+	r := mustOpen(t, testConfig(t.TempDir()))
+	defer r.Close()
+	if err := r.CreateTable(fbfTable); err != nil {
+		t.Fatal(err)
+	}
+	for i, key := range []string{"flushed", "memtable"} {
+		for seq, delta := range []int64{1, 10, 100} {
+			if _, err := r.Apply(fbfUpdate(key, delta, op(uint64(i+1), uint64(seq+1)))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if key == "flushed" {
+			if err := r.Flush(fbfTable.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	id := r.CounterID()
+	st := &shardTrails{id: id}
+	for _, key := range []string{"flushed", "memtable"} {
+		for _, s := range []struct{ clock, count, delta int64 }{{1, 1, 1}, {3, 111, 100}} {
+			shard, err := counters.FromShards(counters.Shard{ID: id, Clock: s.clock, Count: s.count, Kind: counters.Global}).MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.note(commitlog.Record{Table: fbfTable.ID, Key: []byte(key), Column: "c", Kind: commitlog.PayloadShard, Payload: shard, Led: true, Delta: s.delta})
+		}
+	}
+	if err := r.takeBackUnlogged(st); err != nil {
+		t.Fatal(err)
+	}
+	if v := value(t, r, fbfTable.ID, "flushed", "c"); v != 111 {
+		t.Fatalf("flushed cell: %d, want 111 (its gap is in an SSTable, nothing taken back)", v)
+	}
+	if v := value(t, r, fbfTable.ID, "memtable", "c"); v != 101 {
+		t.Fatalf("unflushed cell: %d, want 101 (the gap's 10 taken back)", v)
+	}
+}
