@@ -76,6 +76,25 @@ func (c *Coordinator) ResolveInDoubt(ctx context.Context) int {
 		wg        sync.WaitGroup
 		sem       = make(chan struct{}, inDoubtParallel)
 	)
+	sv, saves := st.(inDoubtSaver)
+	if saves && len(order) > inDoubtParallel {
+		// A long round saves what it settled as it goes: a node killed in
+		// the middle of one would ask about all of it again.
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			t := time.NewTicker(inDoubtSaveEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					c.saveInDoubt(sv)
+				}
+			}
+		}()
+	}
 	for _, k := range order {
 		ops := cells[k]
 		wg.Add(1)
@@ -91,15 +110,23 @@ func (c *Coordinator) ResolveInDoubt(ctx context.Context) int {
 		}()
 	}
 	wg.Wait()
-	if sv, ok := st.(inDoubtSaver); ok {
+	if saves {
 		// What is left, so that a restart neither forgets it (its led
 		// records leave the log a window later) nor asks again about what
 		// was settled.
-		if err := sv.SaveInDoubt(); err != nil {
-			c.logger.Error("writing the updates in doubt left failed; a restart may ask about settled ones again", "err", err)
-		}
+		c.saveInDoubt(sv)
 	}
 	return remaining
+}
+
+// inDoubtSaveEvery is how often a long round of settlements saves the
+// updates still in doubt.
+const inDoubtSaveEvery = 250 * time.Millisecond
+
+func (c *Coordinator) saveInDoubt(sv inDoubtSaver) {
+	if err := sv.SaveInDoubt(); err != nil {
+		c.logger.Error("writing the updates in doubt left failed; a restart may ask about settled ones again", "err", err)
+	}
 }
 
 // inDoubtSaver is implemented by stores that keep their updates in doubt
