@@ -206,7 +206,10 @@ type Mutation struct {
 	Dismissed bool
 
 	// Log is what a leader logs with its own record (commitlog.Record's
-	// Led, Delta, Compensation); it is never replicated.
+	// Led, Delta, Compensation). A leader's replication of an update with
+	// an op id it counted carries Led and Delta to the other replicas, so
+	// that one that counted the same op as leader can tell (package
+	// coordinator, conflict.go); a replica never logs them as its own.
 	Log LeaderLog
 }
 

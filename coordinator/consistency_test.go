@@ -134,6 +134,8 @@ func TestWireRoundTrips(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(EncodeWriteRequest(Quorum, coltype.Update{Table: 1, Key: []byte("k"), Column: "c", Delta: 1}))
 	f.Add(EncodeMutation(coltype.Mutation{Table: 1, Key: []byte("k"), Cell: row.Cell{Column: "c", Value: []byte{0, 0}}}))
+	f.Add(EncodeMutation(coltype.Mutation{Table: 1, Key: []byte("k"), Cell: row.Cell{Column: "c", Value: []byte{0, 0}}, HasOp: true, OpID: [16]byte{3},
+		Log: coltype.LeaderLog{Led: true, Delta: -4}}))
 	f.Add(EncodeResult(&WriteTimeoutError{CL: One, WriteType: WriteTypeCounter}))
 	f.Add(EncodeResult(&WriteFailureError{CL: One, BlockFor: 1, Failures: 1, FailedReplicas: []string{"h"}, WriteType: WriteTypeSimple}))
 	f.Add(EncodeReadResult(row.Row{Cells: []row.Cell{{Column: "c"}}}, true, nil))

@@ -158,6 +158,9 @@ type Stats struct {
 	// stop that it resolved after restarting; InDoubtDropped those it took
 	// back because another leader had counted them.
 	InDoubtResolved, InDoubtDropped uint64
+	// ConflictsTakenBack counts the FBF updates this node led, and took back
+	// when it learned that another leader counted them too (conflict.go).
+	ConflictsTakenBack uint64
 	// OpsAsked counts the ops this node asked the other replicas about
 	// before leading them, its filter possibly lacking them (after an
 	// unclean start, or a change in the live replicas); OpsLearned those
@@ -214,6 +217,7 @@ type Coordinator struct {
 		antiEntropyMessages, antiEntropyBytes   atomic.Uint64
 		retirements                             atomic.Uint64
 		inDoubtResolved, inDoubtDropped         atomic.Uint64
+		conflictsTakenBack                      atomic.Uint64
 		opsLearned, opsAsked                    atomic.Uint64
 		hintPulls                               atomic.Uint64
 	}
@@ -245,7 +249,11 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Coordinator{cfg: cfg, logger: cfg.Logger, started: cfg.Now(), replicating: workpool.New(0)}, nil
+	c := &Coordinator{cfg: cfg, logger: cfg.Logger, started: cfg.Now(), replicating: workpool.New(0)}
+	if cfg.Hints != nil {
+		cfg.Hints.SetConflicts(c.stillCounted, c.mutationAnswered)
+	}
+	return c, nil
 }
 
 // Stats returns the running counts.
@@ -259,7 +267,8 @@ func (c *Coordinator) Stats() Stats {
 		AntiEntropyMessages: s.antiEntropyMessages.Load(), AntiEntropyBytes: s.antiEntropyBytes.Load(),
 		Retirements:     s.retirements.Load(),
 		InDoubtResolved: s.inDoubtResolved.Load(), InDoubtDropped: s.inDoubtDropped.Load(),
-		OpsLearned: s.opsLearned.Load(), OpsAsked: s.opsAsked.Load(),
+		ConflictsTakenBack: s.conflictsTakenBack.Load(),
+		OpsLearned:         s.opsLearned.Load(), OpsAsked: s.opsAsked.Load(),
 		HintPulls: s.hintPulls.Load(),
 	}
 }
@@ -725,7 +734,7 @@ func (c *Coordinator) sendMutation(ctx context.Context, e ring.Endpoint, m colty
 		trace.Eventf(ctx, trace.ThreadWrite, "Sending MUTATION message to replica %s", addr)
 	}
 	body := EncodeMutation(m)
-	_, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: body})
+	resp, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: body})
 	for pause := time.Millisecond; isHeld(err) && ctx.Err() == nil; pause = min(2*pause, 50*time.Millisecond) {
 		// The replica holds the op behind an earlier one of its cell that
 		// is still on its way (replicated concurrently): send it again
@@ -736,7 +745,7 @@ func (c *Coordinator) sendMutation(ctx context.Context, e ring.Endpoint, m colty
 		select {
 		case <-ctx.Done():
 		case <-time.After(pause):
-			_, err = c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: body})
+			resp, err = c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: body})
 		}
 	}
 	if isWritesRefused(err) {
@@ -756,6 +765,7 @@ func (c *Coordinator) sendMutation(ctx context.Context, e ring.Endpoint, m colty
 	if trace.On(ctx) {
 		trace.Eventf(ctx, trace.ThreadWrite, "Replica %s acknowledged", addr)
 	}
+	c.mutationAnswered(ctx, m, resp.Body)
 	return mutationAcked
 }
 
@@ -834,15 +844,7 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		dismissed, err := c.lead(ctx, w)
 		return transport.Message{Type: TypeCounterWrite, Body: encodeResult(dismissed, err)}, nil
 	case TypeMutation:
-		mu, err := DecodeMutation(m.Body)
-		if err != nil {
-			return transport.Message{}, err
-		}
-		if err := c.applyMutation(mu); err != nil {
-			return transport.Message{}, err
-		}
-		c.stats.mutations.Add(1)
-		return transport.Message{Type: TypeMutation}, nil
+		return c.handleMutation(ctx, m.Body)
 	case TypeScan:
 		return c.handleScan(m.Body)
 	case TypeExchange:

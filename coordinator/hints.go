@@ -56,6 +56,24 @@ type Hints struct {
 	// for Resume: those queued when Pause was called. Hints are replicated
 	// state, so the ones stored later may go first.
 	held map[string]int
+	// conflicts, when set (SetConflicts), vets and answers the leader's
+	// replications of counted ops among the hints (conflict.go).
+	conflicts atomic.Pointer[hintConflicts]
+}
+
+// hintConflicts are the coordinator's hooks on the hints of a leader's
+// replications of ops it counted (see counted): stillCounted tells whether
+// the leader still counts the op (one it took back since goes without its
+// mark, so that no replica takes its own application back for it), and
+// answered reads the target's answer.
+type hintConflicts struct {
+	stillCounted func(m coltype.Mutation) bool
+	answered     func(ctx context.Context, m coltype.Mutation, answer []byte)
+}
+
+// SetConflicts installs the coordinator's conflict hooks.
+func (h *Hints) SetConflicts(stillCounted func(m coltype.Mutation) bool, answered func(ctx context.Context, m coltype.Mutation, answer []byte)) {
+	h.conflicts.Store(&hintConflicts{stillCounted: stillCounted, answered: answered})
 }
 
 // Pause holds back the hints queued now until Resume; hints stored later
@@ -152,19 +170,29 @@ func mutationRecord(m coltype.Mutation) commitlog.Record {
 	if m.Cell.Tombstone {
 		kind = commitlog.PayloadTombstone
 	}
-	return commitlog.Record{
+	r := commitlog.Record{
 		Table: m.Table, Key: m.Key, Column: m.Cell.Column, Kind: kind,
 		Payload: m.Cell.Value, Timestamp: m.Cell.Timestamp,
 		HasOp: m.HasOp, OpID: m.OpID, OpTime: m.OpTime,
 	}
+	if counted(m) {
+		// A leader's replication of an op it counted keeps its mark, so
+		// that the delivered hint can meet a conflict too (conflict.go).
+		r.Led, r.Delta = true, m.Log.Delta
+	}
+	return r
 }
 
 func recordMutation(r commitlog.Record) coltype.Mutation {
-	return coltype.Mutation{
+	m := coltype.Mutation{
 		Table: r.Table, Key: r.Key,
 		Cell:  replicaCell(r),
 		HasOp: r.HasOp, OpID: r.OpID, OpTime: r.OpTime,
 	}
+	if r.HasOp && r.Led && !r.Compensation {
+		m.Log.Led, m.Log.Delta = true, r.Delta
+	}
+	return m
 }
 
 // DefaultMaxHintWindow is Cassandra's max_hint_window default: 3 hours.
@@ -345,9 +373,17 @@ func (h *Hints) deliverTo(ctx context.Context, target string, cluster Cluster, t
 				wg.Done()
 				continue
 			}
+			hc := h.conflicts.Load()
+			if counted(m) && (hc == nil || !hc.stillCounted(m)) {
+				m.Log = coltype.LeaderLog{}
+			}
 			go func() {
 				defer wg.Done()
-				_, errs[i] = tr.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: EncodeMutation(m)})
+				var resp transport.Message
+				resp, errs[i] = tr.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: EncodeMutation(m)})
+				if errs[i] == nil && hc != nil {
+					hc.answered(ctx, m, resp.Body)
+				}
 			}()
 		}
 		wg.Wait()

@@ -17,7 +17,13 @@ const (
 	// to the leader it chose: consistency level, coordinator's DC, update.
 	TypeCounterWrite transport.Type = 16
 	// TypeMutation carries replicated state (a leader's shard, a hint, a
-	// read repair) to a replica.
+	// read repair) to a replica. Body: table (uint64), key (length-
+	// prefixed), the cell, the op (flag, id, time), then, only on a leader's
+	// replication of an update with an op id it counted (an FBF leader's
+	// own shard alone), the byte 1 and the op's delta (int64): the replica
+	// checks it against the ops it led itself (conflict.go). The answer's
+	// body is empty, or the byte 1: the replica counts the same op under a
+	// lower counter id, and the sender takes its own application back.
 	TypeMutation transport.Type = 17
 	// TypeRead asks a replica for its version of a partition.
 	TypeRead transport.Type = 18
@@ -181,13 +187,30 @@ func (e *enc) mutation(m coltype.Mutation) {
 	e.bytes(m.Key)
 	e.cell(m.Cell)
 	e.op(m.HasOp, m.OpID, m.OpTime)
+	if counted(m) {
+		e.u8(1)
+		e.i64(m.Log.Delta)
+	}
 }
 
+// mutation decodes a mutation that ends the body (its counted mark is
+// optional).
 func (d *dec) mutation() coltype.Mutation {
 	m := coltype.Mutation{Table: d.u64(), Key: d.bytes(), Cell: d.cell()}
 	m.HasOp, m.OpID, m.OpTime = d.op()
+	if d.err == nil && len(d.b) > 0 {
+		if v := d.u8(); v != 1 || !m.HasOp {
+			d.fail("mutation mark %d (op %v)", v, m.HasOp)
+		}
+		m.Log.Led, m.Log.Delta = true, d.i64()
+	}
 	return m
 }
+
+// counted reports whether a mutation is a leader's replication of an
+// update with an op id it counted: it then carries the op's delta, so that
+// a replica that counted the same op as leader can tell (conflict.go).
+func counted(m coltype.Mutation) bool { return m.HasOp && m.Log.Led && !m.Log.Compensation }
 
 // EncodeMutation is the body of a TypeMutation message.
 func EncodeMutation(m coltype.Mutation) []byte {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/idemkv/idemkv/coordinator"
@@ -13,19 +12,15 @@ import (
 // whose replication is lost and is then cut off by a partition (it keeps
 // running); the client's retry is led by another replica, which has never
 // seen the op id and counts it. When the partition heals, the first
-// leader's hints carry its application to the others: the counter reads
-// the update twice. The in-doubt resolution covers a leader that restarts
-// (TestFBFInDoubtAfterCrash, TestFBFCleanStopDuringReplication), not one
-// that stays up. The same happens whenever a retry's coordinator picks
-// another leader while the first leader's replication is lost (message
-// loss, and the first leader convicted or, to a coordinator that has just
-// restarted, not heard from yet): TestRandomCluster with partitions or
-// message loss on finds it. A known gap, not fixed: IDEMKV_KNOWN_BUGS=1
-// runs it.
+// leader's hints carry its application to the others, and the counter read
+// the update twice (20 where 10 were added): the in-doubt resolution covers
+// a leader that restarts, not one that stays up. Now the replica that
+// receives another leader's application of an op it counts itself makes
+// the leader with the higher counter id take its application back
+// (coordinator/conflict.go; the scenarios fbf_partitioned_leader_hints_*
+// replay both orders of the two hints step by step). TestRandomCluster
+// with partitions and message loss found the same double count.
 func TestFBFPartitionedLeaderRetriedElsewhere(t *testing.T) {
-	if os.Getenv("IDEMKV_KNOWN_BUGS") == "" {
-		t.Skip("known gap: a partitioned FBF leader's hinted update and a retry led elsewhere both count; IDEMKV_KNOWN_BUGS=1 runs it")
-	}
 	c := newTestCluster(t, 3, func(i int, cfg *Config) { cfg.CounterWriteTimeoutMS = 500 })
 	block := c.fbfWithMutationsBlocked()
 	var wt *coordinator.WriteTimeoutError

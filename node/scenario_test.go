@@ -41,7 +41,9 @@ import (
 //
 // Commands (node numbers are 1-based; k=v arguments):
 //
-//	cluster n=3 rf=3 table=vanilla|fbf [leader=first|random]
+//	cluster n=3 rf=3 table=vanilla|fbf [leader=first|random] [ids=ordered]
+//	                                   (ids=ordered: host and counter ids
+//	                                   rise with the node's number)
 //	replicas key=k                     the key's replicas in ring order
 //	write via=1 key=k delta=5 [op=7] [cl=QUORUM] [async]
 //	read via=1 key=k [cl=ALL] [async]
@@ -64,6 +66,7 @@ import (
 //	                                   started operation has finished
 //	crash node=2                       stops the node without shutdown
 //	convict node=2                     every other node holds it down
+//	absolve node=2                     every other node sees it up again
 //	restart node=2                     starts it again and gossips
 //	values key=k                       each replica's local value
 //	hints                              each node's pending hints
@@ -229,11 +232,11 @@ func (s *scenario) do(c *scriptCmd) string {
 		s.drain(true, true)
 	case "crash":
 		s.crash(s.intArg(c, "node", 0))
-	case "convict":
+	case "convict", "absolve":
 		i := s.intArg(c, "node", 0)
 		for j, nd := range s.nodes {
 			if nd != nil && j+1 != i {
-				nd.view.holdDown(s.ids[i-1], true)
+				nd.view.holdDown(s.ids[i-1], c.name == "convict")
 			}
 		}
 	case "restart":
@@ -597,6 +600,12 @@ func (s *scenario) cluster(c *scriptCmd) {
 		h := fnv.New128a()
 		h.Write(id[:])
 		h.Sum(id[:0])
+		if c.arg("ids", "seed") == "ordered" {
+			// Host ids, hence first counter ids, rising with the node's
+			// number, for scripts whose outcome depends on their order.
+			id = [16]byte{}
+			id[15] = byte(i)
+		}
 		id[6] = id[6]&0x0f | 0x40
 		id[8] = id[8]&0x3f | 0x80
 		if err := os.WriteFile(filepath.Join(s.cfgs[i-1].DataDirectory, "host_id"), []byte(hex.EncodeToString(id[:])+"\n"), 0o644); err != nil {

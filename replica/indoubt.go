@@ -559,6 +559,10 @@ func (r *Replica) opStatus(table uint64, key []byte, column string, opID [16]byt
 		// Led by this run: counted in its current shard, whose clock in the
 		// cell is at or past the op's.
 		a.Status, a.CounterID = coltype.OpKept, r.counterIDs.current
+		if r.taken.has(k) {
+			// Taken back since: another leader counts it (conflict.go).
+			a.Status = coltype.OpDropped
+		}
 		if a.Found && !a.Cell.Tombstone {
 			if ctx, err := counters.Decode(a.Cell.Value); err == nil {
 				a.Clock, _ = ctx.ClockAndCount(a.CounterID)

@@ -168,6 +168,9 @@ type Stats struct {
 	// TombstonesPurged counts tombstoned cells compactions left out, being
 	// older than their table's gc_grace_seconds (see table.purger).
 	TombstonesPurged uint64
+	// ConflictsTakenBack counts the FBF updates this node led and took back
+	// because another leader counted them too (conflict.go).
+	ConflictsTakenBack uint64
 }
 
 // Replica is one node's storage engine. It is safe for concurrent use.
@@ -185,6 +188,7 @@ type Replica struct {
 	ledNow   recentLed // the ops this run led (led holds those of the runs before)
 	reserved reservations
 	pins     evidencePins // what answers to settling leaders showed (OpSettle)
+	taken    takenBack    // ops this run took back: another leader counts them too (conflict.go)
 	log      *commitlog.Log
 	logger   *slog.Logger
 
@@ -199,6 +203,7 @@ type Replica struct {
 		leaderApplies, mutations, cacheHits, cacheMisses atomic.Uint64
 		flushes, compactions, replayed, skipped          atomic.Uint64
 		corruptBlocks, tombstonesPurged                  atomic.Uint64
+		conflictsTakenBack                               atomic.Uint64
 	}
 
 	closed atomic.Bool
@@ -510,6 +515,7 @@ func (r *Replica) Stats() Stats {
 		Flushes: s.flushes.Load(), Compactions: s.compactions.Load(),
 		ReplayedRecords: s.replayed.Load(), SkippedFlushedRecs: s.skipped.Load(),
 		CorruptBlocks: s.corruptBlocks.Load(), TombstonesPurged: s.tombstonesPurged.Load(),
+		ConflictsTakenBack: s.conflictsTakenBack.Load(),
 	}
 }
 
@@ -774,6 +780,9 @@ func (r *Replica) LedDelete(tableID uint64, column string) bool {
 // shard, a hint, a read repair). It takes no cell lock: merging shards is
 // idempotent and commutative.
 func (r *Replica) ApplyMutation(m coltype.Mutation) error {
+	// Another node led it: what its leader logs (the delta a replication
+	// carries for conflict.go included) is not this replica's record.
+	m.Log = coltype.LeaderLog{}
 	t, err := r.table(m.Table)
 	if err != nil {
 		return err

@@ -1,0 +1,150 @@
+package replica
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/counters"
+	"github.com/idemkv/idemkv/ring"
+	"github.com/idemkv/idemkv/row"
+)
+
+// Two leaders counting one op, both alive.
+//
+// An FBF update whose leader stays up can still be counted by a second
+// leader: the first leader's replication is lost or delayed (a partition,
+// message loss), the client's retry reaches another replica as leader
+// (the first looks down to its coordinator), and that replica's filter has
+// never seen the op id. Nothing restarted, so nothing is in doubt
+// (indoubt.go); each leader's replication reaches the other sooner or
+// later, directly or as a hint. A leader's replication of an op it counted
+// carries the op's delta (package coordinator's TypeMutation), and the
+// replica that receives it asks CountsLedOp whether it led the same op
+// and counts it. If so, the leader with the higher counter id takes its
+// application back (TakeBackLedOp), as coltype.Decide's second rule has
+// two restarted leaders do: the receiver itself, or the sender when the
+// receiver answers that it counts the op under the lower id. Whichever of
+// the two replications arrives first settles it; the other finds the op
+// taken back. The evidence is this node's record of the ops it led: for a
+// filter window in this run (recentLed), or in its commit log since its
+// last start.
+
+// takenBack are the ops this run took back because another leader counted
+// them too, so that none is taken back twice; an entry lasts as long as
+// the record of the ops this run led does (one filter window).
+type takenBack struct {
+	mu sync.Mutex
+	m  map[ledKey]int64 // expiry, unix nanoseconds
+}
+
+// claim marks an op taken back; false if it was already.
+func (tb *takenBack) claim(k ledKey, now, until int64) bool {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	if tb.m == nil {
+		tb.m = map[ledKey]int64{}
+	}
+	for o, exp := range tb.m {
+		if exp <= now {
+			delete(tb.m, o)
+		}
+	}
+	if _, ok := tb.m[k]; ok {
+		return false
+	}
+	tb.m[k] = until
+	return true
+}
+
+func (tb *takenBack) has(k ledKey) bool {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	_, ok := tb.m[k]
+	return ok
+}
+
+func (tb *takenBack) unclaim(k ledKey) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	delete(tb.m, k)
+}
+
+// CountsLedOp reports whether this replica led an op on a cell and still
+// counts it, and the counter id it counted it under: led by this run
+// within the filter window, or before its last start as its commit log
+// shows (an op still in doubt is not: the in-doubt protocol settles it).
+func (r *Replica) CountsLedOp(table uint64, key []byte, column string, opID [16]byte) (counters.ID, bool) {
+	k := ledKey{table, column, string(key), opID}
+	if r.taken.has(k) {
+		return counters.ID{}, false
+	}
+	r.led.mu.Lock()
+	op, ok := r.led.ops[k]
+	r.led.mu.Unlock()
+	if ok {
+		return op.CounterID, op.status == coltype.OpKept && op.CounterID != counters.ID{}
+	}
+	if r.ledNow.find(table, column, key, opID, r.cfg.Now().UnixNano()) {
+		return r.counterIDs.current, true
+	}
+	return counters.ID{}, false
+}
+
+// TakeBackLedOp takes back an update this replica led and counts, because
+// another leader with a lower counter id counts the same op: its delta
+// comes off this node's current shard with a compensation record, as for an
+// update in doubt (ResolveInDoubt). It returns this replica's copy of the
+// cell with the op id, for the other replicas, and false (and does nothing)
+// when the replica no longer counts the op.
+func (r *Replica) TakeBackLedOp(op coltype.InDoubtOp) (coltype.Mutation, bool, error) {
+	t, err := r.table(op.Table)
+	if err != nil {
+		return coltype.Mutation{}, false, err
+	}
+	d, ok := t.dedup(op.Column)
+	if !ok {
+		return coltype.Mutation{}, false, fmt.Errorf("replica: column %s.%s.%s deduplicates no op ids", t.def.Keyspace, t.def.Name, op.Column)
+	}
+	if _, counts := r.CountsLedOp(op.Table, op.Key, op.Column, op.OpID); !counts {
+		return coltype.Mutation{}, false, nil
+	}
+	k := ledKey{op.Table, op.Column, string(op.Key), op.OpID}
+	now := r.cfg.Now()
+	if !r.taken.claim(k, now.UnixNano(), now.Add(d.Window()+time.Minute).UnixNano()) {
+		return coltype.Mutation{}, false, nil
+	}
+	if op.OpTime == 0 {
+		// The compensation record must be replayed as the decision while the
+		// op's own record is: within the window of its time.
+		op.OpTime = now.UnixNano()
+	}
+	u := coltype.Update{Table: op.Table, Key: op.Key, Column: op.Column, Delta: op.Delta, Timestamp: now.UnixMicro(),
+		HasOp: true, OpID: op.OpID, OpTime: op.OpTime}
+	t.modeMu.RLock()
+	err = d.Compensate(leader{r: r, t: t}, u)
+	t.modeMu.RUnlock()
+	if err != nil {
+		r.taken.unclaim(k)
+		return coltype.Mutation{}, false, fmt.Errorf("replica: take back op %x on %s.%s: %w", op.OpID, t.def.Keyspace, t.def.Name, err)
+	}
+	r.led.mu.Lock()
+	if e, ok := r.led.ops[k]; ok && e.status == coltype.OpKept {
+		e.status = coltype.OpDropped
+	}
+	r.led.mu.Unlock()
+	r.stats.conflictsTakenBack.Add(1)
+	m := coltype.Mutation{Table: op.Table, Key: op.Key, HasOp: true, OpID: op.OpID, OpTime: op.OpTime}
+	m.Cell.Column = op.Column
+	rw, found, err := t.read(row.Key{Token: ring.Token(op.Key), Partition: op.Key})
+	if err != nil {
+		return coltype.Mutation{}, true, err
+	}
+	if found {
+		if c, ok := rw.Cell(op.Column); ok {
+			m.Cell = c
+		}
+	}
+	return m, true, nil
+}
