@@ -459,18 +459,9 @@ func TestFBFUnloggedDeltaInALaterRecord(t *testing.T) {
 // a node killed again while a replica of its cells in doubt was down).
 func TestInDoubtSurvivesAnotherUncleanStop(t *testing.T) {
 	dir := t.TempDir()
-	now := time.Now()
 	cfg := testConfig(dir)
-	cfg.Now = func() time.Time { return now }
+	r, now, at := ledOneOnAClock(t, &cfg)
 	span := 2 * 5 * time.Second // twice the default counter write timeout
-	r := mustOpen(t, cfg)
-	if err := r.CreateTable(fbfTable); err != nil {
-		t.Fatal(err)
-	}
-	at := func(u coltype.Update) coltype.Update { u.OpTime = now.UnixNano(); return u }
-	if _, err := r.Apply(at(fbfUpdate("a", 5, op(1, 1)))); err != nil {
-		t.Fatal(err)
-	}
 	unclean := func() {
 		t.Helper()
 		if err := r.Close(); err != nil {
@@ -489,7 +480,7 @@ func TestInDoubtSurvivesAnotherUncleanStop(t *testing.T) {
 	}
 	// Unsettled (a replica of its cell is down), while the node leads other
 	// cells past the span.
-	now = now.Add(span + time.Second)
+	*now = now.Add(span + time.Second)
 	if _, err := r.Apply(at(fbfUpdate("b", 1, op(1, 2)))); err != nil {
 		t.Fatal(err)
 	}
@@ -514,18 +505,9 @@ func TestInDoubtSurvivesAnotherUncleanStop(t *testing.T) {
 // record, by opening a copy of the data directory without the file.
 func TestInDoubtOutlivesItsRecord(t *testing.T) {
 	dir := t.TempDir()
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := testConfig(dir)
 	cfg.CommitLog.SegmentSize = 4 << 10
-	cfg.Now = func() time.Time { return now }
-	r := mustOpen(t, cfg)
-	if err := r.CreateTable(fbfTable); err != nil {
-		t.Fatal(err)
-	}
-	at := func(u coltype.Update) coltype.Update { u.OpTime = now.UnixNano(); return u }
-	if _, err := r.Apply(at(fbfUpdate("a", 5, op(1, 1)))); err != nil {
-		t.Fatal(err)
-	}
+	r, now, at := ledOneOnAClock(t, &cfg)
 	crash := func() {
 		t.Helper()
 		if err := r.Crash(); err != nil {
@@ -541,7 +523,7 @@ func TestInDoubtOutlivesItsRecord(t *testing.T) {
 	// Unsettled for longer than the window, while the node leads other
 	// cells through several segments, flushed: the record of op 1 goes.
 	w, _ := r.DedupWindow(fbfTable.ID, "c")
-	now = now.Add(w + time.Minute)
+	*now = now.Add(w + time.Minute)
 	for seq := uint64(2); seq < 400; seq++ {
 		if _, err := r.Apply(at(fbfUpdate(fmt.Sprint("k", seq), 1, op(1, seq)))); err != nil {
 			t.Fatal(err)
@@ -550,7 +532,7 @@ func TestInDoubtOutlivesItsRecord(t *testing.T) {
 	if err := r.Flush(fbfTable.ID); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(w + time.Minute)
+	*now = now.Add(w + time.Minute)
 	if err := r.Flush(fbfTable.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -687,4 +669,23 @@ func TestUnloggedGapFlushedIsKept(t *testing.T) {
 	if v := value(t, r, fbfTable.ID, "memtable", "c"); v != 101 {
 		t.Fatalf("unflushed cell: %d, want 101 (the gap's 10 taken back)", v)
 	}
+}
+
+// ledOneOnAClock opens a replica on cfg with a virtual clock (*now, which
+// the test moves), creates fbfTable and leads op 1 on cell "a" (delta 5);
+// at stamps an update with the clock's time.
+func ledOneOnAClock(t *testing.T, cfg *Config) (r *Replica, now *time.Time, at func(coltype.Update) coltype.Update) {
+	t.Helper()
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now = &clock
+	cfg.Now = func() time.Time { return *now }
+	at = func(u coltype.Update) coltype.Update { u.OpTime = now.UnixNano(); return u }
+	r = mustOpen(t, *cfg)
+	if err := r.CreateTable(fbfTable); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Apply(at(fbfUpdate("a", 5, op(1, 1)))); err != nil {
+		t.Fatal(err)
+	}
+	return r, now, at
 }
