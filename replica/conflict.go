@@ -76,6 +76,11 @@ func (tb *takenBack) unclaim(k ledKey) {
 // within the filter window, or before its last start as its commit log
 // shows (an op still in doubt is not: the in-doubt protocol settles it).
 func (r *Replica) CountsLedOp(table uint64, key []byte, column string, opID [16]byte) (counters.ID, bool) {
+	if !r.OpSeen(table, key, column, opID) {
+		// The common case, a fresh op's replication: an op this node led
+		// is in its filter for as long as it is in the records below.
+		return counters.ID{}, false
+	}
 	k := ledKey{table, column, string(key), opID}
 	if r.taken.has(k) {
 		return counters.ID{}, false
