@@ -37,6 +37,7 @@ import (
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/cql/trace"
+	"github.com/idemkv/idemkv/internal/deadline"
 	"github.com/idemkv/idemkv/internal/workpool"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
@@ -117,8 +118,10 @@ type Config struct {
 	// time.Now. Tests inject virtual time.
 	Now func() time.Time
 	// WithTimeout makes the contexts of the coordinator's timeouts (counter
-	// writes, reads, exchanges); default context.WithTimeout. Tests
-	// inject contexts that end on virtual time.
+	// writes, reads, exchanges); default context.WithTimeout, and for a
+	// counter write and its replication a context shared with the writes
+	// whose deadlines fall within 1/1024 of the timeout of each other
+	// (internal/deadline). Tests inject contexts that end on virtual time.
 	WithTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
 	// IDs is the source of the random ids of coordinated types' temporary
 	// participants (coltype.Coordination.NewID; handoff counters' plain
@@ -203,6 +206,9 @@ type Coordinator struct {
 	// replicating runs the sends of a led update to the other replicas on
 	// goroutines kept between updates (internal/workpool).
 	replicating *workpool.Pool
+	// writeDeadlines makes the contexts of the counter write timeout, one
+	// timer shared by many writes; nil when Config.WithTimeout is set.
+	writeDeadlines *deadline.Timeouts
 
 	stats struct {
 		writes, led, unavailable, writeTimeouts atomic.Uint64
@@ -234,8 +240,10 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.New(rand.NewPCG(uint64(cfg.Now().UnixNano()), 0x5eed))
 	}
+	var writeDeadlines *deadline.Timeouts
 	if cfg.WithTimeout == nil {
 		cfg.WithTimeout = context.WithTimeout
+		writeDeadlines = deadline.New(cfg.CounterWriteTimeout)
 	}
 	if cfg.IDs == nil {
 		cfg.IDs = crand.Reader
@@ -243,7 +251,22 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Coordinator{cfg: cfg, logger: cfg.Logger, started: cfg.Now(), replicating: workpool.New(0)}, nil
+	return &Coordinator{cfg: cfg, logger: cfg.Logger, started: cfg.Now(), replicating: workpool.New(0), writeDeadlines: writeDeadlines}, nil
+}
+
+// writeTimeout bounds a counter write by the counter write timeout: with a
+// context shared by the writes of the same instant (whose CancelFunc does
+// nothing: nothing may wait for the context to end once the write
+// returns), or when ctx's cancellation cannot be shared (see
+// deadline.Timeouts.Context) or a test injects WithTimeout, with
+// Config.WithTimeout.
+func (c *Coordinator) writeTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.writeDeadlines != nil {
+		if sctx, ok := c.writeDeadlines.Context(ctx); ok {
+			return sctx, func() {}
+		}
+	}
+	return c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 }
 
 // Stats returns the running counts.
@@ -398,7 +421,7 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl Con
 	if trace.On(ctx) {
 		trace.Eventf(ctx, trace.ThreadRequest, "Counter write of column %s at %v: %d live replicas, %d acks needed", u.Column, cl, len(live), req.blockFor)
 	}
-	ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	ctx, cancel := c.writeTimeout(ctx)
 	defer cancel()
 	w := counterWrite{cl: cl, localDC: req.localDC, u: u}
 	// A leader whose cell holds an update in doubt (it restarted after an
@@ -610,38 +633,51 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) (dismissed bool,
 	acks <- self.DC
 	remotes := 0
 	// Replication outlives the answer: once the level is met the leader
-	// answers, and the other replicas still get the shard (or a hint).
-	rctx, rcancel := c.cfg.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
-	var wg sync.WaitGroup
+	// answers, and the other replicas still get the shard (or a hint). Its
+	// context is shared with the updates led at the same instant, which
+	// need no cancelling; an injected WithTimeout's is cancelled once
+	// every replica is done.
+	var rctx context.Context
+	var rcancel context.CancelFunc
+	var wg *sync.WaitGroup
+	if c.writeDeadlines != nil {
+		rctx = c.writeDeadlines.Detached(ctx)
+	} else {
+		rctx, rcancel = c.cfg.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
+		wg = new(sync.WaitGroup)
+	}
+	send := func(e ring.Endpoint, acks chan<- string) {
+		if wg != nil {
+			wg.Add(1)
+		}
+		c.leading.Add(1) // lead holds a count: never from zero
+		c.replicating.Go(func() {
+			defer c.leading.Done()
+			if wg != nil {
+				defer wg.Done()
+			}
+			c.replicate(rctx, e, m, acks)
+		})
+	}
 	for _, e := range natural {
 		if e.ID == self.ID {
 			continue
 		}
 		remotes++
-		wg.Add(1)
-		c.leading.Add(1) // lead holds a count: never from zero
-		c.replicating.Go(func() {
-			defer c.leading.Done()
-			defer wg.Done()
-			c.replicate(rctx, e, m, acks)
-		})
+		send(e, acks)
 	}
 	for _, e := range pending {
 		if e.ID == self.ID {
 			continue
 		}
-		wg.Add(1)
-		c.leading.Add(1)
+		send(e, make(chan string, 1)) // not counted toward the level
+	}
+	if wg != nil {
 		c.replicating.Go(func() {
-			defer c.leading.Done()
-			defer wg.Done()
-			c.replicate(rctx, e, m, make(chan string, 1)) // not counted toward the level
+			wg.Wait()
+			rcancel()
 		})
 	}
-	c.replicating.Go(func() {
-		wg.Wait()
-		rcancel()
-	})
 	t := req.newTally()
 	for received := 0; received <= remotes; {
 		select {
@@ -827,7 +863,7 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		if err != nil {
 			return transport.Message{}, err
 		}
-		ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+		ctx, cancel := c.writeTimeout(ctx)
 		defer cancel()
 		dismissed, err := c.lead(ctx, w)
 		return transport.Message{Type: TypeCounterWrite, Body: encodeResult(dismissed, err)}, nil

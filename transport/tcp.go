@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemkv/idemkv/internal/deadline"
 	"github.com/idemkv/idemkv/internal/workpool"
 )
 
@@ -93,7 +94,7 @@ func ListenTCP(addr Addr, h Handler, opts TCPOptions) (*TCP, error) {
 		h:      h,
 		opts:   opts,
 		log:    opts.Logger.With("node", string(addr)),
-		ctx:    ctx,
+		ctx:    deadline.Root(ctx), // handlers share their timeouts' contexts
 		cancel: cancel,
 		peers:  make(map[Addr]*peer),
 		raw:    make(map[net.Conn]struct{}),
