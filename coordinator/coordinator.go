@@ -410,10 +410,13 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl Con
 	if err := validateCounterWrite(cl); err != nil {
 		return err
 	}
-	_, live, req, err := c.placement(u.Table, u.Key, cl)
+	var pl placed
+	var err error
+	pl.natural, pl.pending, pl.live, pl.req, err = c.placementPending(u.Table, u.Key, cl)
 	if err != nil {
 		return err
 	}
+	live, req := pl.live, pl.req
 	if err := req.sufficient(live); err != nil {
 		c.stats.unavailable.Add(1)
 		return err
@@ -435,7 +438,7 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl Con
 		if trace.On(ctx) {
 			trace.Eventf(ctx, trace.ThreadRequest, "Leader chosen: %s (of %d candidates)", c.endpointName(leader), len(candidates))
 		}
-		dismissed, err := c.writeVia(ctx, leader, w, req)
+		dismissed, err := c.writeVia(ctx, leader, w, &pl)
 		if !errors.Is(err, errLeaderInDoubt) {
 			if err != nil && trace.On(ctx) {
 				trace.Eventf(ctx, trace.ThreadRequest, "Counter write failed: %v", err)
@@ -463,10 +466,11 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl Con
 // writeVia sends the update to one leader (or leads it here) and returns
 // the leader's answer: whether it dismissed the update as a retry, and its
 // error.
-func (c *Coordinator) writeVia(ctx context.Context, leader ring.Endpoint, w counterWrite, req requirement) (dismissed bool, err error) {
+func (c *Coordinator) writeVia(ctx context.Context, leader ring.Endpoint, w counterWrite, pl *placed) (dismissed bool, err error) {
 	if leader.ID == c.cfg.Cluster.Self().ID {
-		return c.lead(ctx, w)
+		return c.lead(ctx, w, pl)
 	}
+	req := pl.req
 	addr, ok := c.cfg.Cluster.Addr(leader.ID)
 	if !ok {
 		return false, &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
@@ -501,8 +505,21 @@ type dismissalKey struct{}
 // as the level asks). A first attempt dismissed is a false positive of the
 // filter: the op was never counted.
 func WithDismissals(ctx context.Context) (context.Context, func() int) {
-	n := new(atomic.Int32)
-	return context.WithValue(ctx, dismissalKey{}, n), func() int { return int(n.Load()) }
+	c := &dismissalsCtx{Context: ctx}
+	return c, func() int { return int(c.n.Load()) }
+}
+
+// dismissalsCtx is WithDismissals' context and count, in one allocation.
+type dismissalsCtx struct {
+	context.Context
+	n atomic.Int32
+}
+
+func (c *dismissalsCtx) Value(key any) any {
+	if key == (dismissalKey{}) {
+		return &c.n
+	}
+	return c.Context.Value(key)
 }
 
 // noteDismissed counts one dismissal in WithDismissals' count of ctx, if it
@@ -558,20 +575,36 @@ func (c *Coordinator) enterLead() bool {
 	return true
 }
 
+// placed is a key's placement as a coordinator computed it: its natural,
+// pending and live replicas and the level's requirement.
+type placed struct {
+	natural, pending, live []ring.Endpoint
+	req                    requirement
+}
+
 // lead is the leader's part: apply locally, replicate the resulting state,
-// and return once the consistency level is met (counting this node).
-func (c *Coordinator) lead(ctx context.Context, w counterWrite) (dismissed bool, err error) {
+// and return once the consistency level is met (counting this node). pl is
+// the placement the coordinator computed when it is this node (it checked
+// the live replicas already), nil on a remote coordinator's request.
+func (c *Coordinator) lead(ctx context.Context, w counterWrite, pl *placed) (dismissed bool, err error) {
 	if !c.enterLead() {
 		return false, ErrClosed
 	}
 	defer c.leading.Done()
-	natural, pending, live, _, err := c.placementPending(w.u.Table, w.u.Key, w.cl)
-	if err != nil {
-		return false, err
-	}
-	req := newRequirementFor(w, c)
-	if err := req.sufficient(live); err != nil {
-		return false, err
+	var natural, pending []ring.Endpoint
+	var req requirement
+	if pl != nil {
+		natural, pending, req = pl.natural, pl.pending, pl.req
+	} else {
+		var live []ring.Endpoint
+		natural, pending, live, _, err = c.placementPending(w.u.Table, w.u.Key, w.cl)
+		if err != nil {
+			return false, err
+		}
+		req = newRequirementFor(w, c)
+		if err := req.sufficient(live); err != nil {
+			return false, err
+		}
 	}
 	if w.u.HasOp && c.catchingUp() && c.deduplicates(w.u.Table) {
 		// Hints for this node may still hold op ids its filters lack: it
@@ -865,7 +898,7 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		}
 		ctx, cancel := c.writeTimeout(ctx)
 		defer cancel()
-		dismissed, err := c.lead(ctx, w)
+		dismissed, err := c.lead(ctx, w, nil)
 		return transport.Message{Type: TypeCounterWrite, Body: encodeResult(dismissed, err)}, nil
 	case TypeMutation:
 		mu, err := DecodeMutation(m.Body)
