@@ -679,6 +679,10 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite, pl *placed) (dis
 		rctx, rcancel = c.cfg.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
 		wg = new(sync.WaitGroup)
 	}
+	var body []byte // m's encoding, shared by the replicas
+	if len(natural)+len(pending) > 1 {
+		body = EncodeMutation(m)
+	}
 	send := func(e ring.Endpoint, acks chan<- string) {
 		if wg != nil {
 			wg.Add(1)
@@ -689,7 +693,7 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite, pl *placed) (dis
 			if wg != nil {
 				defer wg.Done()
 			}
-			c.replicate(rctx, e, m, acks)
+			c.replicateEncoded(rctx, e, m, body, acks)
 		})
 	}
 	for _, e := range natural {
@@ -759,7 +763,13 @@ func newRequirementFor(w counterWrite, c *Coordinator) requirement {
 // down or does not answer gets a hint. It reports the replica's DC on ack,
 // "" on failure.
 func (c *Coordinator) replicate(ctx context.Context, e ring.Endpoint, m coltype.Mutation, acks chan<- string) {
-	if c.sendMutation(ctx, e, m) == mutationAcked {
+	c.replicateEncoded(ctx, e, m, nil, acks)
+}
+
+// replicateEncoded is replicate with m's encoding (EncodeMutation), which
+// the sends of one mutation to its replicas share; nil encodes it here.
+func (c *Coordinator) replicateEncoded(ctx context.Context, e ring.Endpoint, m coltype.Mutation, body []byte, acks chan<- string) {
+	if c.sendEncoded(ctx, e, m, body) == mutationAcked {
 		acks <- e.DC
 		return
 	}
@@ -780,6 +790,12 @@ const (
 // one that refuses the write (errWritesRefused) does not: it would refuse
 // the hint as well.
 func (c *Coordinator) sendMutation(ctx context.Context, e ring.Endpoint, m coltype.Mutation) mutationOutcome {
+	return c.sendEncoded(ctx, e, m, nil)
+}
+
+// sendEncoded is sendMutation with m's encoding, nil to encode it here. The
+// encoding is only read: the sends to several replicas share it.
+func (c *Coordinator) sendEncoded(ctx context.Context, e ring.Endpoint, m coltype.Mutation, body []byte) mutationOutcome {
 	addr, ok := c.cfg.Cluster.Addr(e.ID)
 	if !ok || !c.cfg.Cluster.IsUp(e.ID) {
 		if trace.On(ctx) {
@@ -791,7 +807,9 @@ func (c *Coordinator) sendMutation(ctx context.Context, e ring.Endpoint, m colty
 	if trace.On(ctx) {
 		trace.Eventf(ctx, trace.ThreadWrite, "Sending MUTATION message to replica %s", addr)
 	}
-	body := EncodeMutation(m)
+	if body == nil {
+		body = EncodeMutation(m)
+	}
 	_, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: body})
 	for pause := time.Millisecond; isHeld(err) && ctx.Err() == nil; pause = min(2*pause, 50*time.Millisecond) {
 		// The replica holds the op behind an earlier one of its cell that
