@@ -7,6 +7,10 @@
 // grain instead of one per request, and one small allocation per request
 // instead of four.
 //
+// A shared context lives until its deadline, its timer too: a Timeouts keeps
+// at most 1024 of them alive per root (one per grain of the last timeout),
+// and fewer when the requests are fewer than one per grain.
+//
 // A shared context cannot be cancelled by one of its users, so the contexts
 // come without a CancelFunc; they end at their deadline, or when the parent
 // they follow is cancelled. The parent's cancellation can be followed only
