@@ -162,19 +162,28 @@ func (r requirement) counts(dc string) bool {
 	return true
 }
 
-// tally accumulates acks by data center.
+// tally accumulates acks, and for EACH_QUORUM their data centers (the
+// other levels count a total only: no map to make per write).
 type tally struct {
 	req   requirement
 	total int
-	byDC  map[string]int
+	byDC  map[string]int // EACH_QUORUM only
 }
 
-func (r requirement) newTally() *tally { return &tally{req: r, byDC: map[string]int{}} }
+func (r requirement) newTally() *tally {
+	t := &tally{req: r}
+	if r.perDC != nil {
+		t.byDC = map[string]int{}
+	}
+	return t
+}
 
 func (t *tally) add(dc string) {
 	if t.req.counts(dc) {
 		t.total++
-		t.byDC[dc]++
+		if t.byDC != nil {
+			t.byDC[dc]++
+		}
 	}
 }
 

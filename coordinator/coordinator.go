@@ -37,6 +37,7 @@ import (
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/cql/trace"
+	"github.com/idemkv/idemkv/internal/deadline"
 	"github.com/idemkv/idemkv/internal/workpool"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
@@ -117,8 +118,10 @@ type Config struct {
 	// time.Now. Tests inject virtual time.
 	Now func() time.Time
 	// WithTimeout makes the contexts of the coordinator's timeouts (counter
-	// writes, reads, exchanges); default context.WithTimeout. Tests
-	// inject contexts that end on virtual time.
+	// writes, reads, exchanges); default context.WithTimeout, and for a
+	// counter write and its replication a context shared with the writes
+	// whose deadlines fall within 1/1024 of the timeout of each other
+	// (internal/deadline). Tests inject contexts that end on virtual time.
 	WithTimeout func(context.Context, time.Duration) (context.Context, context.CancelFunc)
 	// IDs is the source of the random ids of coordinated types' temporary
 	// participants (coltype.Coordination.NewID; handoff counters' plain
@@ -208,6 +211,9 @@ type Coordinator struct {
 	// replicating runs the sends of a led update to the other replicas on
 	// goroutines kept between updates (internal/workpool).
 	replicating *workpool.Pool
+	// writeDeadlines makes the contexts of the counter write timeout, one
+	// timer shared by many writes; nil when Config.WithTimeout is set.
+	writeDeadlines *deadline.Timeouts
 
 	stats struct {
 		writes, led, unavailable, writeTimeouts atomic.Uint64
@@ -240,8 +246,10 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.New(rand.NewPCG(uint64(cfg.Now().UnixNano()), 0x5eed))
 	}
+	var writeDeadlines *deadline.Timeouts
 	if cfg.WithTimeout == nil {
 		cfg.WithTimeout = context.WithTimeout
+		writeDeadlines = deadline.New(cfg.CounterWriteTimeout)
 	}
 	if cfg.IDs == nil {
 		cfg.IDs = crand.Reader
@@ -249,11 +257,26 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Coordinator{cfg: cfg, logger: cfg.Logger, started: cfg.Now(), replicating: workpool.New(0)}
+	c := &Coordinator{cfg: cfg, logger: cfg.Logger, started: cfg.Now(), replicating: workpool.New(0), writeDeadlines: writeDeadlines}
 	if cfg.Hints != nil {
 		cfg.Hints.SetConflicts(c.stillCounted, c.mutationAnswered)
 	}
 	return c, nil
+}
+
+// writeTimeout bounds a counter write by the counter write timeout: with a
+// context shared by the writes of the same instant (whose CancelFunc does
+// nothing: nothing may wait for the context to end once the write
+// returns), or when ctx's cancellation cannot be shared (see
+// deadline.Timeouts.Context) or a test injects WithTimeout, with
+// Config.WithTimeout.
+func (c *Coordinator) writeTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.writeDeadlines != nil {
+		if sctx, ok := c.writeDeadlines.Context(ctx); ok {
+			return sctx, func() {}
+		}
+	}
+	return c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
 }
 
 // Stats returns the running counts.
@@ -398,10 +421,13 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl Con
 	if err := validateCounterWrite(cl); err != nil {
 		return err
 	}
-	_, live, req, err := c.placement(u.Table, u.Key, cl)
+	var pl placed
+	var err error
+	pl.natural, pl.pending, pl.live, pl.req, err = c.placementPending(u.Table, u.Key, cl)
 	if err != nil {
 		return err
 	}
+	live, req := pl.live, pl.req
 	if err := req.sufficient(live); err != nil {
 		c.stats.unavailable.Add(1)
 		return err
@@ -409,7 +435,7 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl Con
 	if trace.On(ctx) {
 		trace.Eventf(ctx, trace.ThreadRequest, "Counter write of column %s at %v: %d live replicas, %d acks needed", u.Column, cl, len(live), req.blockFor)
 	}
-	ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+	ctx, cancel := c.writeTimeout(ctx)
 	defer cancel()
 	w := counterWrite{cl: cl, localDC: req.localDC, u: u}
 	// A leader whose cell holds an update in doubt (it restarted after an
@@ -423,7 +449,7 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl Con
 		if trace.On(ctx) {
 			trace.Eventf(ctx, trace.ThreadRequest, "Leader chosen: %s (of %d candidates)", c.endpointName(leader), len(candidates))
 		}
-		dismissed, err := c.writeVia(ctx, leader, w, req)
+		dismissed, err := c.writeVia(ctx, leader, w, &pl)
 		if !errors.Is(err, errLeaderInDoubt) {
 			if err != nil && trace.On(ctx) {
 				trace.Eventf(ctx, trace.ThreadRequest, "Counter write failed: %v", err)
@@ -451,10 +477,11 @@ func (c *Coordinator) CounterWrite(ctx context.Context, u coltype.Update, cl Con
 // writeVia sends the update to one leader (or leads it here) and returns
 // the leader's answer: whether it dismissed the update as a retry, and its
 // error.
-func (c *Coordinator) writeVia(ctx context.Context, leader ring.Endpoint, w counterWrite, req requirement) (dismissed bool, err error) {
+func (c *Coordinator) writeVia(ctx context.Context, leader ring.Endpoint, w counterWrite, pl *placed) (dismissed bool, err error) {
 	if leader.ID == c.cfg.Cluster.Self().ID {
-		return c.lead(ctx, w)
+		return c.lead(ctx, w, pl)
 	}
+	req := pl.req
 	addr, ok := c.cfg.Cluster.Addr(leader.ID)
 	if !ok {
 		return false, &WriteTimeoutError{CL: w.cl, BlockFor: req.blockFor, WriteType: WriteTypeCounter}
@@ -489,8 +516,21 @@ type dismissalKey struct{}
 // as the level asks). A first attempt dismissed is a false positive of the
 // filter: the op was never counted.
 func WithDismissals(ctx context.Context) (context.Context, func() int) {
-	n := new(atomic.Int32)
-	return context.WithValue(ctx, dismissalKey{}, n), func() int { return int(n.Load()) }
+	c := &dismissalsCtx{Context: ctx}
+	return c, func() int { return int(c.n.Load()) }
+}
+
+// dismissalsCtx is WithDismissals' context and count, in one allocation.
+type dismissalsCtx struct {
+	context.Context
+	n atomic.Int32
+}
+
+func (c *dismissalsCtx) Value(key any) any {
+	if key == (dismissalKey{}) {
+		return &c.n
+	}
+	return c.Context.Value(key)
 }
 
 // noteDismissed counts one dismissal in WithDismissals' count of ctx, if it
@@ -546,20 +586,36 @@ func (c *Coordinator) enterLead() bool {
 	return true
 }
 
+// placed is a key's placement as a coordinator computed it: its natural,
+// pending and live replicas and the level's requirement.
+type placed struct {
+	natural, pending, live []ring.Endpoint
+	req                    requirement
+}
+
 // lead is the leader's part: apply locally, replicate the resulting state,
-// and return once the consistency level is met (counting this node).
-func (c *Coordinator) lead(ctx context.Context, w counterWrite) (dismissed bool, err error) {
+// and return once the consistency level is met (counting this node). pl is
+// the placement the coordinator computed when it is this node (it checked
+// the live replicas already), nil on a remote coordinator's request.
+func (c *Coordinator) lead(ctx context.Context, w counterWrite, pl *placed) (dismissed bool, err error) {
 	if !c.enterLead() {
 		return false, ErrClosed
 	}
 	defer c.leading.Done()
-	natural, pending, live, _, err := c.placementPending(w.u.Table, w.u.Key, w.cl)
-	if err != nil {
-		return false, err
-	}
-	req := newRequirementFor(w, c)
-	if err := req.sufficient(live); err != nil {
-		return false, err
+	var natural, pending []ring.Endpoint
+	var req requirement
+	if pl != nil {
+		natural, pending, req = pl.natural, pl.pending, pl.req
+	} else {
+		var live []ring.Endpoint
+		natural, pending, live, _, err = c.placementPending(w.u.Table, w.u.Key, w.cl)
+		if err != nil {
+			return false, err
+		}
+		req = newRequirementFor(w, c)
+		if err := req.sufficient(live); err != nil {
+			return false, err
+		}
 	}
 	if w.u.HasOp && c.catchingUp() && c.deduplicates(w.u.Table) {
 		// Hints for this node may still hold op ids its filters lack: it
@@ -621,38 +677,55 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite) (dismissed bool,
 	acks <- self.DC
 	remotes := 0
 	// Replication outlives the answer: once the level is met the leader
-	// answers, and the other replicas still get the shard (or a hint).
-	rctx, rcancel := c.cfg.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
-	var wg sync.WaitGroup
+	// answers, and the other replicas still get the shard (or a hint). Its
+	// context is shared with the updates led at the same instant, which
+	// need no cancelling; an injected WithTimeout's is cancelled once
+	// every replica is done.
+	var rctx context.Context
+	var rcancel context.CancelFunc
+	var wg *sync.WaitGroup
+	if c.writeDeadlines != nil {
+		rctx = c.writeDeadlines.Detached(ctx)
+	} else {
+		rctx, rcancel = c.cfg.WithTimeout(context.WithoutCancel(ctx), c.cfg.CounterWriteTimeout)
+		wg = new(sync.WaitGroup)
+	}
+	var body []byte // m's encoding, shared by the replicas
+	if len(natural)+len(pending) > 1 {
+		body = EncodeMutation(m)
+	}
+	send := func(e ring.Endpoint, acks chan<- string) {
+		if wg != nil {
+			wg.Add(1)
+		}
+		c.leading.Add(1) // lead holds a count: never from zero
+		c.replicating.Go(func() {
+			defer c.leading.Done()
+			if wg != nil {
+				defer wg.Done()
+			}
+			c.replicateEncoded(rctx, e, m, body, acks)
+		})
+	}
 	for _, e := range natural {
 		if e.ID == self.ID {
 			continue
 		}
 		remotes++
-		wg.Add(1)
-		c.leading.Add(1) // lead holds a count: never from zero
-		c.replicating.Go(func() {
-			defer c.leading.Done()
-			defer wg.Done()
-			c.replicate(rctx, e, m, acks)
-		})
+		send(e, acks)
 	}
 	for _, e := range pending {
 		if e.ID == self.ID {
 			continue
 		}
-		wg.Add(1)
-		c.leading.Add(1)
+		send(e, make(chan string, 1)) // not counted toward the level
+	}
+	if wg != nil {
 		c.replicating.Go(func() {
-			defer c.leading.Done()
-			defer wg.Done()
-			c.replicate(rctx, e, m, make(chan string, 1)) // not counted toward the level
+			wg.Wait()
+			rcancel()
 		})
 	}
-	c.replicating.Go(func() {
-		wg.Wait()
-		rcancel()
-	})
 	t := req.newTally()
 	for received := 0; received <= remotes; {
 		select {
@@ -701,7 +774,13 @@ func newRequirementFor(w counterWrite, c *Coordinator) requirement {
 // down or does not answer gets a hint. It reports the replica's DC on ack,
 // "" on failure.
 func (c *Coordinator) replicate(ctx context.Context, e ring.Endpoint, m coltype.Mutation, acks chan<- string) {
-	if c.sendMutation(ctx, e, m) == mutationAcked {
+	c.replicateEncoded(ctx, e, m, nil, acks)
+}
+
+// replicateEncoded is replicate with m's encoding (EncodeMutation), which
+// the sends of one mutation to its replicas share; nil encodes it here.
+func (c *Coordinator) replicateEncoded(ctx context.Context, e ring.Endpoint, m coltype.Mutation, body []byte, acks chan<- string) {
+	if c.sendEncoded(ctx, e, m, body) == mutationAcked {
 		acks <- e.DC
 		return
 	}
@@ -722,6 +801,12 @@ const (
 // one that refuses the write (errWritesRefused) does not: it would refuse
 // the hint as well.
 func (c *Coordinator) sendMutation(ctx context.Context, e ring.Endpoint, m coltype.Mutation) mutationOutcome {
+	return c.sendEncoded(ctx, e, m, nil)
+}
+
+// sendEncoded is sendMutation with m's encoding, nil to encode it here. The
+// encoding is only read: the sends to several replicas share it.
+func (c *Coordinator) sendEncoded(ctx context.Context, e ring.Endpoint, m coltype.Mutation, body []byte) mutationOutcome {
 	addr, ok := c.cfg.Cluster.Addr(e.ID)
 	if !ok || !c.cfg.Cluster.IsUp(e.ID) {
 		if trace.On(ctx) {
@@ -733,7 +818,9 @@ func (c *Coordinator) sendMutation(ctx context.Context, e ring.Endpoint, m colty
 	if trace.On(ctx) {
 		trace.Eventf(ctx, trace.ThreadWrite, "Sending MUTATION message to replica %s", addr)
 	}
-	body := EncodeMutation(m)
+	if body == nil {
+		body = EncodeMutation(m)
+	}
 	resp, err := c.cfg.Transport.Request(ctx, addr, transport.Message{Type: TypeMutation, Body: body})
 	for pause := time.Millisecond; isHeld(err) && ctx.Err() == nil; pause = min(2*pause, 50*time.Millisecond) {
 		// The replica holds the op behind an earlier one of its cell that
@@ -839,9 +926,9 @@ func (c *Coordinator) Handle(ctx context.Context, from transport.Addr, m transpo
 		if err != nil {
 			return transport.Message{}, err
 		}
-		ctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.CounterWriteTimeout)
+		ctx, cancel := c.writeTimeout(ctx)
 		defer cancel()
-		dismissed, err := c.lead(ctx, w)
+		dismissed, err := c.lead(ctx, w, nil)
 		return transport.Message{Type: TypeCounterWrite, Body: encodeResult(dismissed, err)}, nil
 	case TypeMutation:
 		return c.handleMutation(ctx, m.Body)

@@ -61,8 +61,10 @@ type dec struct {
 	err error
 }
 
-func newDec(b []byte) *dec {
-	d := &dec{b: b}
+// newDec returns a decoder of b, checking its version. It is a value, which
+// its caller keeps on its stack.
+func newDec(b []byte) dec {
+	d := dec{b: b}
 	if v := d.u8(); d.err == nil && v != wireVersion {
 		d.fail("version %d, want %d", v, wireVersion)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/cql/frame"
+	"github.com/idemkv/idemkv/internal/deadline"
 )
 
 // Lingering close: after a fatal error answer the server stops writing and
@@ -98,11 +99,13 @@ func newConn(s *Server, nc net.Conn, ip string) *conn {
 	// Not derived from the server's context: a child would be kept in the
 	// server context's map of children, which grows with the most
 	// connections ever open and never shrinks. Close closes every
-	// connection, which cancels its context.
+	// connection, which cancels its context. It is a deadline.Root: the
+	// counter writes of the connection's requests share their timeouts'
+	// contexts.
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{
 		s: s, nc: nc, ip: ip,
-		ctx: ctx, cancel: cancel,
+		ctx: deadline.Root(ctx), cancel: cancel,
 		done: make(chan struct{}), wlast: make(chan struct{}),
 	}
 	c.dr = &deadlineReader{nc: nc, idle: s.cfg.IdleTimeout, halfFrame: max(s.cfg.HalfFrameTimeout, 0)}

@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,6 +109,64 @@ type Metrics struct {
 	syncLatency    prometheus.Histogram
 	peerMessages   *prometheus.CounterVec
 	peerDropped    *prometheus.CounterVec
+
+	// The labelled children the request paths update, resolved once per
+	// label values (WithLabelValues hashes them under the vector's lock on
+	// every call).
+	clientLatencyOf  children[[2]string, prometheus.Observer]
+	clientFailuresOf children[[3]string, prometheus.Counter]
+	cqlLatencyOf     children[[2]string, prometheus.Observer]
+	cqlErrorsOf      children[[2]string, prometheus.Counter]
+	counterWritesOf  children[[2]string, prometheus.Counter]
+	peerMessagesOf   children[peerLabels, prometheus.Counter]
+	peerDroppedOf    children[peerDropLabels, prometheus.Counter]
+}
+
+// peerLabels and peerDropLabels key the children of the messaging series.
+type peerLabels struct {
+	family string
+	typ    int
+}
+
+type peerDropLabels struct {
+	peerLabels
+	reason string
+}
+
+// children caches the children of a metric vector by their label values:
+// a map read without a lock, replaced by a copy when a child is added (the
+// label values are few: operations, levels, designs, message types).
+type children[K comparable, V any] struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[K]V]
+}
+
+// get returns the child of k, resolving it with resolve the first time.
+func (c *children[K, V]) get(k K, resolve func() V) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+	}
+	m := make(map[K]V, 1)
+	if old != nil {
+		m = make(map[K]V, len(*old)+1)
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	v := resolve()
+	m[k] = v
+	c.m.Store(&m)
+	return v
 }
 
 // latencyBuckets span 50 µs to about 13 s.
@@ -182,9 +242,14 @@ func (m *Metrics) ObserveClient(op, cls string, d time.Duration, err error) {
 	if m == nil {
 		return
 	}
-	m.clientLatency.WithLabelValues(op, cls).Observe(d.Seconds())
+	m.clientLatencyOf.get([2]string{op, cls}, func() prometheus.Observer {
+		return m.clientLatency.WithLabelValues(op, cls)
+	}).Observe(d.Seconds())
 	if err != nil {
-		m.clientFailures.WithLabelValues(op, cls, ErrorClass(err)).Inc()
+		class := ErrorClass(err)
+		m.clientFailuresOf.get([3]string{op, cls, class}, func() prometheus.Counter {
+			return m.clientFailures.WithLabelValues(op, cls, class)
+		}).Inc()
 	}
 }
 
@@ -193,9 +258,13 @@ func (m *Metrics) ObserveCQL(message, statement string, d time.Duration, err err
 	if m == nil {
 		return
 	}
-	m.cqlLatency.WithLabelValues(message, statement).Observe(d.Seconds())
+	m.cqlLatencyOf.get([2]string{message, statement}, func() prometheus.Observer {
+		return m.cqlLatency.WithLabelValues(message, statement)
+	}).Observe(d.Seconds())
 	if err != nil {
-		m.cqlErrors.WithLabelValues(message, statement).Inc()
+		m.cqlErrorsOf.get([2]string{message, statement}, func() prometheus.Counter {
+			return m.cqlErrors.WithLabelValues(message, statement)
+		}).Inc()
 	}
 }
 
@@ -208,7 +277,9 @@ func (m *Metrics) CounterWrite(design string, err error) {
 	if err != nil {
 		res = "failed"
 	}
-	m.counterWrites.WithLabelValues(design, res).Inc()
+	m.counterWritesOf.get([2]string{design, res}, func() prometheus.Counter {
+		return m.counterWrites.WithLabelValues(design, res)
+	}).Inc()
 }
 
 // ObserveSync records a commit-log fsync.
@@ -225,10 +296,15 @@ func (m *Metrics) PeerMessage(family string, typ int, err error) {
 	if m == nil {
 		return
 	}
-	t := strconv.Itoa(typ)
-	m.peerMessages.WithLabelValues(family, t).Inc()
+	k := peerLabels{family, typ}
+	m.peerMessagesOf.get(k, func() prometheus.Counter {
+		return m.peerMessages.WithLabelValues(family, strconv.Itoa(typ))
+	}).Inc()
 	if err != nil {
-		m.peerDropped.WithLabelValues(family, t, dropReason(err)).Inc()
+		dk := peerDropLabels{k, dropReason(err)}
+		m.peerDroppedOf.get(dk, func() prometheus.Counter {
+			return m.peerDropped.WithLabelValues(family, strconv.Itoa(typ), dk.reason)
+		}).Inc()
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/internal/testseed"
 	"github.com/idemkv/idemkv/transport"
 )
 
@@ -81,4 +82,77 @@ func TestErrorClass(t *testing.T) {
 			t.Errorf("ErrorClass(%v) = %s, want %s", err, got, want)
 		}
 	}
+}
+
+// TestCachedChildren checks, over seeded random label values, that the
+// children cached per label values count what WithLabelValues' would: each
+// series ends with the number of calls made with its labels.
+func TestCachedChildren(t *testing.T) {
+	rng := testseed.Rand(t)
+	m, err := New(fakeSource{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := []string{"counter_write", "read", "delete"}
+	levels := []string{"ONE", "QUORUM", "ALL"}
+	families := []string{"gossip", "coordinator", "node"}
+	client := map[[2]string]int{}
+	failures := map[[3]string]int{}
+	peer := map[string]int{}
+	for range 2000 {
+		op, cl := ops[rng.IntN(len(ops))], levels[rng.IntN(len(levels))]
+		var err error
+		if rng.IntN(3) == 0 {
+			err = &coordinator.WriteTimeoutError{}
+			failures[[3]string{op, cl, "timeout"}]++
+		}
+		m.ObserveClient(op, cl, time.Millisecond, err)
+		m.ObserveCQL(op, cl, time.Millisecond, err)
+		m.CounterWrite(op+cl, nil)
+		client[[2]string{op, cl}]++
+		fam, typ := families[rng.IntN(len(families))], rng.IntN(20)
+		m.PeerMessage(fam, typ, nil)
+		peer[fmt.Sprintf(`family="%s",type="%d"`, fam, typ)]++
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	want := func(s string) {
+		t.Helper()
+		if !strings.Contains(string(body), s) {
+			t.Errorf("no %q", s)
+		}
+	}
+	for k, n := range client {
+		want(fmt.Sprintf(`idemkv_client_request_latency_seconds_count{consistency="%s",operation="%s"} %d`+"\n", k[1], k[0], n))
+		want(fmt.Sprintf(`idemkv_cql_request_latency_seconds_count{message="%s",statement="%s"} %d`+"\n", k[0], k[1], n))
+		want(fmt.Sprintf(`idemkv_counter_writes_total{design="%s",result="ok"} %d`+"\n", k[0]+k[1], n))
+	}
+	for k, n := range failures {
+		want(fmt.Sprintf(`idemkv_client_request_failures_total{consistency="%s",error="%s",operation="%s"} %d`+"\n", k[1], k[2], k[0], n))
+		want(fmt.Sprintf(`idemkv_cql_request_errors_total{message="%s",statement="%s"} %d`+"\n", k[0], k[1], n))
+	}
+	for k, n := range peer {
+		want(fmt.Sprintf(`idemkv_messaging_sent_total{%s} %d`+"\n", k, n))
+	}
+}
+
+// BenchmarkRequestMetrics is what a counter update through CQL records:
+// the executor's request, the client request, the counter write and two
+// replication messages.
+func BenchmarkRequestMetrics(b *testing.B) {
+	m, err := New(fakeSource{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.ObserveCQL("execute", "update", time.Millisecond, nil)
+			m.ObserveClient("counter_write", "QUORUM", time.Millisecond, nil)
+			m.CounterWrite("fbf_counter", nil)
+			m.PeerMessage("coordinator", 17, nil)
+			m.PeerMessage("coordinator", 17, nil)
+		}
+	})
 }

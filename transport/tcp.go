@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemkv/idemkv/internal/deadline"
 	"github.com/idemkv/idemkv/internal/workpool"
 )
 
@@ -66,6 +67,10 @@ type TCP struct {
 	peers map[Addr]*peer        // outbound connection per peer
 	raw   map[net.Conn]struct{} // every open connection, for Close
 	wg    sync.WaitGroup        // every goroutine this endpoint started
+	// inbound holds the connection each peer dialled to this endpoint, by
+	// the peer's listen address: a peer whose address orders before this
+	// endpoint's carries this endpoint's requests too (see peerConn).
+	inbound map[Addr]*conn
 
 	// serving runs inbound requests on goroutines kept between requests,
 	// whose stacks have grown already (internal/workpool).
@@ -93,10 +98,12 @@ func ListenTCP(addr Addr, h Handler, opts TCPOptions) (*TCP, error) {
 		h:      h,
 		opts:   opts,
 		log:    opts.Logger.With("node", string(addr)),
-		ctx:    ctx,
+		ctx:    deadline.Root(ctx), // handlers share their timeouts' contexts
 		cancel: cancel,
 		peers:  make(map[Addr]*peer),
 		raw:    make(map[net.Conn]struct{}),
+
+		inbound: make(map[Addr]*conn),
 
 		serving: workpool.New(0),
 	}
@@ -295,9 +302,17 @@ func (t *TCP) serveInbound(nc net.Conn) {
 	}
 	nc.SetDeadline(time.Time{})
 	c := newConn(t, nc, br, from)
+	t.mu.Lock()
+	t.inbound[from] = c // the latest: an older one is breaking or idle
+	t.mu.Unlock()
 	t.wg.Add(1)
 	go c.writeLoop()
 	c.readLoop()
+	t.mu.Lock()
+	if t.inbound[from] == c {
+		delete(t.inbound, from)
+	}
+	t.mu.Unlock()
 }
 
 // dial connects to a peer and exchanges preambles.
@@ -350,8 +365,21 @@ type peer struct {
 
 // peerConn returns the outbound connection to a peer, dialling it if
 // needed; typ only labels a timeout error.
+//
+// Of two peers, the one whose address orders first dials, and the other
+// sends its requests on that connection while it is open, rather than on
+// one of its own: the frames each node sends the other (its requests, its
+// answers to the other's) then leave together, in fewer system calls, and
+// arrive on one reader. Before the first has dialled, or once its
+// connection broke, the second dials its own, as every endpoint did.
 func (t *TCP) peerConn(ctx context.Context, to Addr, typ Type) (*conn, error) {
 	t.mu.Lock()
+	if to < t.addr {
+		if c := t.inbound[to]; c != nil && !c.isClosed() {
+			t.mu.Unlock()
+			return c, nil
+		}
+	}
 	p := t.peers[to]
 	if p == nil {
 		p = &peer{addr: to}

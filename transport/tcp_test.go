@@ -394,3 +394,95 @@ func TestTCPNoGoroutineLeak(t *testing.T) {
 	}
 	waitGoroutines(t, base)
 }
+
+// TestTCPSharedConnection: of two endpoints, the one whose address orders
+// second sends its requests on the connection the first dialled, while it
+// is open, and dials its own before the first dialled and once that
+// connection broke. Handlers see the sender's address either way.
+func TestTCPSharedConnection(t *testing.T) {
+	froms := make(chan Addr, 16)
+	recordFrom := func(_ context.Context, from Addr, req Message) (Message, error) {
+		froms <- from
+		return Message{Type: req.Type, Body: req.Body}, nil
+	}
+	ask := func(from, to *TCP) error {
+		t.Helper()
+		resp, err := from.Request(longCtx(t), to.Addr(), Message{Type: 1, Body: []byte("hi")})
+		if err == nil && string(resp.Body) != "hi" {
+			t.Fatalf("answer %q", resp.Body)
+		}
+		if err == nil {
+			if got := <-froms; got != from.Addr() {
+				t.Fatalf("handler saw %s, want %s", got, from.Addr())
+			}
+		}
+		return err
+	}
+	conns := func(tr *TCP) int {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return len(tr.raw)
+	}
+	dialled := func(tr *TCP, to Addr) bool {
+		tr.mu.Lock()
+		p := tr.peers[to]
+		tr.mu.Unlock()
+		if p == nil {
+			return false
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.c != nil
+	}
+	pair := func() (lo, hi *TCP) {
+		a, _ := listenTCP(t, recordFrom, TCPOptions{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+		b, _ := listenTCP(t, recordFrom, TCPOptions{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+		if b.Addr() < a.Addr() {
+			a, b = b, a
+		}
+		return a, b
+	}
+
+	lo, hi := pair()
+	if err := ask(lo, hi); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the inbound connection registered", func() bool {
+		hi.mu.Lock()
+		defer hi.mu.Unlock()
+		return hi.inbound[lo.Addr()] != nil
+	})
+	for range 3 {
+		if err := ask(hi, lo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dialled(hi, lo.Addr()) || conns(lo) != 1 || conns(hi) != 1 {
+		t.Fatalf("the second endpoint dialled (%t); connections %d and %d, want one each", dialled(hi, lo.Addr()), conns(lo), conns(hi))
+	}
+
+	// The shared connection breaks: the second dials its own.
+	lo.mu.Lock()
+	shared := lo.peers[hi.Addr()].c
+	lo.mu.Unlock()
+	shared.close(errors.New("test: broken"))
+	waitFor(t, "a request once the shared connection broke", func() bool { return ask(hi, lo) == nil })
+	if !dialled(hi, lo.Addr()) {
+		t.Fatal("the second endpoint answered without a connection of its own")
+	}
+
+	// Before the first dialled, the second dials its own.
+	lo, hi = pair()
+	if err := ask(hi, lo); err != nil {
+		t.Fatal(err)
+	}
+	if !dialled(hi, lo.Addr()) {
+		t.Fatal("the second endpoint found a connection nobody dialled")
+	}
+	if err := ask(lo, hi); err != nil {
+		t.Fatal(err)
+	}
+	if !dialled(lo, hi.Addr()) {
+		t.Fatal("the first endpoint used the second's connection")
+	}
+}

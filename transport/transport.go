@@ -49,9 +49,13 @@
 //
 // Each endpoint dials one outbound connection per peer, lazily on the first
 // message, and uses it for its own requests and one-way messages; it
-// answers the requests of a peer on the connection that peer dialled. A
-// connection therefore carries requests one way and responses the other,
-// though the code accepts any frame kind on either. Requests are pipelined:
+// answers the requests of a peer on the connection that peer dialled. Of
+// two peers, the one whose listen address orders second sends its own
+// requests on the connection the first dialled, while it is open (and
+// dials its own before that, or once it broke): the frames the two send
+// each other then share writes and a reader. A connection carries frames
+// of every kind both ways; the code never depends on who dialled it.
+// Requests are pipelined:
 // ids are per connection, any number may be in flight, and responses are
 // matched by id whatever their order. Each inbound request runs its handler
 // on its own goroutine (the peer's callers bound how many run at once). One

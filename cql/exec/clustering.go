@@ -386,13 +386,17 @@ func clusteringFilter(t *tableInfo, rels []parse.Relation, values []frame.Value,
 	return f, nil
 }
 
+// noClustering is the prefixes of a table without clustering columns,
+// shared: its users only read it, and an append copies it (capacity 1).
+var noClustering = []string{""}
+
 // clusteringPrefixes binds the clustering restrictions of an UPDATE or of
 // a row DELETE: every clustering column by equality (or IN), as Cassandra
 // requires; it returns the composite prefixes of the rows, in order. A
 // table without clustering columns has the one prefix "".
 func clusteringPrefixes(t *tableInfo, f ckFilter) ([]string, error) {
 	if len(t.ck) == 0 {
-		return []string{""}, nil
+		return noClustering[:1:1], nil
 	}
 	var missing []string
 	for i, x := range f {

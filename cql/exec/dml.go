@@ -241,7 +241,7 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 	var writes []write
 	var cellWrites []cellWrite
 	counterStmts := 0
-	tables := map[uint64]string{} // for the batch size messages
+	var tables map[uint64]string // for the batch size messages (typ >= 0)
 	for i, it := range items {
 		var t *tableInfo
 		switch st := it.stmt.(type) {
@@ -292,8 +292,17 @@ func (e *Executor) runBatch(ctx context.Context, typ parse.BatchType, using []pa
 		if err != nil {
 			return err
 		}
-		writes = append(writes, ws...)
-		tables[t.id] = t.keyspace + "." + t.name
+		if writes == nil {
+			writes = ws // one statement: no copy
+		} else {
+			writes = append(writes, ws...)
+		}
+		if typ >= 0 {
+			if tables == nil {
+				tables = map[uint64]string{}
+			}
+			tables[t.id] = t.keyspace + "." + t.name
+		}
 	}
 	if counterStmts > 0 && len(cellWrites) > 0 {
 		return invalid("Counter and non-counter mutations cannot exist in the same batch")
@@ -501,6 +510,10 @@ func bindWrite(t *tableInfo, it batchItem, i int) ([]write, error) {
 			ws, err := bindSets(t, st, it, i, key, prefix, n == 0)
 			if err != nil {
 				return nil, err
+			}
+			if out == nil {
+				out = ws // one row, most statements: no copy
+				continue
 			}
 			out = append(out, ws...)
 		}

@@ -186,11 +186,25 @@ type warnings struct {
 
 type warningsKey struct{}
 
+// warningsCtx is a request's context with its warnings, in one
+// allocation.
+type warningsCtx struct {
+	context.Context
+	w warnings
+}
+
+func (c *warningsCtx) Value(key any) any {
+	if key == (warningsKey{}) {
+		return &c.w
+	}
+	return c.Context.Value(key)
+}
+
 // withWarnings returns a context that collects the client warnings of a
 // request, and the collection.
 func withWarnings(ctx context.Context) (context.Context, *warnings) {
-	w := &warnings{}
-	return context.WithValue(ctx, warningsKey{}, w), w
+	c := &warningsCtx{Context: ctx}
+	return c, &c.w
 }
 
 // addWarning adds a client warning to the request of ctx, if it collects

@@ -784,12 +784,29 @@ func SplitKey(key []byte, n int) ([][]byte, bool) {
 	return out, len(out) == n
 }
 
+// oneKeyColumn holds the terms of a one-column partition key (most
+// tables') and its equality's term, in one allocation.
+type oneKeyColumn struct {
+	terms [1][]parse.Term
+	eq    [1]parse.Term
+}
+
+// keyTermsFor returns the terms of n partition key columns, all nil, and n
+// terms for their equalities.
+func keyTermsFor(n int) (terms [][]parse.Term, eq []parse.Term) {
+	if n != 1 {
+		return make([][]parse.Term, n), make([]parse.Term, n)
+	}
+	k := new(oneKeyColumn)
+	return k.terms[:], k.eq[:]
+}
+
 // keyRestrictions checks a WHERE clause that must name the whole partition
 // key by equality (or, when in is true, IN) and otherwise only clustering
 // columns, and returns each key column's terms and the relations on
 // clustering columns.
 func keyRestrictions(t *tableInfo, rs []parse.Relation, in bool) ([][]parse.Term, []parse.Relation, error) {
-	terms := make([][]parse.Term, len(t.pk))
+	terms, eq := keyTermsFor(len(t.pk))
 	var nonKey []string
 	var ck []parse.Relation
 	for _, r := range rs {
@@ -813,7 +830,9 @@ func keyRestrictions(t *tableInfo, rs []parse.Relation, in bool) ([][]parse.Term
 		}
 		switch {
 		case r.Op == "=":
-			terms[c.pkIndex] = []parse.Term{r.Value}
+			i := c.pkIndex
+			eq[i] = r.Value
+			terms[i] = eq[i : i+1 : i+1]
 		case r.Op == "IN" && in && r.InList:
 			if len(r.In) == 0 {
 				terms[c.pkIndex] = []parse.Term{}
@@ -843,29 +862,74 @@ func keyRestrictions(t *tableInfo, rs []parse.Relation, in bool) ([][]parse.Term
 	return terms, ck, nil
 }
 
+// bindKeyPart binds one term of a partition key column.
+func bindKeyPart(c *column, term parse.Term, values []frame.Value) ([]byte, error) {
+	v, err := bind(term, values, c.typ, c.name)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case v.Unset:
+		return nil, invalid("Invalid unset value for column %s", c.name)
+	case v.Null || v.Bytes == nil:
+		return nil, invalid("Invalid null value in condition for column %s", c.name)
+	}
+	if err := validateKeyPart(c, v.Bytes); err != nil {
+		return nil, err
+	}
+	return v.Bytes, nil
+}
+
+// oneKey is keys for restrictions that name one partition (one term per
+// key column, every single-partition statement), without the cartesian
+// product's bookkeeping: it reports false when they name several or none.
+func oneKey(t *tableInfo, terms [][]parse.Term, values []frame.Value) ([]byte, bool, error) {
+	var buf [4][]byte
+	comp := buf[:0]
+	for _, ts := range terms {
+		if len(ts) != 1 {
+			return nil, false, nil
+		}
+	}
+	for i, ts := range terms {
+		b, err := bindKeyPart(t.pk[i], ts[0], values)
+		if err != nil {
+			return nil, true, err
+		}
+		comp = append(comp, b)
+	}
+	k, err := SerializeKey(comp)
+	if err != nil {
+		return nil, true, err
+	}
+	if err := checkKeyLength(k); err != nil {
+		return nil, true, err
+	}
+	if len(k) == 0 {
+		return nil, true, invalid("Key may not be empty")
+	}
+	return k, true, nil
+}
+
 // keys binds key restrictions to serialized partition keys: the cartesian
 // product of IN lists without duplicates, sorted by the key types' order
 // as Cassandra returns the partitions of IN (compareKeys).
 func keys(t *tableInfo, terms [][]parse.Term, values []frame.Value) ([][]byte, error) {
+	if k, ok, err := oneKey(t, terms, values); err != nil {
+		return nil, err
+	} else if ok {
+		return [][]byte{k}, nil
+	}
 	parts := make([][][]byte, len(t.pk))
 	total := 1
 	for i, ts := range terms {
 		c := t.pk[i]
 		for _, term := range ts {
-			v, err := bind(term, values, c.typ, c.name)
+			b, err := bindKeyPart(c, term, values)
 			if err != nil {
 				return nil, err
 			}
-			switch {
-			case v.Unset:
-				return nil, invalid("Invalid unset value for column %s", c.name)
-			case v.Null || v.Bytes == nil:
-				return nil, invalid("Invalid null value in condition for column %s", c.name)
-			}
-			if err := validateKeyPart(c, v.Bytes); err != nil {
-				return nil, err
-			}
-			parts[i] = append(parts[i], v.Bytes)
+			parts[i] = append(parts[i], b)
 		}
 		total *= len(parts[i])
 		if total > 1000 {

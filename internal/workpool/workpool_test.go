@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idemkv/idemkv/internal/testseed"
 )
 
 // waitIdle waits until n goroutines of p wait for work.
@@ -129,5 +131,29 @@ func TestTrimEndsWaitingGoroutines(t *testing.T) {
 	waitIdle(t, p, 1)
 	if p.Started() != 9 {
 		t.Errorf("started %d goroutines, want 9 (8, then 1 after Trim)", p.Started())
+	}
+}
+
+// TestCloseRacingTasks closes pools while their tasks are finishing
+// (seeded sizes and counts): every goroutine that finishes a task around
+// Close, and would wait for another, ends.
+func TestCloseRacingTasks(t *testing.T) {
+	rng := testseed.Rand(t)
+	before := runtime.NumGoroutine()
+	for range 500 {
+		p := New(1 + rng.IntN(8))
+		n := 1 + rng.IntN(16)
+		var wg sync.WaitGroup
+		wg.Add(n)
+		for range n {
+			p.Go(wg.Done)
+		}
+		p.Close()
+		wg.Wait()
+	}
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after closing every pool, want at most %d", runtime.NumGoroutine(), before)
+		}
 	}
 }
