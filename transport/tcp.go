@@ -304,7 +304,17 @@ func (t *TCP) serveInbound(nc net.Conn) {
 	c := newConn(t, nc, br, from)
 	t.mu.Lock()
 	t.inbound[from] = c // the latest: an older one is breaking or idle
+	p := t.peers[from]
 	t.mu.Unlock()
+	if p != nil {
+		// The peer has just reached us: it is up, so a dial to it need not
+		// wait out the backoff of its downtime (a restarted node would
+		// otherwise be unreachable from here for up to MaxBackoff while
+		// its gossip says it is up).
+		p.mu.Lock()
+		p.retryAt, p.backoff = time.Time{}, 0
+		p.mu.Unlock()
+	}
 	t.wg.Add(1)
 	go c.writeLoop()
 	c.readLoop()

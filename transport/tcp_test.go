@@ -486,3 +486,40 @@ func TestTCPSharedConnection(t *testing.T) {
 		t.Fatal("the first endpoint used the second's connection")
 	}
 }
+
+// TestTCPBackoffEndsWhenPeerDialsIn: a peer whose dial failed is not dialled
+// again before its backoff ends, unless it connects to this endpoint in the
+// meantime (it restarted and is up): then the next request dials it at
+// once. Before, a node restarted after its peers' dials had failed was
+// unreachable from them for up to the backoff while gossip already held it
+// up, and a QUORUM write through it timed out (node's
+// TestBootstrapRetriesDismissedAfterRestart, about 1 run in 7 under load).
+func TestTCPBackoffEndsWhenPeerDialsIn(t *testing.T) {
+	echo := func(_ context.Context, _ Addr, req Message) (Message, error) { return req, nil }
+	a, _ := listenTCP(t, echo, TCPOptions{MinBackoff: time.Hour, MaxBackoff: time.Hour})
+	// An address nothing listens on yet.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bAddr := Addr(ln.Addr().String())
+	ln.Close()
+	if _, err := a.Request(longCtx(t), bAddr, Message{Type: 1}); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("request to a peer that is down: %v, want ErrUnreachable", err)
+	}
+	if _, err := a.Request(longCtx(t), bAddr, Message{Type: 1}); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("request within the backoff: %v, want ErrUnreachable", err)
+	}
+	b, err := ListenTCP(bAddr, echo, TCPOptions{})
+	if err != nil {
+		t.Skipf("cannot listen on %s again: %v", bAddr, err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if _, err := b.Request(longCtx(t), a.Addr(), Message{Type: 1, Body: []byte("up")}); err != nil {
+		t.Fatalf("the restarted peer's request: %v", err)
+	}
+	resp, err := a.Request(longCtx(t), bAddr, Message{Type: 1, Body: []byte("hi")})
+	if err != nil || string(resp.Body) != "hi" {
+		t.Fatalf("request once the peer dialled in: %q %v, want an answer (the backoff was an hour)", resp.Body, err)
+	}
+}
