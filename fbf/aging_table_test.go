@@ -213,7 +213,8 @@ func TestAgingBucketPut(t *testing.T) {
 // expiries of random tags (with values of few prefixes, so that prefixes
 // tie), for fingerprints of 5 to 58 bits; set returns the value load
 // showed at the slot, add fills an empty slot if there is one, expire
-// empties the slots of its tags; the other buckets are left as they were.
+// empties the slots of its tags (expireAll those of every bucket); the
+// other buckets are left as they were.
 func TestAgingBucketSet(t *testing.T) {
 	r := testseed.Rand(t)
 	for _, f := range []uint{5, 6, 10, 13, 17, 19, 29, 30, 31, 58} {
@@ -257,6 +258,28 @@ func agingSet(t *testing.T, r *rand.Rand, f uint, semi bool) {
 		}
 		for step := range 4000 {
 			i := r.Uint64N(nb)
+			if r.IntN(200) == 0 { // the whole table, as a sweep does
+				dead := r.Uint64N(1 << (AgingEpochs + 1))
+				var want int64
+				for i := range full {
+					kept := full[i][:0:0]
+					for _, v := range full[i] {
+						if dead>>(v&AgingEpochs)&1 == 0 {
+							kept = append(kept, v)
+						}
+					}
+					want += int64(len(full[i]) - len(kept))
+					empty[i] += len(full[i]) - len(kept)
+					full[i] = kept
+				}
+				if got := tb.expireAll(dead); got != want {
+					t.Fatalf("f=%d semi=%v step %d: expireAll(%08b) = %d, want %d", f, semi, step, dead, got, want)
+				}
+				for i := range uint64(nb) {
+					check(step, i)
+				}
+				continue
+			}
 			switch r.IntN(4) {
 			case 0:
 				dead := r.Uint64N(1 << (AgingEpochs + 1))
