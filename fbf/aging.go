@@ -12,7 +12,9 @@ import (
 // Shape of the aging filter (see the package comment and docs/fbf.md).
 const (
 	// AgingBucketSlots is b, the slots of a bucket: 4, the choice of Fan et
-	// al. that fills a cuckoo table to about 95 % before an insert fails.
+	// al. that fills a cuckoo table to about 95 % before an insert fails,
+	// and the one their semi-sorting encodes (a bucket of f-bit
+	// fingerprints takes 4·(f + AgingTagBits − 1) bits).
 	AgingBucketSlots = 4
 	// AgingTagBits is the width of the epoch tag of a slot.
 	AgingTagBits = 3
@@ -34,15 +36,51 @@ const (
 	// AgingMaxTables bounds the tables of a shard: its first and up to
 	// AgingMaxTables−1 grown ones.
 	AgingMaxTables = 8
-	// MaxAgingFingerprintBits bounds f (a slot of a grown table is
-	// f+AgingGrowthBits+3 ≤ 64 bits).
+	// MaxAgingFingerprintBits bounds f (a slot's value in a grown table,
+	// fingerprint and tag, is f+AgingGrowthBits+3 ≤ 64 bits).
 	MaxAgingFingerprintBits = 56
 	// AgingGrowthBits is the extra fingerprint bits of a grown table.
 	AgingGrowthBits = 2
 	// MaxAgingBytes bounds the memory of one aging filter (1 TiB): a guard
 	// against overflow; callers set their own, smaller bound.
 	MaxAgingBytes int64 = 1 << 40
+	// AgingSemiSortAbove is the multiple of the Bloom optimum
+	// 1.44·log₂(1/TargetFPP), in designed bits per id over an epoch, above
+	// which AgingLayoutAuto semi-sorts the buckets.
+	AgingSemiSortAbove = 1.5
 )
+
+// AgingLayout is how the tables of an aging filter hold their slots.
+type AgingLayout int
+
+const (
+	// AgingLayoutAuto packs the slots unless packed slots would take more
+	// than AgingSemiSortAbove times the Bloom optimum per id (at the
+	// designed load, over an epoch); then it semi-sorts the buckets. Of
+	// the targets 0.01, 0.001 and 0.0001 at the default load, it
+	// semi-sorts at 0.01 only.
+	AgingLayoutAuto AgingLayout = iota
+	// AgingLayoutPacked packs the slots, f + AgingTagBits bits each: the
+	// faster test-and-add.
+	AgingLayoutPacked
+	// AgingLayoutSemiSorted semi-sorts the buckets (Fan et al.'s §5.2): a
+	// slot takes f + AgingTagBits − 1 bits, and a test-and-add decodes and
+	// encodes the buckets it touches (20 to 40 % more time a test-and-add
+	// at steady state; see BENCHMARKS.md).
+	AgingLayoutSemiSorted
+)
+
+func (l AgingLayout) String() string {
+	switch l {
+	case AgingLayoutAuto:
+		return "auto"
+	case AgingLayoutPacked:
+		return "packed"
+	case AgingLayoutSemiSorted:
+		return "semi-sorted"
+	}
+	return fmt.Sprintf("AgingLayout(%d)", int(l))
+}
 
 // AgingConfig describes an AgingFilter. Window, Rate and TargetFPP are
 // required; the zero value of every other field selects the documented
@@ -80,6 +118,8 @@ type AgingConfig struct {
 	// Start is the filter's time zero (epoch 0 starts here). Default:
 	// Clock.Now() at NewAging.
 	Start time.Time
+	// Layout is how the tables hold their slots. Default AgingLayoutAuto.
+	Layout AgingLayout
 }
 
 // AgingSizing is what an AgingConfig allocates, computed without
@@ -90,7 +130,8 @@ type AgingSizing struct {
 	PeakIDs          float64       // Rate × MaxWindow: the live ids at the sized rate's peak
 	Load             float64       // the tables' load at the peak (AgingConfig.Load)
 	FingerprintBits  uint          // f
-	SlotBits         uint          // f + AgingTagBits
+	Layout           AgingLayout   // packed or semi-sorted (never auto)
+	SlotBits         uint          // bits a slot takes: f + AgingTagBits, less 1 when semi-sorted
 	Shards           int
 	BucketsPerShard  uint64 // of each shard's first table
 	Slots            uint64 // of the first tables
@@ -123,6 +164,9 @@ func (c AgingConfig) Sizing() (AgingSizing, error) {
 	if c.MaxBytes < 0 {
 		return z, configErr("MaxBytes = %d, want ≥ 0", c.MaxBytes)
 	}
+	if c.Layout < AgingLayoutAuto || c.Layout > AgingLayoutSemiSorted {
+		return z, configErr("Layout = %v, want auto, packed or semi-sorted", c.Layout)
+	}
 	load := c.Load
 	if load == 0 {
 		load = DefaultAgingLoad
@@ -134,10 +178,23 @@ func (c AgingConfig) Sizing() (AgingSizing, error) {
 	s.MaxWindow = (AgingEpochs + 1) * s.Epoch
 	s.PeakIDs = c.Rate * s.MaxWindow.Seconds()
 	// A query meets 2b slots, each occupied with probability Load at the
-	// peak, each matching with probability 1/(2^f − 1).
-	f := uint(math.Ceil(math.Log2(2*AgingBucketSlots*load/c.TargetFPP + 1)))
-	s.FingerprintBits = min(max(f, 4), MaxAgingFingerprintBits)
-	s.SlotBits = s.FingerprintBits + AgingTagBits
+	// peak, each matching with probability 1/agingFingerprints(f) =
+	// 1/(16·(2^(f−4) − 1)).
+	f := agingPrefixBits + uint(math.Ceil(math.Log2(2*AgingBucketSlots*load/c.TargetFPP/(1<<agingPrefixBits)+1)))
+	s.FingerprintBits = min(max(f, agingPrefixBits+1), MaxAgingFingerprintBits)
+	s.OptimalBitsPerID = OptimalBitsPerID(c.TargetFPP)
+	s.Layout = c.Layout
+	if s.Layout == AgingLayoutAuto {
+		s.Layout = AgingLayoutPacked
+		// The tables hold AgingEpochs+1 epochs of ids at the peak,
+		// AgingEpochs+0.5 on average over an epoch.
+		packed := float64(agingBucketBits(s.FingerprintBits, false)) / AgingBucketSlots / load * (AgingEpochs + 1) / (AgingEpochs + 0.5)
+		if packed > AgingSemiSortAbove*s.OptimalBitsPerID {
+			s.Layout = AgingLayoutSemiSorted
+		}
+	}
+	semi := s.Layout == AgingLayoutSemiSorted
+	s.SlotBits = uint(agingBucketBits(s.FingerprintBits, semi) / AgingBucketSlots)
 	slots := math.Ceil(s.PeakIDs / load)
 	if slots*float64(s.SlotBits)/8 > float64(MaxAgingBytes) {
 		return z, configErr("Rate × window = %.3g ids need more than %d bytes", s.PeakIDs, MaxAgingBytes)
@@ -149,7 +206,7 @@ func (c AgingConfig) Sizing() (AgingSizing, error) {
 	}
 	s.BucketsPerShard = max((buckets+uint64(s.Shards)-1)/uint64(s.Shards), 4)
 	s.Slots = s.BucketsPerShard * AgingBucketSlots * uint64(s.Shards)
-	s.InitialBytes = int64(s.Shards) * tableBytes(s.BucketsPerShard, s.SlotBits)
+	s.InitialBytes = int64(s.Shards) * tableBytes(s.BucketsPerShard, s.FingerprintBits, semi)
 	s.MaxBytes = c.MaxBytes
 	if s.MaxBytes == 0 {
 		s.MaxBytes = min(2*s.InitialBytes, MaxAgingBytes)
@@ -160,103 +217,14 @@ func (c AgingConfig) Sizing() (AgingSizing, error) {
 	}
 	s.DesignFPP = agingFPP(2*load*AgingBucketSlots, s.FingerprintBits)
 	s.DesignBitsPerID = float64(s.SlotBits) / load
-	s.OptimalBitsPerID = OptimalBitsPerID(c.TargetFPP)
 	return s, nil
 }
 
 // agingFPP is the probability that one of occupied slots met by a query
-// holds its f-bit fingerprint (never 0): 1 − (1 − 1/(2^f − 1))^occupied.
+// holds its f-bit fingerprint (one of agingFingerprints(f)): 1 − (1 −
+// 1/agingFingerprints(f))^occupied.
 func agingFPP(occupied float64, f uint) float64 {
-	return -math.Expm1(occupied * math.Log1p(-1/(math.Exp2(float64(f))-1)))
-}
-
-// tableBytes is the memory of a table of nb buckets of slotBits-bit
-// slots: the packed slots and one word of padding.
-func tableBytes(nb uint64, slotBits uint) int64 {
-	return int64((nb*AgingBucketSlots*uint64(slotBits)+63)/64+1) * 8
-}
-
-// agingTable is a cuckoo table of nb buckets of AgingBucketSlots slots, each
-// slot an f-bit fingerprint (0: empty) and an AgingTagBits epoch tag,
-// packed in words. It is guarded by its shard's lock.
-type agingTable struct {
-	nb    uint64
-	s     uint   // slot bits
-	mask  uint64 // s low bits
-	fpMax uint64 // 2^f − 1
-	words []uint64
-	live  int64 // occupied slots
-}
-
-// newAgingTable returns an empty table of nb buckets of (f+AgingTagBits)-bit
-// slots.
-func newAgingTable(nb uint64, f uint) *agingTable {
-	return newAgingTableIn(nb, f, make([]uint64, tableBytes(nb, f+AgingTagBits)/8))
-}
-
-// newAgingTableIn is newAgingTable on zeroed words of tableBytes(nb, f+3).
-func newAgingTableIn(nb uint64, f uint, words []uint64) *agingTable {
-	s := f + AgingTagBits
-	return &agingTable{nb: nb, s: s, mask: 1<<s - 1, fpMax: 1<<f - 1, words: words}
-}
-
-// fingerprint is the table's fingerprint of an id, in 1..2^f−1, from the
-// second half of its hash.
-func (t *agingTable) fingerprint(h2 uint64) uint64 {
-	fp, _ := bits.Mul64(h2, t.fpMax)
-	return fp + 1
-}
-
-func (t *agingTable) bytes() int64 { return int64(len(t.words)) * 8 }
-
-// get returns slot k.
-func (t *agingTable) get(k uint64) uint64 {
-	off := k * uint64(t.s)
-	w, b := off>>6, off&63
-	v := t.words[w] >> b
-	if b+uint64(t.s) > 64 {
-		v |= t.words[w+1] << (64 - b)
-	}
-	return v & t.mask
-}
-
-// set writes slot k.
-func (t *agingTable) set(k, v uint64) {
-	off := k * uint64(t.s)
-	w, b := off>>6, off&63
-	t.words[w] = t.words[w]&^(t.mask<<b) | v<<b
-	if b+uint64(t.s) > 64 {
-		r := 64 - b
-		t.words[w+1] = t.words[w+1]&^(t.mask>>r) | v>>r
-	}
-}
-
-// index is the first bucket of a key: a multiply-shift of its high bits.
-func (t *agingTable) index(key uint64) uint64 {
-	hi, _ := bits.Mul64(key, t.nb)
-	return hi
-}
-
-// alt is the other bucket of a fingerprint in bucket i: (g(fp) − i) mod nb,
-// an involution for any nb (partial-key cuckoo hashing without the power
-// of two that fp XOR needs).
-func (t *agingTable) alt(i, fp uint64) uint64 {
-	g, _ := bits.Mul64(fp*0x9e3779b97f4a7c15, t.nb)
-	if g >= i {
-		return g - i
-	}
-	return g + t.nb - i
-}
-
-// has2 reports whether bucket i1 or i2 holds fp. It reads both buckets
-// before comparing, so that their cache misses overlap.
-func (t *agingTable) has2(i1, i2, fp uint64) bool {
-	var hit bool
-	for j := range uint64(AgingBucketSlots) {
-		a, b := t.get(i1*AgingBucketSlots+j), t.get(i2*AgingBucketSlots+j)
-		hit = hit || a>>AgingTagBits == fp || b>>AgingTagBits == fp
-	}
-	return hit
+	return -math.Expm1(occupied * math.Log1p(-1/agingFingerprints(f)))
 }
 
 // agingShard is one independently locked part of the filter: an id's shard
@@ -303,18 +271,19 @@ func NewAging(cfg AgingConfig) (*AgingFilter, error) {
 	if cfg.Start.UnixNano() <= 0 || cfg.Start.Year() > 2200 {
 		return nil, configErr("Start %v out of range (1970..2200)", cfg.Start)
 	}
-	cfg.MaxBytes, cfg.Load, cfg.Shards = s.MaxBytes, s.Load, s.Shards
+	cfg.MaxBytes, cfg.Load, cfg.Shards, cfg.Layout = s.MaxBytes, s.Load, s.Shards, s.Layout
 	f := &AgingFilter{cfg: cfg, size: s, epochNs: int64(s.Epoch), start: cfg.Start.UnixNano(),
 		shardBits: uint(bits.TrailingZeros(uint(s.Shards))), shards: make([]agingShard, s.Shards),
 		// An id of age a epochs was inserted more than a−1 epochs ago.
 		evictAge: int64((cfg.RetryHorizon+s.Epoch-1)/s.Epoch) + 1}
 	// The shards' first tables are cut from one arena in huge pages.
-	perTable := int(tableBytes(s.BucketsPerShard, s.SlotBits) / 8)
+	semi := s.Layout == AgingLayoutSemiSorted
+	perTable := int(tableBytes(s.BucketsPerShard, s.FingerprintBits, semi) / 8)
 	arena := hugeWords(perTable * s.Shards)
 	for i := range f.shards {
 		sh := &f.shards[i]
 		sh.rng = uint64(i)*0x9e3779b97f4a7c15 + 1
-		t := newAgingTableIn(s.BucketsPerShard, s.FingerprintBits, arena[i*perTable:(i+1)*perTable:(i+1)*perTable])
+		t := newAgingTableIn(s.BucketsPerShard, s.FingerprintBits, semi, arena[i*perTable:(i+1)*perTable:(i+1)*perTable])
 		sh.tables = []*agingTable{t}
 	}
 	f.bytes.Store(s.InitialBytes)
@@ -343,7 +312,7 @@ func (f *AgingFilter) BitsInUse() uint64 {
 		sh := &f.shards[i]
 		sh.mu.Lock()
 		for _, t := range sh.tables {
-			n += t.nb * AgingBucketSlots * uint64(t.s)
+			n += t.bits()
 		}
 		sh.mu.Unlock()
 	}
@@ -404,18 +373,16 @@ func (f *AgingFilter) sweep(sh *agingShard, cur int64) {
 			t.live = 0
 			continue
 		}
-		for k := range t.nb * AgingBucketSlots {
-			v := t.get(k)
-			if v == 0 {
-				continue
-			}
-			age := (uint64(sh.swept)-v)&AgingEpochs + uint64(gap)
-			if age > AgingEpochs {
-				t.set(k, 0)
-				t.live--
-				expired++
+		// The tags whose epoch is now more than AgingEpochs old.
+		var dead uint64
+		for tag := range uint64(AgingEpochs + 1) {
+			if (uint64(sh.swept)-tag)&AgingEpochs+uint64(gap) > AgingEpochs {
+				dead |= 1 << tag
 			}
 		}
+		n := t.expireAll(dead)
+		t.live -= n
+		expired += n
 	}
 	sh.swept = cur
 	f.expired.Add(uint64(expired))
@@ -449,7 +416,8 @@ func (sh *agingShard) find(key, h2 uint64) bool {
 	for _, t := range sh.tables {
 		fp := t.fingerprint(h2)
 		i := t.index(key)
-		if t.has2(i, t.alt(i, fp), fp) {
+		// (has2 itself, a call more on the hot path.)
+		if t.semi && t.has2Semi(i, t.alt(i, fp), fp) || !t.semi && t.has2Packed(i, t.alt(i, fp), fp) {
 			return true
 		}
 	}
@@ -543,7 +511,8 @@ func (f *AgingFilter) grow(sh *agingShard) *agingTable {
 		nb = 2 * sh.tables[n-1].nb
 	}
 	fb := min(f.size.FingerprintBits+AgingGrowthBits, MaxAgingFingerprintBits+AgingGrowthBits)
-	b := tableBytes(nb, fb+AgingTagBits)
+	semi := f.size.Layout == AgingLayoutSemiSorted
+	b := tableBytes(nb, fb, semi)
 	for {
 		used := f.bytes.Load()
 		if used+b > f.cfg.MaxBytes {
@@ -553,14 +522,15 @@ func (f *AgingFilter) grow(sh *agingShard) *agingTable {
 			break
 		}
 	}
-	t := newAgingTable(nb, fb)
+	t := newAgingTable(nb, fb, semi)
 	sh.tables = append(sh.tables, t)
 	f.grown.Add(1)
 	return t
 }
 
-// kick is one step of a cuckoo walk, kept to undo it.
-type kick struct{ k, old uint64 }
+// kick is one step of a cuckoo walk, kept to undo it: in bucket i, in
+// took the place of out.
+type kick struct{ i, in, out uint64 }
 
 // evictPolicy says which slots count as free: the empty ones, and with
 // age > 0 those whose id is at least age epochs old at epoch cur.
@@ -588,22 +558,36 @@ func (sh *agingShard) place(t *agingTable, key, v uint64, ev evictPolicy) (ok, e
 	return sh.walk(t, i1, i2, v, ev)
 }
 
+// replace puts in in the place of one out in bucket i.
+func (t *agingTable) replace(i, out, in uint64) {
+	b := t.load(i)
+	for j, v := range b {
+		if v == out {
+			b.put(j, in)
+			break
+		}
+	}
+	t.store(i, b)
+}
+
 // hop looks one step ahead before a random walk: the other buckets of the
 // 2b ids of buckets i1 and i2 are read together (their cache misses
 // overlap, where a walk's come one after the other), and the first id
 // whose other bucket has a free slot moves there, leaving its slot to v.
 func (t *agingTable) hop(i1, i2, v uint64, ev evictPolicy) (ok, evicted bool) {
-	var alts [2 * AgingBucketSlots]uint64
+	var olds, alts [2 * AgingBucketSlots]uint64
+	b1, b2 := t.load(i1), t.load(i2)
+	copy(olds[:], b1[:])
+	copy(olds[AgingBucketSlots:], b2[:])
 	var sink uint64
-	for n := range alts {
+	for n, old := range olds {
 		b := i1
 		if n >= AgingBucketSlots {
 			b = i2
 		}
-		k := b*AgingBucketSlots + uint64(n%AgingBucketSlots)
-		a := t.alt(b, t.get(k)>>AgingTagBits)
+		a := t.alt(b, old>>AgingTagBits)
 		alts[n] = a
-		sink += t.words[(a*AgingBucketSlots*uint64(t.s))>>6] // start the loads together
+		sink += t.words[(a*t.bb)>>6] // start the loads together
 	}
 	_ = sink
 	for n, a := range alts {
@@ -611,10 +595,14 @@ func (t *agingTable) hop(i1, i2, v uint64, ev evictPolicy) (ok, evicted bool) {
 		if n >= AgingBucketSlots {
 			b = i2
 		}
-		k := b*AgingBucketSlots + uint64(n%AgingBucketSlots)
-		old := t.get(k)
-		if ok, evicted := t.putFree(a, old, ev); ok {
-			t.set(k, v)
+		if ok, evicted := t.putFree(a, olds[n], ev); ok {
+			if a == b {
+				// putFree took a slot ev freed in b itself: old's slot
+				// may have moved.
+				t.replace(b, olds[n], v)
+			} else {
+				t.set(b, uint(n%AgingBucketSlots), v)
+			}
 			return true, evicted
 		}
 	}
@@ -644,10 +632,8 @@ func (sh *agingShard) walk(t *agingTable, i1, i2, v uint64, ev evictPolicy) (ok,
 		if n%16 == 15 {
 			r = sh.next()
 		}
-		k := i*AgingBucketSlots + (r>>(2+2*(n%16)))%AgingBucketSlots
-		old := t.get(k)
-		t.set(k, v)
-		path = append(path, kick{k, old})
+		old := t.set(i, uint(r>>(2+2*(n%16))%AgingBucketSlots), v)
+		path = append(path, kick{i, v, old})
 		v = old
 		i = t.alt(i, v>>AgingTagBits)
 		if ok, evicted := t.putFree(i, v, ev); ok {
@@ -655,7 +641,7 @@ func (sh *agingShard) walk(t *agingTable, i1, i2, v uint64, ev evictPolicy) (ok,
 		}
 	}
 	for n := len(path) - 1; n >= 0; n-- {
-		t.set(path[n].k, path[n].old)
+		t.replace(path[n].i, path[n].in, path[n].out)
 	}
 	return false, false
 }
@@ -663,18 +649,17 @@ func (sh *agingShard) walk(t *agingTable, i1, i2, v uint64, ev evictPolicy) (ok,
 // putFree writes v in a free slot of bucket i (see evictPolicy), if it
 // has one: an empty one first.
 func (t *agingTable) putFree(i, v uint64, ev evictPolicy) (ok, evicted bool) {
-	for k := i * AgingBucketSlots; k < (i+1)*AgingBucketSlots; k++ {
-		if t.get(k) == 0 {
-			t.set(k, v)
-			return true, false
-		}
+	if t.semi && t.addSemi(i, v) || !t.semi && t.addPacked(i, v) { // add, a call less
+		return true, false
 	}
 	if ev.age == 0 {
 		return false, false
 	}
-	for k := i * AgingBucketSlots; k < (i+1)*AgingBucketSlots; k++ {
-		if (ev.cur-t.get(k))&AgingEpochs >= ev.age {
-			t.set(k, v)
+	b := t.load(i)
+	for j, old := range b {
+		if (ev.cur-old)&AgingEpochs >= ev.age {
+			b.put(j, v)
+			t.store(i, b)
 			return true, true
 		}
 	}
@@ -683,5 +668,5 @@ func (t *agingTable) putFree(i, v uint64, ev evictPolicy) (ok, evicted bool) {
 
 // String describes the filter's shape.
 func (f *AgingFilter) String() string {
-	return fmt.Sprintf("aging filter: window %v (+%v), %d shards, f = %d", f.cfg.Window, f.size.Epoch, len(f.shards), f.size.FingerprintBits)
+	return fmt.Sprintf("aging filter: window %v (+%v), %d shards, f = %d, %v", f.cfg.Window, f.size.Epoch, len(f.shards), f.size.FingerprintBits, f.size.Layout)
 }

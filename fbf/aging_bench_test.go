@@ -136,31 +136,80 @@ func BenchmarkWindowTestAndAdd(b *testing.B) {
 	})
 }
 
+// BenchmarkAgingLayouts compares test-and-add of fresh ids (hashing
+// included) in the 10-minute aging filter at steady state (12 M ids, as
+// BenchmarkWindowTestAndAdd's aging-10m), packed and semi-sorted, at p =
+// 0.01 (where AgingLayoutAuto semi-sorts) and 0.001 (where it packs), with
+// RunParallel and on one goroutine, the four filters filled first:
+//
+//	go test ./fbf -run '^$' -bench AgingLayouts -benchtime 2000000x -count 5
+func BenchmarkAgingLayouts(b *testing.B) {
+	type filter struct {
+		name string
+		w    *windowBench
+	}
+	var filters []filter
+	for _, p := range []float64{0.01, 0.001} {
+		for _, layout := range []AgingLayout{AgingLayoutPacked, AgingLayoutSemiSorted} {
+			clock := &atomicClock{}
+			clock.ns.Store(epoch.UnixNano())
+			f, err := NewAging(AgingConfig{Window: longWindow, Rate: longRate, TargetFPP: p, Clock: clock, RetryHorizon: 20 * time.Second, Layout: layout})
+			if err != nil {
+				b.Fatal(err)
+			}
+			w := &windowBench{clock: clock, start: epoch.UnixNano(), test: f.TestAndAddHash}
+			for range int(longRate * f.MaxWindow().Seconds()) {
+				w.insert(1)
+			}
+			filters = append(filters, filter{fmt.Sprintf("p=%g/%v", p, layout), w})
+		}
+	}
+	b.ResetTimer()
+	for _, f := range filters {
+		b.Run(f.name+"/parallel", func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					f.w.insert(2)
+				}
+			})
+		})
+		b.Run(f.name+"/single", func(b *testing.B) {
+			for b.Loop() {
+				f.w.insert(2)
+			}
+		})
+	}
+}
+
 // BenchmarkAgingWindowFigures computes the figures of the long window for
-// p = 0.01, 0.001 and 0.0001, at the default load and at 0.94: an aging filter sized for 20,000 ids per
-// second over 10 minutes is filled at that rate (virtual time) for a
-// window and an epoch, then run for one more epoch, during which its
+// p = 0.01, 0.001 and 0.0001: at the default load packed and semi-sorted,
+// at 0.94 as AgingLayoutAuto chooses. An aging filter sized for 20,000
+// ids per second over 10 minutes is filled at that rate (virtual time)
+// for a window and an epoch, then run for one more epoch, during which its
 // bits per remembered id are sampled 16 times (mean, least just before an
-// epoch's ids expire, most just after) and its false-positive rate
-// is measured with 250,000 fresh ids at each sample (4 M in all). It
-// reports them as metrics and prints them; run it once:
+// epoch's ids expire, most just after) and its false-positive rate is
+// measured with 250,000 fresh ids at each sample (4 M in all). It reports
+// them as metrics and prints them; run it once:
 //
 //	go test ./fbf -run '^$' -bench AgingWindowFigures -benchtime 1x
 func BenchmarkAgingWindowFigures(b *testing.B) {
-	for _, load := range []float64{DefaultAgingLoad, 0.94} {
-		for _, p := range []float64{0.01, 0.001, 0.0001} {
-			agingFigures(b, p, load)
+	for _, p := range []float64{0.01, 0.001, 0.0001} {
+		for _, layout := range []AgingLayout{AgingLayoutPacked, AgingLayoutSemiSorted} {
+			agingFigures(b, p, DefaultAgingLoad, layout)
 		}
+	}
+	for _, p := range []float64{0.01, 0.001, 0.0001} {
+		agingFigures(b, p, 0.94, AgingLayoutAuto)
 	}
 }
 
 // agingFigures is one run of BenchmarkAgingWindowFigures.
-func agingFigures(b *testing.B, p, load float64) {
-	b.Run(fmt.Sprintf("load=%g/p=%g", load, p), func(b *testing.B) {
+func agingFigures(b *testing.B, p, load float64, layout AgingLayout) {
+	b.Run(fmt.Sprintf("load=%g/p=%g/%v", load, p, layout), func(b *testing.B) {
 		for b.Loop() {
 			clock := &atomicClock{}
 			clock.ns.Store(epoch.UnixNano())
-			f, err := NewAging(AgingConfig{Window: longWindow, Rate: longRate, TargetFPP: p, Load: load, Clock: clock, RetryHorizon: 20 * time.Second})
+			f, err := NewAging(AgingConfig{Window: longWindow, Rate: longRate, TargetFPP: p, Load: load, Clock: clock, RetryHorizon: 20 * time.Second, Layout: layout})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -199,9 +248,9 @@ func agingFigures(b *testing.B, p, load float64) {
 			b.ReportMetric(mean/opt, "×optimum")
 			b.ReportMetric(fpr, "FPR")
 			b.ReportMetric(fpr*1e6, "dropped/M")
-			fmt.Printf("aging load=%g p=%g: f=%d, %d shards, %.2f M ids remembered (mean), %.2f bits/id mean (%.2f×optimum %.2f; %.2f to %.2f over the epoch), "+
+			fmt.Printf("aging load=%g p=%g %v (%v): f=%d, %d shards, %.2f M ids remembered (mean), %.2f bits/id mean (%.2f×optimum %.2f; %.2f to %.2f over the epoch), "+
 				"measured FPR %.3g (%d of %d: %.0f legitimate increments dropped per million; estimated %.3g), %.1f MiB, grown %d, evicted %d, saturated %d\n",
-				load, p, st.FingerprintBits, st.Shards, sumIDs/samples/1e6, mean, mean/opt, opt, minBits, maxBits, fpr, fp, q, fpr*1e6, st.EstimatedFPP,
+				load, p, layout, f.Sizing().Layout, st.FingerprintBits, st.Shards, sumIDs/samples/1e6, mean, mean/opt, opt, minBits, maxBits, fpr, fp, q, fpr*1e6, st.EstimatedFPP,
 				float64(st.Bytes)/(1<<20), st.Grown, st.EvictedEarly, st.Saturated)
 		}
 	})

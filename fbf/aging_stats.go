@@ -12,8 +12,10 @@ type AgingStats struct {
 	// Window is the guaranteed window W, MaxWindow W plus one epoch,
 	// Epoch the epoch (W / AgingEpochs).
 	Window, MaxWindow, Epoch time.Duration
-	// FingerprintBits is f; SlotBits f + AgingTagBits.
+	// FingerprintBits is f; SlotBits the bits a slot of the first tables
+	// takes, f + AgingTagBits packed, one less semi-sorted (Layout).
 	FingerprintBits, SlotBits uint
+	Layout                    AgingLayout
 	// Shards and Tables (the shards' first tables and the grown ones).
 	Shards, Tables int
 	// Slots of every table; Remembered the ids the filter holds (its
@@ -22,9 +24,9 @@ type AgingStats struct {
 	Remembered int64
 	// Load is Remembered / Slots.
 	Load float64
-	// BitsInUse is the bits of the slots (grown tables have
+	// BitsInUse is the bits of the buckets (grown tables have
 	// AgingGrowthBits more per slot); Bytes the memory of the tables
-	// (with one padding word each); MaxBytes the bound of growth.
+	// (with two padding words each); MaxBytes the bound of growth.
 	BitsInUse       uint64
 	Bytes, MaxBytes int64
 	// BitsPerID is BitsInUse / Remembered; OptimalBitsPerID what a static
@@ -63,7 +65,7 @@ func (f *AgingFilter) Counters() AgingCounters {
 func (f *AgingFilter) Stats() AgingStats {
 	cur := f.current()
 	st := AgingStats{Now: time.Unix(0, f.start+cur*f.epochNs), Window: f.cfg.Window, MaxWindow: f.size.MaxWindow, Epoch: f.size.Epoch,
-		FingerprintBits: f.size.FingerprintBits, SlotBits: f.size.SlotBits, Shards: len(f.shards), MaxBytes: f.cfg.MaxBytes,
+		FingerprintBits: f.size.FingerprintBits, SlotBits: f.size.SlotBits, Layout: f.size.Layout, Shards: len(f.shards), MaxBytes: f.cfg.MaxBytes,
 		OptimalBitsPerID: f.size.OptimalBitsPerID}
 	var fpp float64
 	for i := range f.shards {
@@ -74,7 +76,7 @@ func (f *AgingFilter) Stats() AgingStats {
 		for _, t := range sh.tables {
 			st.Tables++
 			st.Slots += t.nb * AgingBucketSlots
-			st.BitsInUse += t.nb * AgingBucketSlots * uint64(t.s)
+			st.BitsInUse += t.bits()
 			st.Remembered += t.live
 			st.Bytes += t.bytes()
 		}
@@ -96,7 +98,7 @@ func (f *AgingFilter) Stats() AgingStats {
 func (f *AgingFilter) shardFPP(sh *agingShard) float64 {
 	var miss float64 // log of the probability that no table answers
 	for _, t := range sh.tables {
-		miss += math.Log1p(-agingFPP(2*float64(t.live)/float64(t.nb), t.s-AgingTagBits))
+		miss += math.Log1p(-agingFPP(2*float64(t.live)/float64(t.nb), uint(t.f)))
 	}
 	return -math.Expm1(miss)
 }

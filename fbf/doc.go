@@ -104,12 +104,13 @@
 // twice the bits of a static Bloom filter per remembered id; for a window
 // of minutes at tens of thousands of ids per second that is tens of
 // megabytes more than needed. [AgingFilter] remembers each id for a fixed
-// window W in 1.2 to 1.6 times the Bloom filter's optimum (1.3 at p =
-// 0.001). It is a cuckoo filter (Fan, Andersen, Kaminsky and Mitzenmacher,
-// "Cuckoo Filter: Practically Better Than Bloom", CoNEXT 2014): an id is an
-// f-bit fingerprint stored in one of two buckets of 4 slots, the second
-// bucket derived from the first and the fingerprint, so that a stored
-// fingerprint can be moved ("kicked") to its other bucket to make room.
+// window W in 1.2 to 1.5 times the Bloom filter's optimum (1.32 at p =
+// 0.001, 1.49 at 0.01). It is a cuckoo filter (Fan, Andersen, Kaminsky
+// and Mitzenmacher, "Cuckoo Filter: Practically Better Than Bloom",
+// CoNEXT 2014): an id is an f-bit fingerprint stored in one of two
+// buckets of 4 slots, the second bucket derived from the first and the
+// fingerprint, so that a stored fingerprint can be moved ("kicked") to its
+// other bucket to make room.
 // Like the sliding-window variants of the cuckoo filter (timestamps or
 // generation tags kept with each fingerprint), each slot also holds a 3-bit
 // epoch tag: time is cut into epochs of W/7, an id is remembered while the
@@ -119,13 +120,31 @@
 // therefore remembered for at least W and forgotten within W plus one
 // epoch.
 //
+// A slot's value is the fingerprint and the tag, fingerprint << 3 | epoch
+// mod 8, f + 3 bits. A fingerprint's f − 4 low bits are never all 0 (its 4
+// high bits, the prefix, may be), so a slot whose f − 1 low bits are 0 is
+// empty. The tables take one of two layouts (AgingConfig.Layout). Packed:
+// slot k at bit k·(f + 3) of the table's little-endian 64-bit words, 0
+// when empty. Semi-sorted, as in Fan et al.'s §5.2: a bucket keeps its 4
+// slots in order of their prefixes and stores the 4 prefixes as one
+// 12-bit code of their multiset (C(19, 4) = 3876 ≤ 2^12, where 4 prefixes
+// would take 16 bits; the code of p0 ≤ p1 ≤ p2 ≤ p3 is C(p3+3, 4) +
+// C(p2+2, 3) + C(p1+1, 2) + p0), then the f − 1 low bits of each slot,
+// slot 0 first: 4·(f + 2) bits a bucket, bucket i at bit i·4·(f + 2); a
+// slot is emptied by zeroing its low bits, its prefix left in the code.
+// Semi-sorting saves a bit a slot for more CPU a test-and-add (a bucket's
+// code is decoded and encoded); AgingLayoutAuto uses it only where packed
+// slots would take more than 1.5 times the Bloom optimum per id (p = 0.01
+// at the default load).
+//
 // The filter is cut into shards by hash, each with its own lock: both
 // buckets of an id, in every table of its shard, belong to the shard, so a
 // test-and-add (lookup, then insert with kicks) is one critical section and
 // two concurrent calls on the same id cannot both see it absent. It is
 // sized from the expected rate × (W + one epoch) at a peak load of 90 %
 // (AgingConfig.Load) and from the target false-positive probability p: f =
-// ⌈log₂(8·0.90/p + 1)⌉ (a query meets 8 slots). Beyond the sized rate a
+// 4 + ⌈log₂(8·0.90/(16p) + 1)⌉ (a query meets 8 slots, of 16·(2^(f−4) − 1)
+// fingerprints). Beyond the sized rate a
 // full shard grows by tables with 2 more fingerprint bits, within MaxBytes;
 // a grown table left empty is dropped. When it may not grow, it forgets an
 // id older than RetryHorizon (counted in EvictedEarly), and if it holds
