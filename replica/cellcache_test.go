@@ -276,7 +276,13 @@ func TestCellCacheResetSeedPeers(t *testing.T) {
 
 func openResetCache(t *testing.T, dir string, c *cellcache.Cache) *Replica {
 	t.Helper()
-	r := mustOpen(t, cacheConfig(dir, c))
+	cfg := cacheConfig(dir, c)
+	// The run retries ops applied any time before: under the race detector
+	// on a loaded machine it outlasted the default 10 s op window, and a
+	// retry of an op applied more than 10 s before was, rightly, counted
+	// (CI, seed 1795771686583115553).
+	cfg.Settings = map[string]string{resetcol.OpWindowSetting: "1h"}
+	r := mustOpen(t, cfg)
 	if _, err := r.table(resetTable.ID); err != nil {
 		if err := r.CreateTable(resetTable); err != nil {
 			t.Fatal(err)
