@@ -113,8 +113,12 @@ type SoakResult struct {
 	Design   string
 	Counters int64 // acknowledged
 	Failed   int64 // ops not acknowledged after their attempts
-	Elapsed  time.Duration
-	Samples  []SoakSample
+	// Dismissed counts the updates the node answered as dismissed
+	// retries (client.Dismissed): every soak update is fresh, so each is a
+	// false positive of the design's op-id filter and its counter holds 0.
+	Dismissed int64
+	Elapsed   time.Duration
+	Samples   []SoakSample
 	// Checked counters read back (the first, a middle and the last) and
 	// those that did not read 1.
 	Checked, Wrong int
@@ -451,6 +455,7 @@ func soakDesign(ctx context.Context, cfg SoakConfig, design, dir string) (res So
 		return res, fmt.Errorf("bench: soak: interrupted: %w", err)
 	}
 	res.Counters, res.Failed, res.Limited = acked.Load(), failed.Load(), limited.Load()
+	res.Dismissed = mr.dismissedSeen.Load()
 	if a := res.Counters; a%cfg.SampleEvery != 0 {
 		take(strconv.FormatInt(a, 10), a)
 	}
@@ -580,8 +585,8 @@ func soakProgress(cfg SoakConfig, design string, start time.Time, acked, failed 
 // WriteSoakTable writes a design's result as a table.
 func WriteSoakTable(w io.Writer, r SoakResult) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "design %s: %d counters written in %s (%.0f ops/s), %d ops failed; read back %d, %d wrong\n",
-		r.Design, r.Counters, r.Elapsed.Round(time.Second), r.OpsPerS(), r.Failed, r.Checked, r.Wrong)
+	fmt.Fprintf(bw, "design %s: %d counters written in %s (%.0f ops/s), %d ops failed, %d fresh updates dismissed; read back %d, %d wrong\n",
+		r.Design, r.Counters, r.Elapsed.Round(time.Second), r.OpsPerS(), r.Failed, r.Dismissed, r.Checked, r.Wrong)
 	fmt.Fprintf(bw, "%-9s %9s %8s %7s %8s %9s %9s %11s %9s %9s %10s %5s %9s %9s %6s\n",
 		"sample", "counters", "at", "ops/s", "RSS MiB", "anon MiB", "heap MiB", "cache cells", "cache MiB", "cap MiB", "evicted", "SSTs", "SST MiB", "memt MiB", "load1")
 	mib := func(b int64) string {

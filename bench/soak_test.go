@@ -92,7 +92,7 @@ go_memstats_heap_inuse_bytes 8.388608e+07
 // TestSoakTable: the table has a row per sample, unknown figures shown as
 // such, and a partial run says so.
 func TestSoakTable(t *testing.T) {
-	r := SoakResult{Design: "vanilla", Counters: 2000, Elapsed: 2 * time.Second, Checked: 3, Limited: true, Samples: []SoakSample{
+	r := SoakResult{Design: "vanilla", Counters: 2000, Elapsed: 2 * time.Second, Checked: 3, Dismissed: 4, Limited: true, Samples: []SoakSample{
 		{Label: "start", OK: true, RSS: 30 << 20, CacheEntries: 0},
 		{Label: "1000", Counters: 1000, At: time.Second, OpsPerS: 1000, OK: true, RSS: 40 << 20, CacheEntries: 1000},
 		{Label: "+0s", Counters: 2000, At: 2 * time.Second, RSS: 41 << 20, CacheEntries: -1, CacheBytes: -1},
@@ -102,7 +102,7 @@ func TestSoakTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"2000 counters written in 2s (1000 ops/s)", "read back 3, 0 wrong", "PARTIAL", "\n1000 ", "     40.0 "} {
+	for _, want := range []string{"2000 counters written in 2s (1000 ops/s), 0 ops failed, 4 fresh updates dismissed", "read back 3, 0 wrong", "PARTIAL", "\n1000 ", "     40.0 "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in\n%s", want, out)
 		}
