@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	register("bench", "benchmark counters: vanilla vs FBF over-count and latency on a ring (no args: the main comparison); engine; ring; storm; durable", runBench)
+	register("bench", "benchmark counters: vanilla vs FBF over-count and latency on a ring (no args: the main comparison); engine; ring; storm; soak; durable", runBench)
 }
 
 // startCPUProfile profiles the process's CPU into the file at path until
@@ -72,12 +72,14 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return runBenchRing(args[1:], stdout, stderr)
 	case "storm":
 		return bench.RunStormCommand(args[1:], stdout, stderr)
+	case "soak":
+		return bench.RunSoakCommand(args[1:], stdout, stderr)
 	case "help":
 		benchUsage(stderr)
 		return flag.ErrHelp
 	}
 	benchUsage(stderr)
-	return fmt.Errorf("unknown benchmark %q (have: overcount, latency, engine, ring, storm, durable)", args[0])
+	return fmt.Errorf("unknown benchmark %q (have: overcount, latency, engine, ring, storm, soak, durable)", args[0])
 }
 
 func benchUsage(w io.Writer) {
@@ -90,6 +92,8 @@ func benchUsage(w io.Writer) {
        idemkv bench storm [flags]        hostile CQL clients (connection storm, never-reading pipeliner,
                                          oversized frames) against a node process of its own (--embedded:
                                          in this process): a client's latency, the node's RSS and CPU
+       idemkv bench soak [flags]         distinct counters of each design (10 million by default) through CQL into
+                                         a node process of its own: its RSS, Go heap and counter cache as they go
        idemkv bench durable [flags]      raw fsync latency, then QUORUM updates through CQL in each
                                          commitlog_sync mode with 1, 4 and 16 clients (about a minute)
 
