@@ -318,11 +318,8 @@ func clusteringFilter(t *tableInfo, rels []parse.Relation, values []frame.Value,
 			if err != nil {
 				return nil, err
 			}
-			switch {
-			case v.Unset:
-				return nil, invalid("Invalid unset value for column %s", c.name)
-			case v.Null || v.Bytes == nil:
-				return nil, invalid("Invalid null value in condition for column %s", c.name)
+			if err := requireKeyValue(c, v); err != nil {
+				return nil, err
 			}
 			return orderKey(c, v.Bytes)
 		}

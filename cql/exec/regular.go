@@ -371,11 +371,8 @@ func (e *Executor) bindRegularInsert(t *tableInfo, st *parse.Insert, values []fr
 		}
 		switch {
 		case c.pkIndex >= 0 || c.ckPos > 0:
-			if v.Unset {
-				return cellWrite{}, invalid("Invalid unset value for column %s", c.name)
-			}
-			if v.Null || v.Bytes == nil {
-				return cellWrite{}, invalid("Invalid null value in condition for column %s", c.name)
+			if err := requireKeyValue(c, v); err != nil {
+				return cellWrite{}, err
 			}
 			if c.pkIndex >= 0 {
 				if err := validateKeyPart(c, v.Bytes); err != nil {
@@ -392,15 +389,9 @@ func (e *Executor) bindRegularInsert(t *tableInfo, st *parse.Insert, values []fr
 			}{c, v})
 		}
 	}
-	key, err := SerializeKey(pkParts)
+	key, err := checkedKey(pkParts)
 	if err != nil {
 		return cellWrite{}, err
-	}
-	if err := checkKeyLength(key); err != nil {
-		return cellWrite{}, err
-	}
-	if len(key) == 0 {
-		return cellWrite{}, invalid("Key may not be empty")
 	}
 	var prefix []byte
 	staticOnly := len(t.ck) > 0 && ckVals[0].Bytes == nil && !ckVals[0].Null

@@ -868,16 +868,41 @@ func bindKeyPart(c *column, term parse.Term, values []frame.Value) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case v.Unset:
-		return nil, invalid("Invalid unset value for column %s", c.name)
-	case v.Null || v.Bytes == nil:
-		return nil, invalid("Invalid null value in condition for column %s", c.name)
+	if err := requireKeyValue(c, v); err != nil {
+		return nil, err
 	}
 	if err := validateKeyPart(c, v.Bytes); err != nil {
 		return nil, err
 	}
 	return v.Bytes, nil
+}
+
+// requireKeyValue refuses an unset or null value for a primary key column,
+// with Cassandra's messages.
+func requireKeyValue(c *column, v frame.Value) error {
+	switch {
+	case v.Unset:
+		return invalid("Invalid unset value for column %s", c.name)
+	case v.Null || v.Bytes == nil:
+		return invalid("Invalid null value in condition for column %s", c.name)
+	}
+	return nil
+}
+
+// checkedKey serializes a partition key's components and checks the key
+// as Cassandra does: its length, and that it is not empty.
+func checkedKey(comp [][]byte) ([]byte, error) {
+	k, err := SerializeKey(comp)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKeyLength(k); err != nil {
+		return nil, err
+	}
+	if len(k) == 0 {
+		return nil, invalid("Key may not be empty")
+	}
+	return k, nil
 }
 
 // oneKey is keys for restrictions that name one partition (one term per
@@ -898,17 +923,8 @@ func oneKey(t *tableInfo, terms [][]parse.Term, values []frame.Value) ([]byte, b
 		}
 		comp = append(comp, b)
 	}
-	k, err := SerializeKey(comp)
-	if err != nil {
-		return nil, true, err
-	}
-	if err := checkKeyLength(k); err != nil {
-		return nil, true, err
-	}
-	if len(k) == 0 {
-		return nil, true, invalid("Key may not be empty")
-	}
-	return k, true, nil
+	k, err := checkedKey(comp)
+	return k, true, err
 }
 
 // keys binds key restrictions to serialized partition keys: the cartesian
@@ -948,15 +964,9 @@ func keys(t *tableInfo, terms [][]parse.Term, values []frame.Value) ([][]byte, e
 		for i := range parts {
 			comp[i] = parts[i][idx[i]]
 		}
-		k, err := SerializeKey(comp)
+		k, err := checkedKey(comp)
 		if err != nil {
 			return nil, err
-		}
-		if err := checkKeyLength(k); err != nil {
-			return nil, err
-		}
-		if len(k) == 0 {
-			return nil, invalid("Key may not be empty")
 		}
 		if !seen[string(k)] {
 			seen[string(k)] = true
