@@ -248,14 +248,9 @@ func TestOpStatusReserves(t *testing.T) {
 // not hear every replica within the window kept an update another leader
 // had counted (node/testdata/scenarios/fbf_settlement_evidence_kept.txt).
 func TestOpSettleKeepsEvidence(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := testConfig(t.TempDir())
-	cfg.Now = func() time.Time { return now }
-	r := mustOpen(t, cfg)
+	r, now := fbfOnAClock(t, &cfg)
 	defer r.Close()
-	if err := r.CreateTable(fbfTable); err != nil {
-		t.Fatal(err)
-	}
 	for seq := uint64(1); seq <= 2; seq++ {
 		if _, err := r.Apply(fbfUpdate("k", 1, op(1, seq))); err != nil {
 			t.Fatal(err)
@@ -269,7 +264,7 @@ func TestOpSettleKeepsEvidence(t *testing.T) {
 		t.Fatalf("OpPeek of an op led here: %+v %v, want kept", a, err)
 	}
 	w, _ := r.DedupWindow(fbfTable.ID, "c")
-	now = now.Add(w + time.Minute)
+	*now = now.Add(w + time.Minute)
 	if _, err := r.Apply(fbfUpdate("other", 1, op(1, 1000))); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +288,7 @@ func TestOpSettleKeepsEvidence(t *testing.T) {
 	if a, err := r.OpSettle(fbfTable.ID, []byte("other"), "c", op(1, 1000)); err != nil || a.Status != coltype.OpKept {
 		t.Fatalf("OpSettle of an op led here: %+v %v, want kept", a, err)
 	}
-	now = now.Add(settleEvidenceLifetime + time.Minute)
+	*now = now.Add(settleEvidenceLifetime + time.Minute)
 	if a, _ := r.OpStatus(fbfTable.ID, []byte("other"), "c", op(1, 1000)); a.Status != coltype.OpNotLed {
 		t.Fatalf("past the evidence's lifetime: %v, want not led", a.Status)
 	}
@@ -309,20 +304,15 @@ func TestOpSettleKeepsEvidence(t *testing.T) {
 // fbf_leader_crash_later_op_replicated.txt). An op it only received, or
 // led longer than a filter window ago, is not led.
 func TestOpStatusLedThisRun(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := testConfig(t.TempDir())
-	cfg.Now = func() time.Time { return now }
-	r := mustOpen(t, cfg)
+	r, now := fbfOnAClock(t, &cfg)
 	defer r.Close()
-	if err := r.CreateTable(fbfTable); err != nil {
-		t.Fatal(err)
-	}
 	// Ops over several seconds (several buckets), on two keys.
 	for seq := uint64(1); seq <= 300; seq++ {
 		if _, err := r.Apply(fbfUpdate(fmt.Sprint("k", seq%2), 1, op(1, seq))); err != nil {
 			t.Fatal(err)
 		}
-		now = now.Add(10 * time.Millisecond)
+		*now = now.Add(10 * time.Millisecond)
 	}
 	for seq := uint64(1); seq <= 300; seq++ {
 		key := fmt.Sprint("k", seq%2)
@@ -349,7 +339,7 @@ func TestOpStatusLedThisRun(t *testing.T) {
 	}
 	// Past the window the ops are forgotten (as the filter forgets them).
 	w, _ := r.DedupWindow(fbfTable.ID, "c")
-	now = now.Add(w + time.Hour)
+	*now = now.Add(w + time.Hour)
 	if _, err := r.Apply(fbfUpdate("k0", 1, op(1, 1000))); err != nil {
 		t.Fatal(err)
 	}
@@ -676,16 +666,23 @@ func TestUnloggedGapFlushedIsKept(t *testing.T) {
 // at stamps an update with the clock's time.
 func ledOneOnAClock(t *testing.T, cfg *Config) (r *Replica, now *time.Time, at func(coltype.Update) coltype.Update) {
 	t.Helper()
-	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	now = &clock
-	cfg.Now = func() time.Time { return *now }
+	r, now = fbfOnAClock(t, cfg)
 	at = func(u coltype.Update) coltype.Update { u.OpTime = now.UnixNano(); return u }
-	r = mustOpen(t, *cfg)
-	if err := r.CreateTable(fbfTable); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := r.Apply(at(fbfUpdate("a", 5, op(1, 1)))); err != nil {
 		t.Fatal(err)
 	}
 	return r, now, at
+}
+
+// fbfOnAClock opens a replica on cfg with a virtual clock (*now, which the
+// test moves) and creates fbfTable.
+func fbfOnAClock(t *testing.T, cfg *Config) (*Replica, *time.Time) {
+	t.Helper()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg.Now = func() time.Time { return now }
+	r := mustOpen(t, *cfg)
+	if err := r.CreateTable(fbfTable); err != nil {
+		t.Fatal(err)
+	}
+	return r, &now
 }
