@@ -2,7 +2,6 @@ package replica
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
@@ -31,46 +30,6 @@ import (
 // filter window in this run (recentLed), or in its commit log since its
 // last start.
 
-// takenBack are the ops this run took back because another leader counted
-// them too, so that none is taken back twice; an entry lasts as long as
-// the record of the ops this run led does (one filter window).
-type takenBack struct {
-	mu sync.Mutex
-	m  map[ledKey]int64 // expiry, unix nanoseconds
-}
-
-// claim marks an op taken back; false if it was already.
-func (tb *takenBack) claim(k ledKey, now, until int64) bool {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	if tb.m == nil {
-		tb.m = map[ledKey]int64{}
-	}
-	for o, exp := range tb.m {
-		if exp <= now {
-			delete(tb.m, o)
-		}
-	}
-	if _, ok := tb.m[k]; ok {
-		return false
-	}
-	tb.m[k] = until
-	return true
-}
-
-func (tb *takenBack) has(k ledKey) bool {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	_, ok := tb.m[k]
-	return ok
-}
-
-func (tb *takenBack) unclaim(k ledKey) {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	delete(tb.m, k)
-}
-
 // CountsLedOp reports whether this replica led an op on a cell and still
 // counts it, and the counter id it counted it under: led by this run
 // within the filter window, or before its last start as its commit log
@@ -82,7 +41,7 @@ func (r *Replica) CountsLedOp(table uint64, key []byte, column string, opID [16]
 		return counters.ID{}, false
 	}
 	k := ledKey{table, column, string(key), opID}
-	if r.taken.has(k) {
+	if r.taken.has(k, r.cfg.Now().UnixNano()) {
 		return counters.ID{}, false
 	}
 	r.led.mu.Lock()
@@ -131,7 +90,7 @@ func (r *Replica) TakeBackLedOp(op coltype.InDoubtOp) (coltype.Mutation, bool, e
 	err = d.Compensate(leader{r: r, t: t}, u)
 	t.modeMu.RUnlock()
 	if err != nil {
-		r.taken.unclaim(k)
+		r.taken.remove(k)
 		return coltype.Mutation{}, false, fmt.Errorf("replica: take back op %x on %s.%s: %w", op.OpID, t.def.Keyspace, t.def.Name, err)
 	}
 	r.led.mu.Lock()

@@ -77,52 +77,77 @@ type ledOp struct {
 	status coltype.OpStatus
 }
 
-// reservations are ops another leader is settling (it asked this replica
-// about them and the filter had not seen them): this replica leads none of
-// them until the asker's decision arrives (a mutation with the op id) or
-// the reservation expires, so that a retry cannot be counted here between
-// the question and the decision.
-type reservations struct {
+// expiringOps is a set of ops on cells, each until its expiry: the
+// reservations (ops another leader is settling: it asked this replica about
+// them and the filter had not seen them, so this replica leads none of them
+// until the asker's decision arrives, a mutation with the op id, or the
+// reservation expires, and a retry cannot be counted here between the
+// question and the decision) and the ops taken back (conflict.go).
+type expiringOps struct {
 	n  atomic.Int64 // len(m); 0 makes the checks free
 	mu sync.Mutex
 	m  map[ledKey]int64 // expiry, unix nanoseconds
 }
 
-func (rs *reservations) reserve(k ledKey, until int64) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if rs.m == nil {
-		rs.m = map[ledKey]int64{}
+// add puts an op in the set until at least until.
+func (e *expiringOps) add(k ledKey, until int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		e.m = map[ledKey]int64{}
 	}
-	rs.m[k] = max(rs.m[k], until)
-	rs.n.Store(int64(len(rs.m)))
+	e.m[k] = max(e.m[k], until)
+	e.n.Store(int64(len(e.m)))
 }
 
-func (rs *reservations) release(k ledKey) {
-	if rs.n.Load() == 0 {
-		return
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	delete(rs.m, k)
-	rs.n.Store(int64(len(rs.m)))
-}
-
-func (rs *reservations) held(table uint64, column string, key []byte, op [16]byte, now int64) bool {
-	if rs.n.Load() == 0 {
+// claim puts an op in the set until until, and reports false if it was
+// there already.
+func (e *expiringOps) claim(k ledKey, now, until int64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.expire(now)
+	if _, ok := e.m[k]; ok {
 		return false
 	}
-	k := ledKey{table, column, string(key), op}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	for o, until := range rs.m {
+	if e.m == nil {
+		e.m = map[ledKey]int64{}
+	}
+	e.m[k] = until
+	e.n.Store(int64(len(e.m)))
+	return true
+}
+
+// has reports whether an op is in the set at now.
+func (e *expiringOps) has(k ledKey, now int64) bool {
+	if e.n.Load() == 0 {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.expire(now)
+	_, ok := e.m[k]
+	return ok
+}
+
+// remove takes an op out of the set.
+func (e *expiringOps) remove(k ledKey) {
+	if e.n.Load() == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.m, k)
+	e.n.Store(int64(len(e.m)))
+}
+
+// expire drops the ops expired at now; e.mu is held.
+func (e *expiringOps) expire(now int64) {
+	for o, until := range e.m {
 		if until <= now {
-			delete(rs.m, o)
+			delete(e.m, o)
 		}
 	}
-	rs.n.Store(int64(len(rs.m)))
-	_, ok := rs.m[k]
-	return ok
+	e.n.Store(int64(len(e.m)))
 }
 
 // ledOps are the updates this replica led within the filter window before
@@ -546,7 +571,7 @@ func (r *Replica) opStatus(table uint64, key []byte, column string, opID [16]byt
 	r.led.mu.Unlock()
 	ledNow := a.Status == coltype.OpNotLed && r.ledNow.find(table, column, key, opID, r.cfg.Now().UnixNano())
 	if !a.Seen && reserve {
-		r.reserved.reserve(k, r.cfg.Now().Add(2*r.cfg.CounterWriteTimeout).UnixNano())
+		r.reserved.add(k, r.cfg.Now().Add(2*r.cfg.CounterWriteTimeout).UnixNano())
 	}
 	rw, found, err := t.read(row.Key{Token: ring.Token(key), Partition: key})
 	if err != nil {
@@ -559,7 +584,7 @@ func (r *Replica) opStatus(table uint64, key []byte, column string, opID [16]byt
 		// Led by this run: counted in its current shard, whose clock in the
 		// cell is at or past the op's.
 		a.Status, a.CounterID = coltype.OpKept, r.counterIDs.current
-		if r.taken.has(k) {
+		if r.taken.has(k, r.cfg.Now().UnixNano()) {
 			// Taken back since: another leader counts it (conflict.go).
 			a.Status = coltype.OpDropped
 		}

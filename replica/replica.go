@@ -185,10 +185,10 @@ type Replica struct {
 	unclean  bool
 	openedAt time.Time
 	led      ledOps
-	ledNow   recentLed // the ops this run led (led holds those of the runs before)
-	reserved reservations
+	ledNow   recentLed    // the ops this run led (led holds those of the runs before)
+	reserved expiringOps  // ops another leader is settling (indoubt.go)
 	pins     evidencePins // what answers to settling leaders showed (OpSettle)
-	taken    takenBack    // ops this run took back: another leader counts them too (conflict.go)
+	taken    expiringOps  // ops this run took back, for a window: another leader counts them too (conflict.go)
 	log      *commitlog.Log
 	logger   *slog.Logger
 
@@ -699,7 +699,7 @@ func (r *Replica) Apply(u coltype.Update) (coltype.Mutation, error) {
 		}
 		return coltype.Mutation{}, coltype.ErrInDoubt
 	}
-	if u.HasOp && r.reserved.held(u.Table, u.Column, u.Key, u.OpID, r.cfg.Now().UnixNano()) {
+	if u.HasOp && r.reserved.n.Load() > 0 && r.reserved.has(ledKey{u.Table, u.Column, string(u.Key), u.OpID}, r.cfg.Now().UnixNano()) {
 		return coltype.Mutation{}, coltype.ErrOpInDoubt
 	}
 	t.modeMu.RLock()
@@ -808,7 +808,7 @@ func (r *Replica) ApplyMutation(m coltype.Mutation) error {
 	}
 	if _, ok := col.(coltype.Deduplicator); ok && m.HasOp && r.reserved.n.Load()+r.pins.n.Load() > 0 {
 		k := ledKey{m.Table, m.Cell.Column, string(m.Key), m.OpID}
-		r.reserved.release(k)
+		r.reserved.remove(k)
 		r.pins.release(k)
 	}
 	kind := commitlog.PayloadShard
