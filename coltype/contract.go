@@ -141,6 +141,15 @@ type Observer interface {
 	Observe(l Leader, m Mutation) error
 }
 
+// SeenObserver is the capability of Observers that deduplicate op ids (the
+// FBF): ObserveSeen is Observe, and also reports whether the mutation's op
+// id was in the column's filter before it (the same test-and-add), which a
+// replica needs to tell a leader's replication of an op it led itself
+// (package coordinator, conflict.go).
+type SeenObserver interface {
+	ObserveSeen(l Leader, m Mutation) (seen bool, err error)
+}
+
 // Replicated is the capability of types that apply replicated state
 // themselves instead of the engine's merge-and-write (handoff counters,
 // whose replicas hold different states). The type writes through l.

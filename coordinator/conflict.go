@@ -26,6 +26,7 @@ const answerTakeBack = 1
 // count (replica.CountsLedOp, replica.TakeBackLedOp).
 type conflictStore interface {
 	CountsLedOp(table uint64, key []byte, column string, opID [16]byte) (counters.ID, bool)
+	ApplyCounted(m coltype.Mutation) (counters.ID, bool, error)
 	TakeBackLedOp(op coltype.InDoubtOp) (coltype.Mutation, bool, error)
 }
 
@@ -36,8 +37,8 @@ func (c *Coordinator) handleMutation(ctx context.Context, body []byte) (transpor
 	if err != nil {
 		return transport.Message{}, err
 	}
-	mine, theirs, conflict := c.conflictOf(mu)
-	if err := c.applyMutation(mu); err != nil {
+	mine, theirs, conflict, err := c.applyCounted(mu)
+	if err != nil {
 		return transport.Message{}, err
 	}
 	c.stats.mutations.Add(1)
@@ -53,21 +54,23 @@ func (c *Coordinator) handleMutation(ctx context.Context, body []byte) (transpor
 	return transport.Message{Type: TypeMutation, Body: []byte{answerTakeBack}}, nil
 }
 
-// conflictOf reports whether a mutation is another leader's application of
-// an op this node led and counts, with both counter ids.
-func (c *Coordinator) conflictOf(m coltype.Mutation) (mine, theirs counters.ID, conflict bool) {
-	if !counted(m) {
-		return mine, theirs, false
-	}
+// applyCounted applies a mutation and reports whether it is another
+// leader's application of an op this node led and counts, with both
+// counter ids.
+func (c *Coordinator) applyCounted(m coltype.Mutation) (mine, theirs counters.ID, conflict bool, err error) {
 	cs, ok := c.cfg.Store.(conflictStore)
-	if !ok {
-		return mine, theirs, false
+	if !ok || !counted(m) {
+		return mine, theirs, false, c.applyMutation(m)
 	}
-	if theirs, ok = leaderShard(m.Cell); !ok {
-		return mine, theirs, false
+	if c.refused(m.Table) {
+		return mine, theirs, false, errWritesRefused
 	}
-	mine, ok = cs.CountsLedOp(m.Table, m.Key, m.Cell.Column, m.OpID)
-	return mine, theirs, ok && mine != theirs
+	mine, counts, err := cs.ApplyCounted(m)
+	if err != nil || !counts {
+		return mine, theirs, false, err
+	}
+	theirs, ok = leaderShard(m.Cell)
+	return mine, theirs, ok && mine != theirs, nil
 }
 
 // leaderShard returns the counter id of a leader's replicated shard: a

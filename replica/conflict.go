@@ -36,10 +36,29 @@ import (
 // shows (an op still in doubt is not: the in-doubt protocol settles it).
 func (r *Replica) CountsLedOp(table uint64, key []byte, column string, opID [16]byte) (counters.ID, bool) {
 	if !r.OpSeen(table, key, column, opID) {
-		// The common case, a fresh op's replication: an op this node led
-		// is in its filter for as long as it is in the records below.
+		// An op this node led is in its filter for as long as it is in
+		// the records countsLed reads.
 		return counters.ID{}, false
 	}
+	return r.countsLed(table, key, column, opID)
+}
+
+// ApplyCounted applies a leader's replication of an op it counted (the
+// mark of package coordinator's TypeMutation) as ApplyMutation does, and
+// reports, as CountsLedOp, whether this replica led the same op itself and
+// counts it: from the filter's own test-and-add of the op id (a fresh op's
+// replication, the common case, reads nothing more), and before applying.
+func (r *Replica) ApplyCounted(m coltype.Mutation) (counters.ID, bool, error) {
+	seen, err := r.applyMutation(m)
+	if err != nil || !seen {
+		return counters.ID{}, false, err
+	}
+	id, counts := r.countsLed(m.Table, m.Key, m.Cell.Column, m.OpID)
+	return id, counts, nil
+}
+
+// countsLed is CountsLedOp once the op is known to be in the filter.
+func (r *Replica) countsLed(table uint64, key []byte, column string, opID [16]byte) (counters.ID, bool) {
 	k := ledKey{table, column, string(key), opID}
 	if r.taken.has(k, r.cfg.Now().UnixNano()) {
 		return counters.ID{}, false

@@ -54,11 +54,18 @@ func TestTakeBackLedOp(t *testing.T) {
 	cell := ctxCell(t, counters.Shard{ID: other, Clock: 1, Count: 3, Kind: counters.Global})
 	mu := coltype.Mutation{Table: fbfTable.ID, Key: []byte("k"), Cell: cell, HasOp: true, OpID: op(2, 1), OpTime: time.Now().UnixNano(),
 		Log: coltype.LeaderLog{Led: true, Delta: 3}}
-	if err := r.ApplyMutation(mu); err != nil {
-		t.Fatal(err)
+	if _, counts, err := r.ApplyCounted(mu); err != nil || counts {
+		t.Fatalf("another leader's replication of a fresh op: counts %v, %v; want false", counts, err)
 	}
 	if _, counts := r.CountsLedOp(fbfTable.ID, []byte("k"), "c", op(2, 1)); counts {
 		t.Fatal("an op another leader led counts as led here")
+	}
+	// Another leader's replication of op 2, which this node led and counts.
+	mu2 := mu
+	mu2.OpID, mu2.Log.Delta = op(1, 2), 7
+	mu2.Cell = ctxCell(t, counters.Shard{ID: other, Clock: 2, Count: 3, Kind: counters.Global})
+	if id, counts, err := r.ApplyCounted(mu2); err != nil || !counts || id != r.CounterID() {
+		t.Fatalf("another leader's replication of an op led here: %s, %v, %v; want %s, true", id, counts, err, r.CounterID())
 	}
 	// An unclean restart: op 2 (led here, in the last moments) is in doubt;
 	// op 1 is settled by its compensation; op 3 was not led here.
@@ -84,6 +91,6 @@ func TestTakeBackLedOp(t *testing.T) {
 		t.Fatalf("take-back after a restart: %v %v, want nothing done", ok, err)
 	}
 	if v := value(t, r, fbfTable.ID, "k", "c"); v != 10 {
-		t.Fatalf("after the restart: %d, want 10 (7 + another leader's 3)", v)
+		t.Fatalf("after the restart: %d, want 10 (7 + another leader's 3, its shard at clock 2)", v)
 	}
 }

@@ -780,30 +780,41 @@ func (r *Replica) LedDelete(tableID uint64, column string) bool {
 // shard, a hint, a read repair). It takes no cell lock: merging shards is
 // idempotent and commutative.
 func (r *Replica) ApplyMutation(m coltype.Mutation) error {
+	_, err := r.applyMutation(m)
+	return err
+}
+
+// applyMutation is ApplyMutation, reporting whether the mutation's op id
+// was in the column's filter before (coltype.SeenObserver).
+func (r *Replica) applyMutation(m coltype.Mutation) (seen bool, err error) {
 	// Another node led it: what its leader logs (the delta a replication
 	// carries for conflict.go included) is not this replica's record.
 	m.Log = coltype.LeaderLog{}
 	t, err := r.table(m.Table)
 	if err != nil {
-		return err
+		return false, err
 	}
 	col, ok := t.col(m.Cell.Column)
 	if !ok {
-		return fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, m.Cell.Column)
+		return false, fmt.Errorf("replica: table %s.%s has no column %q", t.def.Keyspace, t.def.Name, m.Cell.Column)
 	}
 	l := leader{r: r, t: t}
 	if rc, ok := col.(coltype.Replicated); ok {
 		if err := rc.ApplyReplicated(l, m); err != nil {
-			return fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+			return false, fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 		}
 		r.stats.mutations.Add(1)
-		return nil
+		return false, nil
 	}
-	if o, ok := col.(coltype.Observer); ok {
-		// An FBF's op id joins this replica's filter before the ack, so
-		// that a retry that reaches this replica as leader is recognised.
+	// An FBF's op id joins this replica's filter before the ack, so that a
+	// retry that reaches this replica as leader is recognised.
+	if o, ok := col.(coltype.SeenObserver); ok {
+		if seen, err = o.ObserveSeen(l, m); err != nil {
+			return false, fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+		}
+	} else if o, ok := col.(coltype.Observer); ok {
 		if err := o.Observe(l, m); err != nil {
-			return fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
+			return false, fmt.Errorf("replica: mutation for %s.%s: %w", t.def.Keyspace, t.def.Name, err)
 		}
 	}
 	if _, ok := col.(coltype.Deduplicator); ok && m.HasOp && r.reserved.n.Load()+r.pins.n.Load() > 0 {
@@ -818,10 +829,10 @@ func (r *Replica) ApplyMutation(m coltype.Mutation) error {
 	}
 	key := row.Key{Token: ring.Token(m.Key), Partition: m.Key}
 	if err := t.write(key, m, kind); err != nil {
-		return err
+		return seen, err
 	}
 	r.stats.mutations.Add(1)
-	return nil
+	return seen, nil
 }
 
 // Delete writes tombstones for the named counter columns of a row (all of

@@ -484,19 +484,26 @@ func (c *fbfCounter) storedShard(l coltype.Leader, key row.Key, name string) (cl
 // Observe implements coltype.Observer: the counter's own check (see
 // Vanilla.Observe), then the FBF's.
 func (c *fbfCounter) Observe(l coltype.Leader, m coltype.Mutation) error {
+	_, err := c.ObserveSeen(l, m)
+	return err
+}
+
+// ObserveSeen implements coltype.SeenObserver: Observe, reporting whether
+// the op id was in the filter before.
+func (c *fbfCounter) ObserveSeen(l coltype.Leader, m coltype.Mutation) (bool, error) {
 	if err := (Vanilla{}).Observe(l, m); err != nil {
-		return err
+		return false, err
 	}
-	c.observe(m)
-	return nil
+	return c.observe(m), nil
 }
 
 // observe is the replica side: an op id that arrives with replicated state
 // joins the filter, and a copy of this node's own shard that is newer than
-// the in-memory one (a hint, a repair) raises it.
-func (c *fbfCounter) observe(m coltype.Mutation) {
+// the in-memory one (a hint, a repair) raises it. It reports whether the
+// op id was in the filter already.
+func (c *fbfCounter) observe(m coltype.Mutation) (seen bool) {
 	if m.HasOp {
-		c.filter.TestAndAddHash(c.opHash(m.OpID, m.Key))
+		seen = c.filter.TestAndAddHash(c.opHash(m.OpID, m.Key))
 	}
 	if m.Cell.Tombstone {
 		c.shards.Remove(c.ns, c.shardKey(m.Key, m.Cell.Column))
