@@ -30,8 +30,12 @@ func TestClientState(t *testing.T) {
 		}
 		// Within the window: at least the 16-byte op id per client. After
 		// it: what stays is the entries and clocks of the replicas that
-		// led (all 3 by 10 clients, likely), not the clients.
-		if rows[2].Within < rows[1].Within+90*16 || rows[2].After > rows[1].After*3/2 || rows[2].After > rows[2].Within/5 {
+		// led, not the clients: per entry, 100 clients leave no more than
+		// 10 do. (Compared whole, the test failed whenever 10 clients
+		// happened to be led by fewer replicas than 100: seed
+		// 1795774678246825182, 4 entries against 12.)
+		perEntry := func(r ClientStateRow) float64 { return r.After / r.Entries }
+		if rows[2].Within < rows[1].Within+90*16 || perEntry(rows[2]) > perEntry(rows[1])*3/2 || rows[2].After > rows[2].Within/5 {
 			t.Errorf("bytes: %+v; want growth of at least 16 B per client within the window, little after", rows)
 		}
 	}
