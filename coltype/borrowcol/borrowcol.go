@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/counters/borrow"
@@ -142,7 +143,8 @@ func (Type) Configure(env coltype.Env, d coltype.TableDef, column string, prev c
 	if p, ok := prev.(*Column); ok {
 		return p, nil
 	}
-	return &Column{env: env, self: borrow.ID(env.HostID()), id: coltype.ColumnID{Table: d.ID, Column: column}}, nil
+	return &Column{env: env, self: borrow.ID(env.HostID()), id: coltype.ColumnID{Table: d.ID, Column: column},
+		retired: cellcache.Of(env), retiredNS: cellcache.NewNamespace()}, nil
 }
 
 // Column is one borrow column of a table on one replica. It keeps no
@@ -158,9 +160,12 @@ type Column struct {
 	dirtyMu sync.Mutex
 	dirty   map[string]coltype.CellRef
 
-	retiredMu    sync.Mutex
-	retired      map[retiredKey]time.Time // retired clients seen, by cell: when last seen
-	retiredPrune time.Time                // the last prune of retired
+	// retired remembers the retired clients seen, by cell and client, with
+	// when one was last seen (a time.Time), in the replica's counter cache
+	// (namespace retiredNS): bounded by counter_cache_size_in_mb with the
+	// other designs' cell states, least recently seen evicted first.
+	retired   *cellcache.Cache
+	retiredNS uint64
 
 	borrows, writes, transferred, closed, leads, late atomic.Uint64
 	views, syncBytes                                  atomic.Uint64
@@ -462,45 +467,34 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, name string,
 // collected. Far above the coordinator's request timeouts.
 const RetiredRetention = 10 * time.Minute
 
-type retiredKey struct {
-	cell   string
-	client borrow.ID
+// retiredEntrySize is the estimated bytes of a retired client's entry in
+// the counter cache besides cellcache.EntryOverhead and its key: the boxed
+// time.Time.
+const retiredEntrySize = 24
+
+// retiredKey is the cache key of a retired client of a cell: the cell's
+// key, then the client's id.
+func (col *Column) retiredKey(key []byte, name string, client borrow.ID) string {
+	return col.id.CellKey(key, name) + string(client[:])
 }
 
 // noteRetired remembers, at now, every client with a frozen dot in s, the
-// cell key's state.
+// cell key's state. The memory is best effort: an entry the cache evicted
+// (or one older than RetiredRetention) lets a late borrow request lend a
+// dot nobody retires, count 0 (see RetiredRetention).
 func (col *Column) noteRetired(now time.Time, key []byte, name string, s *borrow.State) {
-	var ids []borrow.ID
 	for _, o := range s.Dots() {
 		if o.Cell.Frozen && o.Owner != o.Dot.Creator {
-			ids = append(ids, o.Owner)
-		}
-	}
-	col.retiredMu.Lock()
-	defer col.retiredMu.Unlock()
-	if col.retired == nil {
-		col.retired = map[retiredKey]time.Time{}
-	}
-	for _, id := range ids {
-		col.retired[retiredKey{col.id.CellKey(key, name), id}] = now
-	}
-	if now.Sub(col.retiredPrune) >= RetiredRetention/10 {
-		col.retiredPrune = now
-		for k, t := range col.retired {
-			if now.Sub(t) > RetiredRetention {
-				delete(col.retired, k)
-			}
+			col.retired.Put(col.retiredNS, col.retiredKey(key, name, o.Owner), now, retiredEntrySize)
 		}
 	}
 }
 
 // retiredRecently reports whether client retired in the cell key less
-// than RetiredRetention ago, as far as this replica saw.
+// than RetiredRetention ago, as far as this replica saw and remembers.
 func (col *Column) retiredRecently(now time.Time, key []byte, name string, client borrow.ID) bool {
-	col.retiredMu.Lock()
-	defer col.retiredMu.Unlock()
-	t, ok := col.retired[retiredKey{col.id.CellKey(key, name), client}]
-	return ok && now.Sub(t) <= RetiredRetention
+	v, ok := col.retired.Recall(col.retiredNS, col.retiredKey(key, name, client))
+	return ok && now.Sub(v.(time.Time)) <= RetiredRetention
 }
 
 // MarkDirty implements coltype.AntiEntropy.

@@ -2,11 +2,13 @@ package borrowcol
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
+	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/counters/borrow"
@@ -98,17 +100,25 @@ func state(t *testing.T, f *fakeLeader, key string) *borrow.State {
 }
 
 // fakeEnv is a replica's environment with a host id.
-type fakeEnv struct{ id counters.ID }
+type fakeEnv struct {
+	id       counters.ID
+	settings map[string]string
+}
 
 func (e fakeEnv) Now() time.Time                     { return time.Unix(1, 0) }
 func (e fakeEnv) CounterID() counters.ID             { return e.id }
 func (e fakeEnv) HostID() counters.ID                { return e.id }
 func (e fakeEnv) CounterWriteTimeout() time.Duration { return time.Second }
-func (e fakeEnv) Setting(string) string              { return "" }
+func (e fakeEnv) Setting(n string) string            { return e.settings[n] }
 
 func newColumn(t *testing.T, f *fakeLeader) *Column {
 	t.Helper()
-	c, err := Type{}.Configure(fakeEnv{f.id}, coltype.TableDef{ID: 7}, "c", nil)
+	return newColumnSettings(t, f, nil)
+}
+
+func newColumnSettings(t *testing.T, f *fakeLeader, settings map[string]string) *Column {
+	t.Helper()
+	c, err := Type{}.Configure(fakeEnv{f.id, settings}, coltype.TableDef{ID: 7}, "c", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,6 +406,54 @@ func TestAnswersSynced(t *testing.T) {
 	syncCells(t, ca, fa, cb, fb, "k")
 	if st := state(t, fb, "k"); st.Borrowed() != 0 || st.Value() != 3 {
 		t.Fatalf("b after anti-entropy: value %d, %d borrowed; want 3, 0", st.Value(), st.Borrowed())
+	}
+}
+
+// TestRetiredMemoryBounded: the memory of retired clients is kept in the
+// counter cache and bounded by its size. 20,000 clients each borrow at a
+// (the creator) in a cell of their own and retire there, which transfers
+// their dot away, so only the memory refuses a late borrow request. With a
+// 1 MiB cache the memory stays within it: the latest retirements are
+// remembered (a late request refused), the earliest forgotten (the request
+// lends an orphan, count 0: the documented cost of a bounded memory).
+func TestRetiredMemoryBounded(t *testing.T) {
+	fa := newFake(1)
+	ca := newColumnSettings(t, fa, map[string]string{cellcache.SizeSetting: "1"})
+	const n = 20000
+	keyOf := func(i int) []byte { return []byte(fmt.Sprintf("k%05d", i)) }
+	clientOf := func(i int) borrow.ID { return borrow.ID{0xcc, byte(i >> 16), byte(i >> 8), byte(i)} }
+	borrowAt := func(i int) error {
+		_, err := ca.Exchange(fa, 7, keyOf(i), "c", EncodeBorrow(clientOf(i)))
+		return err
+	}
+	for i := range n {
+		if err := borrowAt(i); err != nil {
+			t.Fatal(err)
+		}
+		d := ClientDots(state(t, fa, string(keyOf(i))), clientOf(i)).Dots()[0].Dot
+		ret, _ := EncodeWrite(borrow.Write(clientOf(i), d, borrow.Cell{Frozen: true, Count: 1}))
+		if _, err := ca.Exchange(fa, 7, keyOf(i), "c", ret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := ca.retired.Stats()
+	if bound := ca.retired.Bound(); bound != 1<<20 || st.Cost > bound {
+		t.Fatalf("the retired clients' memory costs %d bytes against a bound of %d, want within 1 MiB", st.Cost, bound)
+	}
+	if l := ca.retired.Len(); l == 0 || l >= n {
+		t.Fatalf("%d retired clients remembered of %d, want some but not all", l, n)
+	}
+	if err := borrowAt(n - 1); !errors.Is(err, borrow.ErrLateBorrow) {
+		t.Fatalf("the latest retired client's late borrow answered %v, want ErrLateBorrow", err)
+	}
+	if err := borrowAt(0); err != nil {
+		t.Fatalf("the earliest retired client's late borrow (forgotten): %v", err)
+	}
+	if got := state(t, fa, string(keyOf(0))).Borrowed(); got != 1 {
+		t.Fatalf("the forgotten client's cell holds %d borrowed dots, want the one orphan", got)
+	}
+	if hits, misses := ca.retired.Stats().Hits, ca.retired.Stats().Misses; hits != 0 || misses != 0 {
+		t.Fatalf("the memory's look-ups counted %d hits and %d misses in the cache, want none", hits, misses)
 	}
 }
 

@@ -71,7 +71,11 @@
 // client asks for every loan before it retires): it is refused with
 // borrow.ErrLateBorrow when the state shows the client retired or the
 // replica saw one of its frozen dots in the cell less than
-// RetiredRetention ago, instead of lending a dot nobody would retire.
+// RetiredRetention ago, instead of lending a dot nobody would retire. That
+// memory is kept in the replica's counter cache (cellcache, sized by
+// counter_cache_size_in_mb) beside the other designs' cell states, so it
+// is bounded by the cache's size: under more retirements than the cache
+// holds, the least recently seen are forgotten first.
 //
 // Importing the package registers the type (init).
 package borrowcol

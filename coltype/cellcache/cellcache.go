@@ -295,6 +295,23 @@ func (c *Cache) Get(ns uint64, k string) (v any, ok bool) {
 	return v, ok
 }
 
+// Recall is Get for an entry that is not a cell's state (a design's
+// best-effort memory kept within the cache's bound, e.g. the retired
+// clients of a Borrow-Counter cell): it marks the entry most recently used
+// but counts neither a hit nor a miss, so the cache's hit rate stays the
+// cells'.
+func (c *Cache) Recall(ns uint64, k string) (v any, ok bool) {
+	kk := key{ns, k}
+	s := c.shard(kk)
+	s.mu.Lock()
+	e, ok := s.lru.Get(kk)
+	if ok {
+		v = e.val
+	}
+	s.mu.Unlock()
+	return v, ok
+}
+
 // Put sets a key's value, unpinned, with the estimated bytes of its state
 // (see SetSize), creating the entry or replacing the value of the one in
 // the cache, and evicts as the bound asks.
