@@ -13,6 +13,13 @@
 //	POST /api/v1/drain
 //	POST /api/v1/decommission                    (a Node that is a Decommissioner)
 //
+// With Options.Profiling (the node's admin_profiling) it also serves the Go
+// runtime's profiles under /debug/pprof/ (net/http/pprof: heap, allocs,
+// goroutine, profile?seconds=N, trace, ...), for `go tool pprof
+// http://HOST:9180/debug/pprof/heap`. They are off by default: a CPU
+// profile or a trace costs the node while it runs, and the heap profile
+// shows the shape of the data it holds.
+//
 // The mutating calls answer only POST. Errors are JSON objects
 // {"error": "..."} with status 400 (a bad request), 404 (an unknown
 // keyspace or table), 405 (a wrong method), 409 (the node is drained) or
@@ -28,6 +35,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 )
 
@@ -188,7 +196,7 @@ type Server struct {
 
 // Listen serves the admin endpoint on addr; metrics (nil: none) is served
 // on /metrics.
-func Listen(addr string, n Node, metrics http.Handler, logger *slog.Logger) (*Server, error) {
+func Listen(addr string, n Node, metrics http.Handler, logger *slog.Logger, opts Options) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -197,7 +205,7 @@ func Listen(addr string, n Node, metrics http.Handler, logger *slog.Logger) (*Se
 		return nil, fmt.Errorf("admin: listen on %s: %w", addr, err)
 	}
 	s := &Server{ln: ln, done: make(chan struct{}), logger: logger}
-	s.srv = &http.Server{Handler: Handler(n, metrics), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: handler(n, metrics, opts), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -225,11 +233,27 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// Handler is the endpoint's HTTP handler.
-func Handler(n Node, metrics http.Handler) http.Handler {
+// Options are the endpoint's optional parts.
+type Options struct {
+	// Profiling serves the Go runtime's profiles under /debug/pprof/.
+	Profiling bool
+}
+
+// Handler is the endpoint's HTTP handler, without profiles.
+func Handler(n Node, metrics http.Handler) http.Handler { return handler(n, metrics, Options{}) }
+
+func handler(n Node, metrics http.Handler, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics)
+	}
+	if opts.Profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index) // the named profiles: heap, allocs, goroutine, block, mutex, threadcreate
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	mux.HandleFunc("GET /api/v1/info", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, n.Info(), nil)

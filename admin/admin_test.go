@@ -381,3 +381,26 @@ func TestDrainRefusesCQL(t *testing.T) {
 		t.Errorf("info of a stopped node: %v", err)
 	}
 }
+
+// TestProfiling: the runtime's profiles are served under /debug/pprof/ only
+// when Options.Profiling is set.
+func TestProfiling(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		srv, err := admin.Listen("127.0.0.1:0", nil, nil, slog.Default(), admin.Options{Profiling: on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get("http://" + srv.Addr() + "/debug/pprof/heap?debug=1")
+		if err != nil {
+			srv.Close()
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		srv.Close()
+		served := resp.StatusCode == http.StatusOK && strings.Contains(string(body), "heap profile")
+		if served != on {
+			t.Fatalf("profiling %v: GET /debug/pprof/heap answered %d (%.60q)", on, resp.StatusCode, body)
+		}
+	}
+}

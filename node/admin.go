@@ -94,7 +94,7 @@ func (n *Node) startAdmin() {
 		return // a stepped node (tests) runs nothing the test does not drive
 	}
 	addr := net.JoinHostPort(n.cfg.ListenAddress, strconv.Itoa(n.cfg.AdminPort))
-	srv, err := admin.Listen(addr, adminNode{n}, n.metrics.Handler(), n.logger)
+	srv, err := admin.Listen(addr, adminNode{n}, n.metrics.Handler(), n.logger, admin.Options{Profiling: n.cfg.AdminProfiling})
 	if err != nil {
 		n.logger.Error("admin endpoint (metrics, nodetool) not started: the node runs without it; set admin_port to a free port, or -1", "err", err)
 		return

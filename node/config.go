@@ -86,6 +86,11 @@ type Config struct {
 	// ScyllaDB serves its metrics on; -1 serves none.
 	AdminPort int `yaml:"admin_port"`
 
+	// AdminProfiling serves the Go runtime's profiles (net/http/pprof)
+	// under /debug/pprof/ on the admin endpoint: `go tool pprof
+	// http://HOST:9180/debug/pprof/heap`. Default false.
+	AdminProfiling bool `yaml:"admin_profiling"`
+
 	// AutoBootstrap: a node that starts for the first time (no saved
 	// tokens) and finds an existing ring streams the data of the ranges it
 	// takes from their current replicas before it serves them, as
