@@ -60,6 +60,11 @@ type SoakConfig struct {
 	Dir       string // data directories and node logs (default: a temporary directory, removed)
 	Binary    string // the idemkv binary the node runs (default: this executable)
 	Node      node.Config
+	// HeapProfiles turns the node's admin_profiling on and saves its heap
+	// profile (/debug/pprof/heap, as of the last collection: no collection
+	// is forced) after every sample, as heap-LABEL.pb.gz in the design's
+	// directory.
+	HeapProfiles bool
 	// Progress, if not nil, gets a line every ProgressEvery (default 10 s).
 	Progress      io.Writer
 	ProgressEvery time.Duration
@@ -271,6 +276,7 @@ func startSoakNode(ctx context.Context, cfg SoakConfig, dir string) (*soakNode, 
 	nc.ListenAddress = "127.0.0.1"
 	nc.StoragePort, nc.NativeTransportPort = port, port+1
 	nc.Seeds = []string{fmt.Sprintf("127.0.0.1:%d", port)}
+	nc.AdminProfiling = nc.AdminProfiling || cfg.HeapProfiles
 	if nc.AdminPort, err = freeTCPPort(); err != nil {
 		return nil, err
 	}
@@ -286,6 +292,27 @@ func startSoakNode(ctx context.Context, cfg SoakConfig, dir string) (*soakNode, 
 	}
 	return &soakNode{nodeProcess: p, cql: nc.CQLAddr(),
 		admin: &admin.Client{Addr: net.JoinHostPort(nc.ListenAddress, strconv.Itoa(nc.AdminPort)), HTTP: &http.Client{}}}, nil
+}
+
+// saveHeapProfile writes the node's heap profile (admin_profiling) to path.
+func (n *soakNode) saveHeapProfile(path string) error {
+	resp, err := n.client.Get("http://" + n.admin.Addr + "/debug/pprof/heap")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/heap: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // series scrapes every series of the node's metrics.
@@ -402,6 +429,11 @@ func soakDesign(ctx context.Context, cfg SoakConfig, design, dir string) (res So
 		mu.Lock()
 		samples = append(samples, s)
 		mu.Unlock()
+		if cfg.HeapProfiles {
+			if err := n.saveHeapProfile(filepath.Join(dir, "heap-"+label+".pb.gz")); err != nil && cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "soak %s sample %s: heap profile: %v\n", design, label, err)
+			}
+		}
 		if cfg.Progress != nil {
 			fmt.Fprintf(cfg.Progress, "soak %s sample %s: %d counters at %s, RSS %s (anon %s), heap in use %s, cache %d cells / %s, %d SSTables, load %.2f\n",
 				design, label, counters, s.At.Round(time.Second), mb(s.RSS), mb(s.Anon), mb(s.Heap), s.CacheEntries, mb(s.CacheBytes), s.SSTables, s.Load1)

@@ -56,6 +56,7 @@ func parseSoakFlags(args []string, stderr io.Writer) (SoakConfig, error) {
 	binary := fs.String("binary", "", "the idemkv binary the node process runs (default: this executable)")
 	limit := fs.Duration("load-limit", 0, "stop each design's load after this long, written or not (0: no limit)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	profiles := fs.Bool("heap-profiles", false, "turn the node's admin_profiling on and save its heap profile at every sample, as heap-LABEL.pb.gz in the design's directory (needs --dir)")
 	if err := fs.Parse(args); err != nil {
 		return SoakConfig{}, err
 	}
@@ -74,7 +75,10 @@ func parseSoakFlags(args []string, stderr io.Writer) (SoakConfig, error) {
 		return SoakConfig{}, fmt.Errorf("bench soak: --counters, --sample-every and --writers must be positive")
 	}
 	cfg := SoakConfig{Designs: ds, Counters: *counters, SampleEvery: *every, After: af, Flush: *flush, Writers: *writers,
-		LoadLimit: *limit, Timeout: *timeout, Seed: *seed, Dir: *dir, Binary: *binary}
+		LoadLimit: *limit, Timeout: *timeout, Seed: *seed, Dir: *dir, Binary: *binary, HeapProfiles: *profiles}
+	if *profiles && *dir == "" {
+		return SoakConfig{}, fmt.Errorf("bench soak: --heap-profiles needs --dir (the profiles are saved there)")
+	}
 	if !*quiet {
 		cfg.Progress = stderr
 	}

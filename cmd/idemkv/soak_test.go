@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,8 +27,10 @@ func TestBenchSoakTiny(t *testing.T) {
 	}
 	t.Setenv(asNodeEnv, "1")
 	var out, errs strings.Builder
+	dir := t.TempDir()
 	err := runBench([]string{"soak", "--designs", "vanilla,fbf", "--counters", "2000", "--sample-every", "1000",
-		"--after", "0,1s", "--writers", "4", "--seed", "7", "--binary", os.Args[0], "--quiet"}, &out, &errs)
+		"--after", "0,1s", "--writers", "4", "--seed", "7", "--binary", os.Args[0], "--quiet",
+		"--dir", dir, "--heap-profiles"}, &out, &errs)
 	if err != nil {
 		t.Fatalf("%v\n%s\n%s", err, out.String(), errs.String())
 	}
@@ -44,5 +47,14 @@ func TestBenchSoakTiny(t *testing.T) {
 	}
 	if strings.Contains(got, "PARTIAL") {
 		t.Errorf("partial run:\n%s", got)
+	}
+	// --heap-profiles: one gzipped profile per sample of each design.
+	for _, d := range []string{"vanilla", "fbf"} {
+		for _, label := range []string{"1000", "2000", "+0s", "+1s", "flushed"} {
+			b, err := os.ReadFile(filepath.Join(dir, d, "heap-"+label+".pb.gz"))
+			if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+				t.Errorf("%s: heap profile at %s: %d bytes, %v; want a gzipped profile", d, label, len(b), err)
+			}
+		}
 	}
 }
