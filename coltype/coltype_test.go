@@ -157,4 +157,12 @@ func TestColumnIDNamesCells(t *testing.T) {
 	if id.CellKey([]byte("k"), composite) == id.CellKey([]byte("k"), "") {
 		t.Error("a row's cell and the partition's cell share a key")
 	}
+	// A reference owns its key: the request's buffer may be reused or
+	// must not be kept alive by it.
+	buf := []byte("k and the rest of a frame")
+	ref := id.CellRef(buf[:1], "")
+	buf[0] = 'x'
+	if string(ref.Key) != "k" || cap(ref.Key) > 8 {
+		t.Errorf("CellRef shares its key's buffer: %q (cap %d)", ref.Key, cap(ref.Key))
+	}
 }

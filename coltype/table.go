@@ -1,6 +1,7 @@
 package coltype
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -248,9 +249,12 @@ func (c ColumnID) CellName(name string) string {
 // CellKey is the cell's CellKey.
 func (c ColumnID) CellKey(key []byte, name string) string { return CellKey(key, name, c.Column) }
 
-// CellRef references the cell.
+// CellRef references the cell. The reference owns a copy of key: the
+// designs keep references in sets that outlive the request (cells to
+// synchronise, cells holding notices), and a key slice of a request's frame
+// or of a storage block would keep the whole frame or block alive.
 func (c ColumnID) CellRef(key []byte, name string) CellRef {
-	return CellRef{Table: c.Table, Key: key, Column: c.CellName(name)}
+	return CellRef{Table: c.Table, Key: bytes.Clone(key), Column: c.CellName(name)}
 }
 
 // CellKey names one cell of a column for a design's per-cell maps and

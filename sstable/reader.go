@@ -246,7 +246,10 @@ func (r *Reader) summaryFloor(k row.Key) int {
 // Get returns the row with key k. It consults the bloom filter, then the
 // in-memory summary, reads one index block and exactly one data block, each
 // verified by its checksum. A checksum mismatch is an error, never a wrong
-// row. The returned row shares no memory with the Reader.
+// row. The returned row shares no memory with the Reader or the block it
+// was read from: its key and values are copied into one buffer of their
+// own size, so a caller that keeps a value (a cache) keeps its bytes, not
+// the block's.
 func (r *Reader) Get(k row.Key) (row.Row, bool, error) {
 	m := &r.stats.meta
 	if m.Rows == 0 || row.Compare(k, m.MinKey) < 0 || row.Compare(k, m.MaxKey) > 0 {
@@ -282,7 +285,29 @@ func (r *Reader) Get(k row.Key) (row.Row, bool, error) {
 	if !ok {
 		return row.Row{}, false, r.blockError(dataComponent, "data", e.offset, fmt.Errorf("lacks indexed key %s: %w", k, ErrCorrupt))
 	}
-	return got, true, nil
+	return detach(got), true, nil
+}
+
+// detach copies a row's partition key and cell values, which alias their
+// block, into one buffer of their total size.
+func detach(r row.Row) row.Row {
+	n := len(r.Key.Partition)
+	for _, c := range r.Cells {
+		n += len(c.Value)
+	}
+	buf := make([]byte, 0, n)
+	take := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		buf = append(buf, b...)
+		return buf[len(buf)-len(b) : len(buf) : len(buf)]
+	}
+	r.Key.Partition = take(r.Key.Partition)
+	for i := range r.Cells {
+		r.Cells[i].Value = take(r.Cells[i].Value)
+	}
+	return r
 }
 
 // All returns every row in key order, verifying each data block's checksum,

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"unsafe"
 
 	"github.com/idemkv/idemkv/row"
 )
@@ -308,5 +309,31 @@ func TestConcurrentReads(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestGetDetachesRow: a row read with Get holds its key and values in one
+// buffer of their own, laid end to end, not in the block it was read from
+// (where column names and timestamps lie between them): a cache that keeps
+// a value must not keep its whole block.
+func TestGetDetachesRow(t *testing.T) {
+	dir := t.TempDir()
+	var rows []row.Row
+	for i := range 50 {
+		rows = append(rows, row.Row{Key: row.Key{Token: int64(i), Partition: []byte(fmt.Sprintf("key%03d", i))},
+			Cells: []row.Cell{{Column: "a", Value: []byte("va"), Timestamp: 1}, {Column: "b", Value: []byte("vbb"), Timestamp: 2}}})
+	}
+	writeTable(t, dir, 1, rows, Options{BlockSize: 4096}, nil)
+	r := openTable(t, dir, 1)
+	got, ok, err := r.Get(rows[20].Key)
+	if err != nil || !ok || !rowEqual(got, rows[20]) {
+		t.Fatalf("Get: %+v %v %v", got, ok, err)
+	}
+	end := func(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) + uintptr(len(b)) }
+	start := func(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+	k, a, b := got.Key.Partition, got.Cells[0].Value, got.Cells[1].Value
+	if end(k) != start(a) || end(a) != start(b) || cap(b) != len(b) {
+		t.Fatalf("the row's key and values are not one buffer of their own: key %#x+%d, a %#x+%d, b %#x+%d (cap %d)",
+			start(k), len(k), start(a), len(a), start(b), len(b), cap(b))
 	}
 }

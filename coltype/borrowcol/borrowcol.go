@@ -504,7 +504,9 @@ func (col *Column) MarkDirty(c coltype.CellRef) {
 	if col.dirty == nil {
 		col.dirty = map[string]coltype.CellRef{}
 	}
-	col.dirty[col.id.CellKey(c.Key, c.Column)] = col.id.CellRef(c.Key, c.Column)
+	if k := col.id.CellKey(c.Key, c.Column); col.dirty[k].Key == nil {
+		col.dirty[k] = col.id.CellRef(c.Key, c.Column)
+	}
 }
 
 // TakeDirty implements coltype.AntiEntropy: the cells changed outside the

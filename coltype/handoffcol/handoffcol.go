@@ -345,7 +345,9 @@ func (col *Column) trackNotices(key []byte, name string, holds bool) {
 	if col.noticeCells == nil {
 		col.noticeCells = map[string]coltype.CellRef{}
 	}
-	col.noticeCells[col.id.CellKey(key, name)] = col.id.CellRef(key, name)
+	if k := col.id.CellKey(key, name); col.noticeCells[k].Key == nil {
+		col.noticeCells[k] = col.id.CellRef(key, name)
+	}
 }
 
 // MarkDirty implements coltype.AntiEntropy: the cell is synchronised again
@@ -355,7 +357,9 @@ func (col *Column) MarkDirty(c coltype.CellRef) {
 	if col.dirty == nil {
 		col.dirty = map[string]coltype.CellRef{}
 	}
-	col.dirty[col.id.CellKey(c.Key, c.Column)] = col.id.CellRef(c.Key, c.Column)
+	if k := col.id.CellKey(c.Key, c.Column); col.dirty[k].Key == nil {
+		col.dirty[k] = col.id.CellRef(c.Key, c.Column)
+	}
 	col.dirtyMu.Unlock()
 }
 
