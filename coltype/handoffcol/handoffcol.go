@@ -287,7 +287,8 @@ type Column struct {
 	dirty   map[string]coltype.CellRef
 
 	noticeMu    sync.Mutex
-	noticeCells map[string]coltype.CellRef // cells holding notices, for the sweep
+	noticeCells map[string]noticeCell // cells holding notices, for the sweep
+	noticesHeld int                   // Σ noticeCells' notices
 
 	exchanges, writes, collected atomic.Uint64
 }
@@ -334,20 +335,49 @@ func (c *cell) message(state *handoff.Counter, notices map[handoff.ID]*handoff.H
 	return m
 }
 
-// trackNotices records whether a cell holds notices (for the sweep).
-func (col *Column) trackNotices(key []byte, name string, holds bool) {
+// noticeCell is a cell holding retirement notices, in the sweep's set.
+type noticeCell struct {
+	ref coltype.CellRef
+	// due is when the sweep has something to do in the cell (Unix ms):
+	// the earliest expiry of its notices when every server has processed
+	// them all, else 0 (every round: a notice not processed everywhere
+	// puts its cell back in anti-entropy at each sweep).
+	due     int64
+	notices int
+}
+
+// trackNotices records the notices a cell holds, for the sweep: the cell
+// is left out of the set when it holds none, else swept when due.
+func (col *Column) trackNotices(key []byte, name string, notices map[handoff.ID]*handoff.HeldNotice) {
+	k := col.id.CellKey(key, name)
 	col.noticeMu.Lock()
 	defer col.noticeMu.Unlock()
-	if !holds {
-		delete(col.noticeCells, col.id.CellKey(key, name))
+	prev, ok := col.noticeCells[k]
+	if len(notices) == 0 {
+		if ok {
+			delete(col.noticeCells, k)
+			col.noticesHeld -= prev.notices
+		}
 		return
 	}
+	var due int64
+	for _, h := range notices {
+		if !h.Done() {
+			due = 0
+			break
+		}
+		if exp := h.Created + col.retention.Milliseconds(); due == 0 || exp < due {
+			due = exp
+		}
+	}
 	if col.noticeCells == nil {
-		col.noticeCells = map[string]coltype.CellRef{}
+		col.noticeCells = map[string]noticeCell{}
 	}
-	if k := col.id.CellKey(key, name); col.noticeCells[k].Key == nil {
-		col.noticeCells[k] = col.id.CellRef(key, name)
+	if !ok {
+		prev.ref = col.id.CellRef(key, name)
 	}
+	col.noticesHeld += len(notices) - prev.notices
+	col.noticeCells[k] = noticeCell{ref: prev.ref, due: due, notices: len(notices)}
 }
 
 // MarkDirty implements coltype.AntiEntropy: the cell is synchronised again
@@ -441,7 +471,7 @@ func (col *Column) load(l coltype.Leader, key []byte, name string, c *cell) (err
 			for _, n := range notices {
 				c.notices[n.Notice.ID] = n
 			}
-			col.trackNotices(key, name, len(c.notices) > 0)
+			col.trackNotices(key, name, c.notices)
 		} else {
 			// Never written by this replica; merge rather than adopt.
 			c.state.Merge(st)
@@ -608,17 +638,26 @@ func (col *Column) commit(l coltype.Leader, key []byte, name string, c *cell, ne
 	c.state, c.notices, c.enc, c.version = next, notices, bytes.Clone(enc), version
 	col.writes.Add(1)
 	col.collected.Add(collected)
-	col.trackNotices(key, name, len(notices) > 0)
+	col.trackNotices(key, name, notices)
 	col.MarkDirty(col.id.CellRef(key, name))
 	return expired, nil
 }
 
 // Sweep implements coltype.AntiEntropy: it drops the expired retirement
-// notices of the cells in memory (writing the cells that change) and
-// returns how many notices are still held.
+// notices of the cells holding notices that are due (writing the cells
+// that change), puts back in anti-entropy the cells holding a notice not
+// yet processed by every server, and returns how many notices are still
+// held. A cell whose notices are all processed everywhere is not loaded
+// before its first notice expires.
 func (col *Column) Sweep(l coltype.Leader) (held int, err error) {
+	now := col.env.Now().UnixMilli()
+	var cells []coltype.CellRef
 	col.noticeMu.Lock()
-	cells := slices.Collect(maps.Values(col.noticeCells))
+	for _, nc := range col.noticeCells {
+		if nc.due <= now {
+			cells = append(cells, nc.ref)
+		}
+	}
 	col.noticeMu.Unlock()
 	for _, hc := range cells {
 		c, unlock, lerr := col.lock(l, hc.Key, hc.Column)
@@ -630,7 +669,6 @@ func (col *Column) Sweep(l coltype.Leader) (held int, err error) {
 		if _, cerr := col.commit(l, hc.Key, hc.Column, c, c.state.Clone(), notices); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
-		held += len(c.notices)
 		// A notice not yet processed by every server keeps its cell in
 		// anti-entropy: an exchange that succeeded may still have left a
 		// peer (or this replica) without another's mark, and nothing else
@@ -643,6 +681,9 @@ func (col *Column) Sweep(l coltype.Leader) (held int, err error) {
 		}
 		unlock()
 	}
+	col.noticeMu.Lock()
+	held = col.noticesHeld
+	col.noticeMu.Unlock()
 	return held, err
 }
 
