@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -335,15 +336,18 @@ func (c *cell) message(state *handoff.Counter, notices map[handoff.ID]*handoff.H
 	return m
 }
 
-// noticeCell is a cell holding retirement notices, in the sweep's set.
+// noticeCell is a cell holding retirement notices, in the sweep's set,
+// whose key is the cell's CellKey (the set holds one per retirement in the
+// last retention, so an entry is kept small: the cell's reference is
+// rebuilt from the key when the cell is swept).
 type noticeCell struct {
-	ref coltype.CellRef
 	// due is when the sweep has something to do in the cell (Unix ms):
 	// the earliest expiry of its notices when every server has processed
 	// them all, else 0 (every round: a notice not processed everywhere
 	// puts its cell back in anti-entropy at each sweep).
-	due     int64
-	notices int
+	due       int64
+	notices   int32
+	composite bool // the cell has a name of its own: the key is CellKey's composite form
 }
 
 // trackNotices records the notices a cell holds, for the sweep: the cell
@@ -352,12 +356,10 @@ func (col *Column) trackNotices(key []byte, name string, notices map[handoff.ID]
 	k := col.id.CellKey(key, name)
 	col.noticeMu.Lock()
 	defer col.noticeMu.Unlock()
-	prev, ok := col.noticeCells[k]
+	prev := col.noticeCells[k]
 	if len(notices) == 0 {
-		if ok {
-			delete(col.noticeCells, k)
-			col.noticesHeld -= prev.notices
-		}
+		delete(col.noticeCells, k)
+		col.noticesHeld -= int(prev.notices)
 		return
 	}
 	var due int64
@@ -373,11 +375,22 @@ func (col *Column) trackNotices(key []byte, name string, notices map[handoff.ID]
 	if col.noticeCells == nil {
 		col.noticeCells = map[string]noticeCell{}
 	}
-	if !ok {
-		prev.ref = col.id.CellRef(key, name)
+	col.noticesHeld += len(notices) - int(prev.notices)
+	col.noticeCells[k] = noticeCell{due: due, notices: int32(min(len(notices), math.MaxInt32)),
+		composite: col.id.CellName(name) != col.id.Column}
+}
+
+// noticeRef rebuilds the reference of a cell of the sweep's set from its
+// CellKey.
+func (col *Column) noticeRef(k string, nc noticeCell) (coltype.CellRef, bool) {
+	if !nc.composite {
+		return coltype.CellRef{Table: col.id.Table, Key: []byte(k), Column: col.id.Column}, true
 	}
-	col.noticesHeld += len(notices) - prev.notices
-	col.noticeCells[k] = noticeCell{ref: prev.ref, due: due, notices: len(notices)}
+	n, w := binary.Uvarint([]byte(k))
+	if w <= 0 || n > uint64(len(k)-w) {
+		return coltype.CellRef{}, false
+	}
+	return coltype.CellRef{Table: col.id.Table, Key: []byte(k[w : w+int(n)]), Column: k[w+int(n):]}, true
 }
 
 // MarkDirty implements coltype.AntiEntropy: the cell is synchronised again
@@ -653,9 +666,12 @@ func (col *Column) Sweep(l coltype.Leader) (held int, err error) {
 	now := col.env.Now().UnixMilli()
 	var cells []coltype.CellRef
 	col.noticeMu.Lock()
-	for _, nc := range col.noticeCells {
-		if nc.due <= now {
-			cells = append(cells, nc.ref)
+	for k, nc := range col.noticeCells {
+		if nc.due > now {
+			continue
+		}
+		if ref, ok := col.noticeRef(k, nc); ok {
+			cells = append(cells, ref)
 		}
 	}
 	col.noticeMu.Unlock()
