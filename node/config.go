@@ -32,6 +32,13 @@ type Config struct {
 	CommitLogGroupWindowMS int    `yaml:"commitlog_sync_group_window_in_ms"` // default 2
 	CommitLogSegmentSizeMB int    `yaml:"commitlog_segment_size_in_mb"`      // default 32
 	MemtableFlushMB        int    `yaml:"memtable_flush_size_in_mb"`         // default 64
+	// MemtableHeapSpaceMB bounds the memtables of all tables together
+	// (Cassandra's memtable_heap_space_in_mb): when those being written
+	// reach half of it, the largest is flushed. 0 (or absent) is
+	// Cassandra's default, a quarter of the heap, the heap being GOMEMLIMIT
+	// when set, else 2048; -1 is no bound beyond memtable_flush_size_in_mb
+	// per table.
+	MemtableHeapSpaceMB int `yaml:"memtable_heap_space_in_mb"`
 
 	CounterWriteTimeoutMS int     `yaml:"counter_write_request_timeout_in_ms"` // default 5000
 	ReadTimeoutMS         int     `yaml:"read_request_timeout_in_ms"`          // default 5000
@@ -234,6 +241,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CounterCacheSizeMB < 0 {
 		c.CounterCacheSizeMB = -1
+	}
+	if c.MemtableHeapSpaceMB < 0 {
+		c.MemtableHeapSpaceMB = -1
 	}
 	orNone(&c.NativeTransportMaxConcurrentConnections, -1)
 	orNone(&c.NativeTransportMaxConnectionsPerIP, -1)

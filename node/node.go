@@ -219,6 +219,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 			SegmentSize: int64(cfg.CommitLogSegmentSizeMB) << 20,
 		},
 		MemtableFlushBytes:  int64(cfg.MemtableFlushMB) << 20,
+		MemtableSpaceBytes:  int64(cfg.MemtableHeapSpaceMB) << 20, // 0: Cassandra's default, -1: none
 		CounterWriteTimeout: ms(cfg.CounterWriteTimeoutMS),
 		Settings:            settings,
 		Now:                 opts.Clock,

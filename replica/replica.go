@@ -11,7 +11,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"math"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -28,8 +30,22 @@ import (
 	"github.com/idemkv/idemkv/vfs"
 )
 
+// DefaultMemtableSpace is the default bound of all memtables together,
+// Cassandra's: a quarter of the heap, the heap being the Go runtime's soft
+// memory limit (GOMEMLIMIT, debug.SetMemoryLimit) when one is set (at least
+// 2 × 1 MiB); without one, 2 GiB, a quarter of Cassandra's largest default
+// heap (8 GiB).
+func DefaultMemtableSpace() int64 {
+	limit := debug.SetMemoryLimit(-1)
+	if limit <= 0 || limit == math.MaxInt64 {
+		return DefaultMemtableSpaceBytes
+	}
+	return max(2<<20, limit/4)
+}
+
 // Defaults, Cassandra's where it has one.
 const (
+	DefaultMemtableSpaceBytes = 2 << 30
 	DefaultMemtableFlushBytes = 64 << 20
 	DefaultLockStripes        = 32 * 1024 // concurrent_counter_writes (32) × 1024
 )
@@ -58,6 +74,14 @@ type Config struct {
 	CommitLog commitlog.Options
 	// MemtableFlushBytes is the memtable size that triggers a flush.
 	MemtableFlushBytes int64
+	// MemtableSpaceBytes bounds the memtables of all tables together,
+	// those being written and those being flushed (Cassandra's
+	// memtable_heap_space): when those being written reach half of it
+	// (Cassandra's memtable_cleanup_threshold with one flush writer), the
+	// largest of them is flushed. 0 is
+	// DefaultMemtableSpace(); negative, no bound beyond MemtableFlushBytes
+	// per table.
+	MemtableSpaceBytes int64
 	// NoCounterCache, when set, keeps the vanilla counter's shards out of
 	// the cell cache: every vanilla increment reads its shard from the
 	// memtables and SSTables. Otherwise they share CellCache (and its
@@ -113,6 +137,12 @@ func (c *Config) fill(r *Replica) error {
 	if c.MemtableFlushBytes <= 0 {
 		c.MemtableFlushBytes = DefaultMemtableFlushBytes
 	}
+	switch {
+	case c.MemtableSpaceBytes == 0:
+		c.MemtableSpaceBytes = DefaultMemtableSpace()
+	case c.MemtableSpaceBytes < 0:
+		c.MemtableSpaceBytes = 0 // none
+	}
 	if c.LockStripes <= 0 {
 		c.LockStripes = DefaultLockStripes
 	}
@@ -157,9 +187,13 @@ func (c *Config) fill(r *Replica) error {
 
 // Stats are a replica's running counts.
 type Stats struct {
-	LeaderApplies, MutationsApplied     uint64
-	CacheHits, CacheMisses              uint64
-	Flushes, Compactions                uint64
+	LeaderApplies, MutationsApplied uint64
+	CacheHits, CacheMisses          uint64
+	Flushes, Compactions            uint64
+	// SpaceFlushes counts the flushes queued because the memtables of
+	// all tables together reached Config.MemtableSpaceBytes (also counted
+	// in Flushes once done).
+	SpaceFlushes                        uint64
 	ReplayedRecords, SkippedFlushedRecs uint64
 	// CorruptBlocks counts reads (of a partition, a scan, a compaction's
 	// input) that met an SSTable block failing its checksum or not decoding;
@@ -202,9 +236,14 @@ type Replica struct {
 	stats struct {
 		leaderApplies, mutations, cacheHits, cacheMisses atomic.Uint64
 		flushes, compactions, replayed, skipped          atomic.Uint64
+		spaceFlushes                                     atomic.Uint64
 		corruptBlocks, tombstonesPurged                  atomic.Uint64
 		conflictsTakenBack                               atomic.Uint64
 	}
+
+	// spaceWrites counts writes, to check the memtables' space every
+	// spaceCheckWrites of them.
+	spaceWrites atomic.Uint64
 
 	closed atomic.Bool
 	bg     sync.WaitGroup
@@ -512,7 +551,7 @@ func (r *Replica) Stats() Stats {
 	return Stats{
 		LeaderApplies: s.leaderApplies.Load(), MutationsApplied: s.mutations.Load(),
 		CacheHits: s.cacheHits.Load(), CacheMisses: s.cacheMisses.Load(),
-		Flushes: s.flushes.Load(), Compactions: s.compactions.Load(),
+		Flushes: s.flushes.Load(), Compactions: s.compactions.Load(), SpaceFlushes: s.spaceFlushes.Load(),
 		ReplayedRecords: s.replayed.Load(), SkippedFlushedRecs: s.skipped.Load(),
 		CorruptBlocks: s.corruptBlocks.Load(), TombstonesPurged: s.tombstonesPurged.Load(),
 		ConflictsTakenBack: s.conflictsTakenBack.Load(),

@@ -376,8 +376,38 @@ func (t *table) write(key row.Key, m coltype.Mutation, kind commitlog.PayloadKin
 	}
 	if active.Size() >= t.r.cfg.MemtableFlushBytes {
 		t.requestFlush()
+	} else if t.r.cfg.MemtableSpaceBytes > 0 && t.r.spaceWrites.Add(1)%spaceCheckWrites == 0 {
+		t.r.checkMemtableSpace()
 	}
 	return nil
+}
+
+// spaceCheckWrites is how many writes pass between two checks of the
+// memtables' space (a few hundred KiB of cells at most).
+const spaceCheckWrites = 1024
+
+// checkMemtableSpace requests a flush of the largest memtable being
+// written (queued behind its table's flush under way, if any) when the memtables being written, of all tables together, have
+// reached half of Config.MemtableSpaceBytes (Cassandra's
+// memtable_cleanup_threshold with one flush writer): the memtables being
+// flushed, whose memory is on its way back, are not counted, so that with
+// them all memtables stay within about the space while flushes keep up.
+func (r *Replica) checkMemtableSpace() {
+	var total, largestSize int64
+	var largest *table
+	for _, t := range *r.tables.Load() {
+		t.mu.RLock()
+		active := t.view.active
+		t.mu.RUnlock()
+		n := active.Size()
+		total += n
+		if n > largestSize {
+			largest, largestSize = t, n
+		}
+	}
+	if total >= r.cfg.MemtableSpaceBytes/2 && largest != nil && largest.requestFlush() {
+		r.stats.spaceFlushes.Add(1)
+	}
 }
 
 // read merges a partition from the memtables and the SSTables.
@@ -762,10 +792,12 @@ func (t *table) noteCorrupt(op string, err error) {
 	t.r.logger.Error("corrupt SSTable", "op", op, "table", t.def.Keyspace+"."+t.def.Name, "err", err)
 }
 
-func (t *table) requestFlush() {
+func (t *table) requestFlush() (queued bool) {
 	select {
 	case t.flushReq <- struct{}{}:
+		return true
 	default:
+		return false // one is already waiting
 	}
 }
 
