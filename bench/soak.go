@@ -65,6 +65,10 @@ type SoakConfig struct {
 	// is forced) after every sample, as heap-LABEL.pb.gz in the design's
 	// directory.
 	HeapProfiles bool
+	// MemoryLimit, when not empty, is the node process's GOMEMLIMIT (e.g.
+	// "256MiB"): the Go runtime's soft memory limit, from which the node's
+	// counter cache and memtable space defaults derive.
+	MemoryLimit string
 	// Progress, if not nil, gets a line every ProgressEvery (default 10 s).
 	Progress      io.Writer
 	ProgressEvery time.Duration
@@ -286,7 +290,11 @@ func startSoakNode(ctx context.Context, cfg SoakConfig, dir string) (*soakNode, 
 			return nil, fmt.Errorf("bench: soak: %w", err)
 		}
 	}
-	p, err := startNodeProcess(ctx, bin, dir, nc)
+	var env []string
+	if cfg.MemoryLimit != "" {
+		env = append(env, "GOMEMLIMIT="+cfg.MemoryLimit)
+	}
+	p, err := startNodeProcess(ctx, bin, dir, nc, env...)
 	if err != nil {
 		return nil, fmt.Errorf("bench: soak: %w", err)
 	}

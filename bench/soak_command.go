@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -20,8 +21,12 @@ func RunSoakCommand(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	fmt.Fprintf(stdout, "# idemkv bench soak %s\n", strings.Join(args, " "))
-	fmt.Fprintf(stdout, "# one node process per design, its default configuration (counter_cache_size_in_mb: Cassandra's default); %d distinct counters per design, each +1 once, sequential keys, %d closed-loop gocql writers at ONE (RF 1)\n",
-		cfg.Counters, cfg.Writers)
+	limit := "GOMEMLIMIT as this process's environment has it"
+	if cfg.MemoryLimit != "" {
+		limit = "GOMEMLIMIT=" + cfg.MemoryLimit
+	}
+	fmt.Fprintf(stdout, "# one node process per design, its default configuration (counter_cache_size_in_mb and memtable_heap_space_in_mb: Cassandra's defaults), %s; %d distinct counters per design, each +1 once, sequential keys, %d closed-loop gocql writers at ONE (RF 1)\n",
+		limit, cfg.Counters, cfg.Writers)
 	fmt.Fprintln(stdout, "# RSS and anon from /proc/PID/status; heap = go_memstats_heap_inuse_bytes, cache = idemkv_cache_*{cache=\"counter\"}, SSTs/memtable = idemkv_table_* of the design's table")
 	for _, d := range cfg.Designs {
 		c := cfg
@@ -40,6 +45,9 @@ func RunSoakCommand(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// goMemLimitRE is the syntax of GOMEMLIMIT's sizes (runtime/debug).
+var goMemLimitRE = regexp.MustCompile(`^[0-9]+(B|KiB|MiB|GiB|TiB)?$`)
+
 // parseSoakFlags reads the soak's flags.
 func parseSoakFlags(args []string, stderr io.Writer) (SoakConfig, error) {
 	fs := flag.NewFlagSet("bench soak", flag.ContinueOnError)
@@ -56,6 +64,7 @@ func parseSoakFlags(args []string, stderr io.Writer) (SoakConfig, error) {
 	binary := fs.String("binary", "", "the idemkv binary the node process runs (default: this executable)")
 	limit := fs.Duration("load-limit", 0, "stop each design's load after this long, written or not (0: no limit)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	memLimit := fs.String("gomemlimit", "", "the node process's GOMEMLIMIT (e.g. 256MiB; default: this process's environment), from which its counter cache and memtable space defaults derive")
 	profiles := fs.Bool("heap-profiles", false, "turn the node's admin_profiling on and save its heap profile at every sample, as heap-LABEL.pb.gz in the design's directory (needs --dir)")
 	if err := fs.Parse(args); err != nil {
 		return SoakConfig{}, err
@@ -75,7 +84,10 @@ func parseSoakFlags(args []string, stderr io.Writer) (SoakConfig, error) {
 		return SoakConfig{}, fmt.Errorf("bench soak: --counters, --sample-every and --writers must be positive")
 	}
 	cfg := SoakConfig{Designs: ds, Counters: *counters, SampleEvery: *every, After: af, Flush: *flush, Writers: *writers,
-		LoadLimit: *limit, Timeout: *timeout, Seed: *seed, Dir: *dir, Binary: *binary, HeapProfiles: *profiles}
+		LoadLimit: *limit, Timeout: *timeout, Seed: *seed, Dir: *dir, Binary: *binary, HeapProfiles: *profiles, MemoryLimit: *memLimit}
+	if *memLimit != "" && !goMemLimitRE.MatchString(*memLimit) {
+		return SoakConfig{}, fmt.Errorf("bench soak: --gomemlimit %q: want a size as GOMEMLIMIT takes it, e.g. 256MiB or 1GiB", *memLimit)
+	}
 	if *profiles && *dir == "" {
 		return SoakConfig{}, fmt.Errorf("bench soak: --heap-profiles needs --dir (the profiles are saved there)")
 	}

@@ -13,7 +13,7 @@ import (
 // TestSoakParseFlags: designs and offsets are read and checked.
 func TestSoakParseFlags(t *testing.T) {
 	cfg, err := parseSoakFlags([]string{"--designs", "vanilla, fbf,handoff,reset,borrow", "--counters", "2000",
-		"--sample-every", "500", "--after", "0,30s,1m", "--load-limit", "5m", "--quiet"}, io.Discard)
+		"--sample-every", "500", "--after", "0,30s,1m", "--load-limit", "5m", "--quiet", "--gomemlimit", "256MiB"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestSoakParseFlags(t *testing.T) {
 	if want := []time.Duration{0, 30 * time.Second, time.Minute}; !reflect.DeepEqual(cfg.After, want) {
 		t.Errorf("after %v", cfg.After)
 	}
-	if cfg.Counters != 2000 || cfg.SampleEvery != 500 || cfg.LoadLimit != 5*time.Minute || cfg.Progress != nil || !cfg.Flush {
+	if cfg.Counters != 2000 || cfg.SampleEvery != 500 || cfg.LoadLimit != 5*time.Minute || cfg.Progress != nil || !cfg.Flush || cfg.MemoryLimit != "256MiB" {
 		t.Errorf("config %+v", cfg)
 	}
 	for _, bad := range [][]string{
@@ -36,6 +36,9 @@ func TestSoakParseFlags(t *testing.T) {
 		{"--counters", "0"},
 		{"--writers", "-1"},
 		{"extra"},
+		{"--gomemlimit", "256MB"},
+		{"--gomemlimit", "lots"},
+		{"--heap-profiles"}, // without --dir
 	} {
 		if _, err := parseSoakFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)

@@ -122,8 +122,9 @@ func freeTCPPort() (int, error) {
 // startNodeProcess writes nc (its data directory, address and ports set)
 // to dir/node.yaml and starts 'bin node --config dir/node.yaml', its output
 // in dir/node.log, then waits until its CQL port accepts connections. The
-// process is killed if this one dies (Linux's parent-death signal).
-func startNodeProcess(ctx context.Context, bin, dir string, nc node.Config) (*nodeProcess, error) {
+// process is killed if this one dies (Linux's parent-death signal). env
+// ("NAME=value") is added to this process's environment for it.
+func startNodeProcess(ctx context.Context, bin, dir string, nc node.Config, env ...string) (*nodeProcess, error) {
 	cfgPath := filepath.Join(dir, "node.yaml")
 	if err := nc.Write(cfgPath); err != nil {
 		return nil, fmt.Errorf("bench: storm: node configuration: %w", err)
@@ -136,6 +137,9 @@ func startNodeProcess(ctx context.Context, bin, dir string, nc node.Config) (*no
 	defer logf.Close()
 	cmd := exec.Command(bin, "node", "--config", cfgPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: storm: start node %s: %w", bin, err)
