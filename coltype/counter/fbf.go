@@ -354,16 +354,29 @@ func (c *fbfCounter) seen(h fbf.Hash) bool {
 func (*fbfCounter) Name() string { return "counter" }
 
 // opHash names an operation on one cell: the op id, the table, the column
-// and the partition key, hashed once for every constituent filter.
+// and the partition key, hashed once for every constituent filter. The
+// bytes hashed are built in a pooled buffer: murmur3 makes its argument
+// escape, so a buffer of its own would be an allocation per update.
 func (c *fbfCounter) opHash(opID [16]byte, key []byte) fbf.Hash {
-	b := make([]byte, 0, 16+8+len(c.column)+1+len(key))
-	b = append(b, opID[:]...)
+	bp := opHashBufs.Get().(*[]byte)
+	b := append((*bp)[:0], opID[:]...)
 	b = binary.BigEndian.AppendUint64(b, c.table)
 	b = append(b, c.column...)
 	b = append(b, 0)
 	b = append(b, key...)
-	return fbf.HashID(b)
+	h := fbf.HashID(b)
+	if cap(b) <= maxPooledOpHashBuf {
+		*bp = b
+		opHashBufs.Put(bp)
+	}
+	return h
 }
+
+// opHashBufs are opHash's buffers; one longer than maxPooledOpHashBuf (a
+// long partition key) is left to the collector.
+var opHashBufs = sync.Pool{New: func() any { b := make([]byte, 0, 128); return &b }}
+
+const maxPooledOpHashBuf = 4096
 
 // Lead is the FBF leader path: one atomic test-and-add of the op id; a
 // retry is dismissed; a fresh operation adds its delta to the leader's shard
