@@ -333,6 +333,20 @@ func Decode(b []byte) (Context, error) {
 	return Context{shards: shards}, nil
 }
 
+// EncodedShard returns the shard owned by id in an encoded context, which
+// it validates as Decode does, without allocating for contexts of up to 8
+// shards (a replica checking whether a replicated context holds its own
+// shard).
+func EncodedShard(b []byte, id ID) (s Shard, ok bool, err error) {
+	var buf [8]Shard
+	shards, err := decodeShards(buf[:0], b)
+	if err != nil {
+		return Shard{}, false, err
+	}
+	s, ok = Context{shards: shards}.Shard(id)
+	return s, ok, nil
+}
+
 // decodeShards is Decode appending the shards to buf (nil for an empty
 // context).
 func decodeShards(buf []Shard, b []byte) ([]Shard, error) {

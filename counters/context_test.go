@@ -312,3 +312,35 @@ func FuzzMergeEncoded(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodedShard: the shard of an id in an encoded context is the one
+// Decode's context holds, for contexts within and beyond the stack buffer,
+// a damaged context is an error, and a small one costs no allocation.
+func TestEncodedShard(t *testing.T) {
+	r := testseed.Rand(t)
+	kinds := []Kind{Global, Local, Remote}
+	for i := 0; i < 3000; i++ {
+		shards := make([]Shard, r.IntN(12))
+		for j := range shards {
+			shards[j] = Shard{ID: id(byte(r.IntN(14))), Clock: r.Int64N(4), Count: r.Int64N(7) - 3, Kind: kinds[r.IntN(len(kinds))]}
+		}
+		c := FromShards(shards...)
+		b, err := c.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		who := id(byte(r.IntN(14)))
+		want, wantOK := c.Shard(who)
+		got, ok, err := EncodedShard(b, who)
+		if err != nil || ok != wantOK || got != want {
+			t.Fatalf("EncodedShard(%v, %v) = %v %v %v; want %v %v", c, who, got, ok, err, want, wantOK)
+		}
+	}
+	if _, _, err := EncodedShard([]byte{0, 1, 0x80}, id(1)); err == nil {
+		t.Error("a damaged context: no error")
+	}
+	b, _ := FromShards(Shard{ID: id(1), Clock: 3, Count: 9, Kind: Global}, Shard{ID: id(2), Clock: 1, Count: 1, Kind: Global}).MarshalBinary()
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = EncodedShard(b, id(2)) }); n != 0 {
+		t.Errorf("EncodedShard of a 2-shard context: %v allocations, want 0", n)
+	}
+}

@@ -17,6 +17,10 @@
 // pinned entries alone exceed the bound holds more than the bound until they
 // are released (each pin is held for one operation on one cell).
 //
+// A key passed to any method may alias memory its caller reuses afterwards
+// (a view of a request's bytes, e.g. unsafe.String): the cache copies a key
+// when it stores a new entry and keeps no other reference to it.
+//
 // Columns keep their entries apart by namespace (NewNamespace): a column
 // instance that starts with empty state takes a fresh one, and an instance
 // that takes over another's state (ALTER TABLE) keeps its namespace. A user
@@ -39,6 +43,7 @@ import (
 	"math"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -247,6 +252,7 @@ func (c *Cache) Acquire(ns uint64, k string, newValue func() any) (h Handle, cre
 		c.hits.Add(1)
 		return Handle{c, s, kk, e}, false
 	}
+	kk.k = strings.Clone(kk.k) // the caller's key may alias its buffer
 	e := &entry{val: newValue(), cost: c.cost(kk, 0), pins: 1}
 	s.lru.Add(kk, e)
 	s.pinned++
@@ -325,6 +331,7 @@ func (c *Cache) Put(ns uint64, k string, v any, size int64) {
 		s.cost += cost - e.cost
 		e.val, e.cost = v, cost
 	} else {
+		kk.k = strings.Clone(kk.k) // the caller's key may alias its buffer
 		s.lru.Add(kk, &entry{val: v, cost: cost})
 		s.cost += cost
 	}

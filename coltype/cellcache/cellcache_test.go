@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/idemkv/idemkv/internal/testseed"
 )
@@ -242,5 +243,27 @@ func TestGetPut(t *testing.T) {
 	by.Put(a, "k", 1, 10)
 	if st := by.Stats(); st.Cost != EntryOverhead+1+10 {
 		t.Fatalf("cost %d after a Put that replaced a value; want %d", st.Cost, EntryOverhead+1+10)
+	}
+}
+
+// TestKeysCopiedWhenStored: a key that aliases a buffer its caller reuses
+// (a view of a request's bytes) is copied when Acquire or Put stores a new
+// entry, so changing the buffer afterwards changes neither entry's key.
+func TestKeysCopiedWhenStored(t *testing.T) {
+	c := New(1 << 20)
+	buf := []byte("key-a")
+	view := func() string { return unsafe.String(unsafe.SliceData(buf), len(buf)) }
+	h, created := c.Acquire(1, view(), func() any { return "a" })
+	h.Release()
+	copy(buf, "key-b")
+	c.Put(1, view(), "b", 0)
+	copy(buf, "key-c")
+	for k, want := range map[string]string{"key-a": "a", "key-b": "b"} {
+		if v, ok := c.Get(1, k); !created || !ok || v != want {
+			t.Errorf("Get(%q) = %v %v, want %q", k, v, ok, want)
+		}
+	}
+	if c.Len() != 2 {
+		t.Errorf("%d entries, want 2", c.Len())
 	}
 }

@@ -93,11 +93,11 @@ func (Vanilla) Observe(l coltype.Leader, m coltype.Mutation) error {
 	if m.Cell.Tombstone {
 		return nil
 	}
-	ctx, err := counters.Decode(m.Cell.Value)
+	_, ours, err := counters.EncodedShard(m.Cell.Value, l.CounterID())
 	if err != nil {
 		return err
 	}
-	if _, ours := ctx.Shard(l.CounterID()); ours {
+	if ours {
 		l.ForgetLocalShard(m.RowKey(), m.Cell.Column)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/coltype/cellcache"
@@ -450,7 +451,14 @@ func (c *fbfCounter) Compensate(l coltype.Leader, u coltype.Update) error {
 // partition, and for a cell of a table with clustering columns (whose name
 // is not the column's) the length of the partition, the partition and the
 // cell name.
+//
+// For a cell named by its column the key is a view of partition's bytes,
+// not a copy (an allocation per update saved): the cell cache copies a key
+// it stores, and partition is not changed while the key is in use.
 func (c *fbfCounter) shardKey(partition []byte, name string) string {
+	if name == c.column || name == "" {
+		return unsafe.String(unsafe.SliceData(partition), len(partition))
+	}
 	return coltype.CellKey(partition, name, c.column)
 }
 
@@ -529,12 +537,8 @@ func (c *fbfCounter) observe(m coltype.Mutation) (seen bool) {
 		return
 	}
 	defer h.Release()
-	ctx, err := counters.Decode(m.Cell.Value)
-	if err != nil {
-		return
-	}
-	s, ok := ctx.Shard(c.env.CounterID())
-	if !ok {
+	s, ok, err := counters.EncodedShard(m.Cell.Value, c.env.CounterID())
+	if err != nil || !ok {
 		return
 	}
 	cell := h.Value().(*fbfCell)
