@@ -426,3 +426,8 @@ var ErrHeld = errors.New(HeldMessage)
 
 // HeldMessage is ErrHeld's text.
 const HeldMessage = "op held until the ops before it arrive"
+
+// StatsScanEvery is how often at most a design's MetricsStats scans its
+// cells in memory for the sums it reports (see replica's designStats); its
+// running counts are always current.
+const StatsScanEvery = 10 * time.Second

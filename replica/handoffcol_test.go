@@ -628,3 +628,32 @@ func TestHandoffSweepOnlyDueCells(t *testing.T) {
 		t.Fatalf("the sweep after the retention looked up %d cells, want %d", n, cells)
 	}
 }
+
+// TestDesignStatsScanCached: the metrics' and tablestats' view of a design
+// (designStats) takes a design's sums over its cells in memory from a scan
+// at most coltype.StatsScanEvery old, while its running counts are
+// current; the design's own Stats scans every time.
+func TestDesignStatsScanCached(t *testing.T) {
+	r := openHandoff(t, t.TempDir())
+	defer r.Close()
+	design := func() map[string]float64 {
+		st, err := r.TableStats(handoffTable.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Columns["h"].Design
+	}
+	cl := handoff.NewCounter(newID(t), 1)
+	cl.Add(1)
+	exchange(t, r, "k1", cl)
+	if d := design(); d["Cells"] != 1 || d["Exchanges"] != 1 {
+		t.Fatalf("after one exchange: %v", d)
+	}
+	exchange(t, r, "k2", cl)
+	if d := design(); d["Cells"] != 1 || d["Exchanges"] != 2 {
+		t.Fatalf("after a second cell, within the scan interval: Cells %v (want the last scan's 1), Exchanges %v (want 2)", d["Cells"], d["Exchanges"])
+	}
+	if st := handoffcol.ReplicaStats(r); st.Cells != 2 {
+		t.Fatalf("Stats: %d cells, want 2", st.Cells)
+	}
+}

@@ -81,9 +81,16 @@ func (r *Replica) CacheSize() int {
 
 // designStats reads, by reflection, the numeric fields of the struct a
 // column type's Stats() method returns: a design's own counts reach the
-// operator without the engine naming the design.
+// operator without the engine naming the design. A design whose Stats
+// scans its cells in memory may offer MetricsStats(), the same struct with
+// the scan's sums recomputed less often, which designStats then calls
+// instead (a metrics scrape or a nodetool tablestats comes every few
+// seconds and must not cost a scan of the cache each).
 func designStats(col coltype.ColumnType) map[string]float64 {
-	m := reflect.ValueOf(col).MethodByName("Stats")
+	m := reflect.ValueOf(col).MethodByName("MetricsStats")
+	if !m.IsValid() {
+		m = reflect.ValueOf(col).MethodByName("Stats")
+	}
 	if !m.IsValid() || m.Type().NumIn() != 0 || m.Type().NumOut() != 1 {
 		return nil
 	}

@@ -292,6 +292,10 @@ type Column struct {
 	noticesHeld int                   // Σ noticeCells' notices
 
 	exchanges, writes, collected atomic.Uint64
+
+	statsMu sync.Mutex
+	stats   Stats     // MetricsStats' last scan
+	statsAt time.Time // when it ran
 }
 
 // cell is this replica's state of one cell, loaded from storage on first
@@ -743,6 +747,21 @@ func (col *Column) Stats() Stats {
 		}
 		c.mu.Unlock()
 	}
+	return s
+}
+
+// MetricsStats is Stats for the node's metrics and tablestats: the sums
+// over the cells in memory (Cells, Slots, Tokens, Notices: a scan of the
+// cell cache decoding every cell, under each cell's lock) are those of a
+// scan at most coltype.StatsScanEvery old; the running counts are current.
+func (col *Column) MetricsStats() Stats {
+	col.statsMu.Lock()
+	defer col.statsMu.Unlock()
+	if now := time.Now(); col.statsAt.IsZero() || now.Sub(col.statsAt) >= coltype.StatsScanEvery {
+		col.stats, col.statsAt = col.Stats(), now
+	}
+	s := col.stats
+	s.Exchanges, s.Writes, s.Collected = col.exchanges.Load(), col.writes.Load(), col.collected.Load()
 	return s
 }
 

@@ -273,6 +273,10 @@ type Column struct {
 	pending map[string]pendingCell // cells whose outboxes hold ops
 
 	generated, delivered, writes, syncs, dismissed atomic.Uint64
+
+	statsMu sync.Mutex
+	stats   Stats     // MetricsStats' last scan
+	statsAt time.Time // when it ran
 }
 
 // MapColumn is one column of the map form (MapTypeName) on one replica:
@@ -859,6 +863,22 @@ func (col *Column) Stats() Stats {
 		}
 		c.mu.Unlock()
 	}
+	return s
+}
+
+// MetricsStats is Stats for the node's metrics and tablestats: the sums
+// over the cells in memory (Cells, Bytes, Entries, Pending: a scan of the
+// cell cache under each cell's lock) are those of a scan at most
+// coltype.StatsScanEvery old; the running counts are current.
+func (col *Column) MetricsStats() Stats {
+	col.statsMu.Lock()
+	defer col.statsMu.Unlock()
+	if now := time.Now(); col.statsAt.IsZero() || now.Sub(col.statsAt) >= coltype.StatsScanEvery {
+		col.stats, col.statsAt = col.Stats(), now
+	}
+	s := col.stats
+	s.Generated, s.Delivered, s.Writes = col.generated.Load(), col.delivered.Load(), col.writes.Load()
+	s.Syncs, s.Dismissed = col.syncs.Load(), col.dismissed.Load()
 	return s
 }
 
