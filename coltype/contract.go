@@ -2,6 +2,7 @@ package coltype
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/idemkv/idemkv/commitlog"
@@ -431,3 +432,23 @@ const HeldMessage = "op held until the ops before it arrive"
 // cells in memory for the sums it reports (see replica's designStats); its
 // running counts are always current.
 const StatsScanEvery = 10 * time.Second
+
+// StatsScan keeps the last result of a design's scan of its cells in
+// memory for StatsScanEvery (a design's MetricsStats). The zero value is
+// ready to use.
+type StatsScan[S any] struct {
+	mu sync.Mutex
+	s  S
+	at time.Time
+}
+
+// Get returns the last scan's result, running scan first when there is none
+// or it is StatsScanEvery old.
+func (c *StatsScan[S]) Get(scan func() S) S {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now := time.Now(); c.at.IsZero() || now.Sub(c.at) >= StatsScanEvery {
+		c.s, c.at = scan(), now
+	}
+	return c.s
+}

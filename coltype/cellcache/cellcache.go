@@ -285,14 +285,7 @@ func (h Handle) Value() any { return h.e.val }
 // (the vanilla counter's shard, under the cell lock); ok is false on a
 // miss. It counts a hit or a miss.
 func (c *Cache) Get(ns uint64, k string) (v any, ok bool) {
-	kk := key{ns, k}
-	s := c.shard(kk)
-	s.mu.Lock()
-	e, ok := s.lru.Get(kk)
-	if ok {
-		v = e.val
-	}
-	s.mu.Unlock()
+	v, ok = c.lookup(ns, k)
 	if ok {
 		c.hits.Add(1)
 	} else {
@@ -301,12 +294,8 @@ func (c *Cache) Get(ns uint64, k string) (v any, ok bool) {
 	return v, ok
 }
 
-// Recall is Get for an entry that is not a cell's state (a design's
-// best-effort memory kept within the cache's bound, e.g. the retired
-// clients of a Borrow-Counter cell): it marks the entry most recently used
-// but counts neither a hit nor a miss, so the cache's hit rate stays the
-// cells'.
-func (c *Cache) Recall(ns uint64, k string) (v any, ok bool) {
+// lookup is Get without its counts.
+func (c *Cache) lookup(ns uint64, k string) (v any, ok bool) {
 	kk := key{ns, k}
 	s := c.shard(kk)
 	s.mu.Lock()
@@ -317,6 +306,13 @@ func (c *Cache) Recall(ns uint64, k string) (v any, ok bool) {
 	s.mu.Unlock()
 	return v, ok
 }
+
+// Recall is Get for an entry that is not a cell's state (a design's
+// best-effort memory kept within the cache's bound, e.g. the retired
+// clients of a Borrow-Counter cell): it marks the entry most recently used
+// but counts neither a hit nor a miss, so the cache's hit rate stays the
+// cells'.
+func (c *Cache) Recall(ns uint64, k string) (v any, ok bool) { return c.lookup(ns, k) }
 
 // Put sets a key's value, unpinned, with the estimated bytes of its state
 // (see SetSize), creating the entry or replacing the value of the one in

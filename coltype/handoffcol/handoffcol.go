@@ -293,9 +293,7 @@ type Column struct {
 
 	exchanges, writes, collected atomic.Uint64
 
-	statsMu sync.Mutex
-	stats   Stats     // MetricsStats' last scan
-	statsAt time.Time // when it ran
+	statsScan coltype.StatsScan[Stats] // MetricsStats' last scan
 }
 
 // cell is this replica's state of one cell, loaded from storage on first
@@ -755,12 +753,7 @@ func (col *Column) Stats() Stats {
 // cell cache decoding every cell, under each cell's lock) are those of a
 // scan at most coltype.StatsScanEvery old; the running counts are current.
 func (col *Column) MetricsStats() Stats {
-	col.statsMu.Lock()
-	defer col.statsMu.Unlock()
-	if now := time.Now(); col.statsAt.IsZero() || now.Sub(col.statsAt) >= coltype.StatsScanEvery {
-		col.stats, col.statsAt = col.Stats(), now
-	}
-	s := col.stats
+	s := col.statsScan.Get(col.Stats)
 	s.Exchanges, s.Writes, s.Collected = col.exchanges.Load(), col.writes.Load(), col.collected.Load()
 	return s
 }

@@ -274,9 +274,7 @@ type Column struct {
 
 	generated, delivered, writes, syncs, dismissed atomic.Uint64
 
-	statsMu sync.Mutex
-	stats   Stats     // MetricsStats' last scan
-	statsAt time.Time // when it ran
+	statsScan coltype.StatsScan[Stats] // MetricsStats' last scan
 }
 
 // MapColumn is one column of the map form (MapTypeName) on one replica:
@@ -871,12 +869,7 @@ func (col *Column) Stats() Stats {
 // cell cache under each cell's lock) are those of a scan at most
 // coltype.StatsScanEvery old; the running counts are current.
 func (col *Column) MetricsStats() Stats {
-	col.statsMu.Lock()
-	defer col.statsMu.Unlock()
-	if now := time.Now(); col.statsAt.IsZero() || now.Sub(col.statsAt) >= coltype.StatsScanEvery {
-		col.stats, col.statsAt = col.Stats(), now
-	}
-	s := col.stats
+	s := col.statsScan.Get(col.Stats)
 	s.Generated, s.Delivered, s.Writes = col.generated.Load(), col.delivered.Load(), col.writes.Load()
 	s.Syncs, s.Dismissed = col.syncs.Load(), col.dismissed.Load()
 	return s
