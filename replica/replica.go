@@ -11,9 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
-	"math"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +22,7 @@ import (
 	"github.com/idemkv/idemkv/coltype/cellcache"
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
+	"github.com/idemkv/idemkv/internal/memlimit"
 	"github.com/idemkv/idemkv/ring"
 	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/sstable"
@@ -36,8 +35,8 @@ import (
 // 2 × 1 MiB); without one, 2 GiB, a quarter of Cassandra's largest default
 // heap (8 GiB).
 func DefaultMemtableSpace() int64 {
-	limit := debug.SetMemoryLimit(-1)
-	if limit <= 0 || limit == math.MaxInt64 {
+	limit, ok := memlimit.Heap()
+	if !ok {
 		return DefaultMemtableSpaceBytes
 	}
 	return max(2<<20, limit/4)

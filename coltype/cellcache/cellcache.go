@@ -41,13 +41,14 @@ package cellcache
 import (
 	"hash/maphash"
 	"math"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/idemkv/idemkv/internal/memlimit"
 )
 
 // SizeSetting is the replica setting (coltype.Env.Setting) of the cache's
@@ -71,8 +72,8 @@ const EntryOverhead = 200
 // (GOMEMLIMIT, debug.SetMemoryLimit) when one is set, else there is no
 // 2.5 % term and the default is 50 MB.
 func DefaultBytes() int64 {
-	limit := debug.SetMemoryLimit(-1)
-	if limit <= 0 || limit == math.MaxInt64 {
+	limit, ok := memlimit.Heap()
+	if !ok {
 		return DefaultMaxBytes
 	}
 	return max(1<<20, min(limit/40, DefaultMaxBytes))
