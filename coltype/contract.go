@@ -352,7 +352,9 @@ type Channel interface {
 // peer answers through its Exchanger, MarkDirty keeps a cell whose
 // exchange failed for the next round, and Sweep is the type's housekeeping
 // before a round (handoff drops expired retirement notices), returning how
-// many items it still holds.
+// many items it still holds. A type may keep the CellRef MarkDirty is
+// given, key included: its key must not change afterwards (ColumnID.CellRef
+// and TakeDirty's references own theirs).
 type AntiEntropy interface {
 	TakeDirty() []CellRef
 	MarkDirty(c CellRef)

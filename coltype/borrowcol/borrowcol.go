@@ -507,7 +507,8 @@ func (col *Column) MarkDirty(c coltype.CellRef) {
 		col.dirty = map[string]coltype.CellRef{}
 	}
 	if k := col.id.CellKey(c.Key, c.Column); col.dirty[k].Key == nil {
-		col.dirty[k] = col.id.CellRef(c.Key, c.Column)
+		c.Column = col.id.CellName(c.Column)
+		col.dirty[k] = c // c owns its key (coltype.AntiEntropy)
 	}
 }
 

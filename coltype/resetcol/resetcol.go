@@ -786,7 +786,8 @@ func (col *Column) MarkDirty(c coltype.CellRef) {
 		col.dirty = map[string]coltype.CellRef{}
 	}
 	if k := col.id.CellKey(c.Key, c.Column); col.dirty[k].Key == nil {
-		col.dirty[k] = col.id.CellRef(c.Key, c.Column)
+		c.Column = col.id.CellName(c.Column)
+		col.dirty[k] = c // c owns its key (coltype.AntiEntropy)
 	}
 	col.dirtyMu.Unlock()
 }
@@ -826,7 +827,7 @@ func (col *Column) Replayed(rec commitlog.Record) error {
 		return err
 	}
 	if b.Pending() > 0 {
-		col.MarkDirty(col.id.CellRef(bytes.Clone(rec.Key), rec.Column))
+		col.MarkDirty(col.id.CellRef(rec.Key, rec.Column))
 	}
 	return nil
 }
