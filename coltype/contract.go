@@ -445,11 +445,11 @@ type StatsScan[S any] struct {
 }
 
 // Get returns the last scan's result, running scan first when there is none
-// or it is StatsScanEvery old.
-func (c *StatsScan[S]) Get(scan func() S) S {
+// or it is StatsScanEvery old at now (the replica's clock, Env.Now).
+func (c *StatsScan[S]) Get(now time.Time, scan func() S) S {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if now := time.Now(); c.at.IsZero() || now.Sub(c.at) >= StatsScanEvery {
+	if c.at.IsZero() || now.Sub(c.at) >= StatsScanEvery {
 		c.s, c.at = scan(), now
 	}
 	return c.s

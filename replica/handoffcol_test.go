@@ -631,11 +631,17 @@ func TestHandoffSweepOnlyDueCells(t *testing.T) {
 
 // TestDesignStatsScanCached: the metrics' and tablestats' view of a design
 // (designStats) takes a design's sums over its cells in memory from a scan
-// at most coltype.StatsScanEvery old, while its running counts are
-// current; the design's own Stats scans every time.
+// at most coltype.StatsScanEvery old on the replica's clock, while its
+// running counts are current; the design's own Stats scans every time.
 func TestDesignStatsScanCached(t *testing.T) {
-	r := openHandoff(t, t.TempDir())
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	cfg := testConfig(t.TempDir())
+	cfg.Now = clock.Now
+	r := mustOpen(t, cfg)
 	defer r.Close()
+	if err := r.CreateTable(handoffTable); err != nil {
+		t.Fatal(err)
+	}
 	design := func() map[string]float64 {
 		st, err := r.TableStats(handoffTable.ID)
 		if err != nil {
@@ -655,5 +661,9 @@ func TestDesignStatsScanCached(t *testing.T) {
 	}
 	if st := handoffcol.ReplicaStats(r); st.Cells != 2 {
 		t.Fatalf("Stats: %d cells, want 2", st.Cells)
+	}
+	clock.Add(coltype.StatsScanEvery)
+	if d := design(); d["Cells"] != 2 {
+		t.Fatalf("once the scan is StatsScanEvery old: Cells %v, want 2", d["Cells"])
 	}
 }

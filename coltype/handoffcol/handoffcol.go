@@ -754,7 +754,7 @@ func (col *Column) Stats() Stats {
 // cell cache decoding every cell, under each cell's lock) are those of a
 // scan at most coltype.StatsScanEvery old; the running counts are current.
 func (col *Column) MetricsStats() Stats {
-	s := col.statsScan.Get(col.Stats)
+	s := col.statsScan.Get(col.env.Now(), col.Stats)
 	s.Exchanges, s.Writes, s.Collected = col.exchanges.Load(), col.writes.Load(), col.collected.Load()
 	return s
 }

@@ -870,7 +870,7 @@ func (col *Column) Stats() Stats {
 // cell cache under each cell's lock) are those of a scan at most
 // coltype.StatsScanEvery old; the running counts are current.
 func (col *Column) MetricsStats() Stats {
-	s := col.statsScan.Get(col.Stats)
+	s := col.statsScan.Get(col.env.Now(), col.Stats)
 	s.Generated, s.Delivered, s.Writes = col.generated.Load(), col.delivered.Load(), col.writes.Load()
 	s.Syncs, s.Dismissed = col.syncs.Load(), col.dismissed.Load()
 	return s
