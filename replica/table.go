@@ -387,11 +387,12 @@ func (t *table) write(key row.Key, m coltype.Mutation, kind commitlog.PayloadKin
 const spaceCheckWrites = 1024
 
 // checkMemtableSpace requests a flush of the largest memtable being
-// written (queued behind its table's flush under way, if any) when the memtables being written, of all tables together, have
-// reached half of Config.MemtableSpaceBytes (Cassandra's
-// memtable_cleanup_threshold with one flush writer): the memtables being
-// flushed, whose memory is on its way back, are not counted, so that with
-// them all memtables stay within about the space while flushes keep up.
+// written (queued behind its table's flush under way, if any) when the
+// memtables being written, of all tables together, have reached half of
+// Config.MemtableSpaceBytes (Cassandra's memtable_cleanup_threshold with
+// one flush writer). The memtables being flushed, whose memory is on its
+// way back, are not counted, so that with them all memtables stay within
+// about the space while flushes keep up.
 func (r *Replica) checkMemtableSpace() {
 	var total, largestSize int64
 	var largest *table
