@@ -52,6 +52,7 @@ type loadFlags struct {
 	deltaMax                   *int64
 	attempts                   *int
 	horizon, timeout           *time.Duration
+	coalesce                   *time.Duration
 	lostAck, delay             *float64
 	delayBy                    *time.Duration
 	killEvery, down            *time.Duration
@@ -101,6 +102,7 @@ func addLoadFlags(fs *flag.FlagSet, d loadDefaults) *loadFlags {
 		attempts:            fs.Int("attempts", 4, "A: the most attempts of one op (same op id)"),
 		horizon:             fs.Duration("horizon", 10*time.Second, "H: no retry starts later than H after its op's first attempt; fbf's retry_horizon"),
 		timeout:             fs.Duration("timeout", time.Second, "client timeout per attempt"),
+		coalesce:            CoalesceFlag(fs),
 		lostAck:             fs.Float64("lost-ack", d.lostAck, "probability that an attempt's answer is lost after it applied"),
 		delay:               fs.Float64("delay", d.delay, "probability that an attempt's answer comes after the client timeout (running ring: the client abandons it)"),
 		delayBy:             fs.Duration("delay-by", 0, "how long a delayed answer waits (default: --timeout + 100ms)"),
@@ -142,6 +144,9 @@ func (f *loadFlags) config(name string, stderr io.Writer) (Config, error) {
 			modes = append(modes, m)
 		}
 	}
+	if *f.coalesce < 0 {
+		return Config{}, errors.New("--gocql-coalesce must not be negative")
+	}
 	if *f.batch < 1 || *f.keys < 1 || *f.clients < 1 || *f.deltaMax < 1 || *f.attempts < 1 {
 		return Config{}, errors.New("--batch, --keys, --clients, --delta-max and --attempts must be positive")
 	}
@@ -155,7 +160,7 @@ func (f *loadFlags) config(name string, stderr io.Writer) (Config, error) {
 		Name:     name,
 		Workload: Workload{Keys: *f.keys, Dist: *f.dist, ZipfS: *f.zipfS, Batch: *f.batch, DeltaMax: *f.deltaMax},
 		Modes:    modes, Clients: *f.clients, Rate: *f.rate, Ops: *f.ops, Duration: *f.duration,
-		Consistency: cl, Attempts: *f.attempts, Horizon: *f.horizon, Timeout: *f.timeout,
+		Consistency: cl, Attempts: *f.attempts, Horizon: *f.horizon, Timeout: *f.timeout, Coalesce: *f.coalesce,
 		Faults: Faults{LostAck: *f.lostAck, Delay: *f.delay, DelayBy: *f.delayBy, KillEvery: *f.killEvery, Down: *f.down,
 			PauseEvery: *f.pauseEvery, PauseFor: *f.pauseFor, Reset: *f.proxyReset},
 		Seed: *f.seed, RF: *f.rf, FBFOptions: fbf, SampleEvery: *f.sample, HandoffExchanges: *f.handoffExchanges,

@@ -43,8 +43,11 @@ type DurableConfig struct {
 	// FsyncSamples is how many write+fsync pairs the raw measurement takes.
 	FsyncSamples int
 	Timeout      time.Duration // client timeout per update (default 2 s)
-	Seed         uint64
-	Progress     io.Writer // progress lines; nil: none
+	// Coalesce is the gocql session's write coalescing wait; 0 writes each
+	// request at once (CoalesceFlag).
+	Coalesce time.Duration
+	Seed     uint64
+	Progress io.Writer // progress lines; nil: none
 }
 
 // FsyncStats is the raw fsync measurement: a small record appended to a
@@ -274,6 +277,7 @@ func runDurableMode(ctx context.Context, cfg DurableConfig, dir, mode string, sa
 	cc.ConnectTimeout = 5 * time.Second
 	cc.RetryPolicy = nil
 	cc.NumConns = 2
+	setCoalesce(cc, cfg.Coalesce)
 	cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy(), gocql.ShuffleReplicas())
 	s, err := cc.CreateSession()
 	if err != nil {
@@ -454,6 +458,7 @@ the defaults.
 	fsyncs := fs.Int("fsyncs", 2000, "write+fsync samples of the raw fsync measurement")
 	timeout := fs.Duration("timeout", 2*time.Second, "client timeout per update, and the nodes' counter write timeout")
 	seed := fs.Uint64("seed", 1, "seed of the keys and the embedded ring")
+	coalesce := CoalesceFlag(fs)
 	procs := fs.Int("gomaxprocs", 0, "run with this GOMAXPROCS (0: Go's default, the CPU count); the three nodes and the clients share the process")
 	csv := fs.Bool("csv", false, "print CSV instead of a table")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
@@ -464,7 +469,10 @@ the defaults.
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg := DurableConfig{Dir: *dir, Nodes: *nodes, Keys: *keys, Duration: *dur, Warmup: *warm, Ops: *ops, FsyncSamples: *fsyncs,
-		Timeout: *timeout, Seed: *seed}
+		Timeout: *timeout, Seed: *seed, Coalesce: *coalesce}
+	if *coalesce < 0 {
+		return errors.New("--gocql-coalesce must not be negative")
+	}
 	for _, m := range strings.Split(*modes, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			cfg.Modes = append(cfg.Modes, m)
@@ -499,6 +507,6 @@ the defaults.
 	if *csv {
 		return WriteDurableCSV(stdout, res)
 	}
-	fmt.Fprintf(stdout, "# idemkv bench durable %s\n# GOMAXPROCS %d, %d CPUs\n", strings.Join(args, " "), runtime.GOMAXPROCS(0), runtime.NumCPU())
+	fmt.Fprintf(stdout, "# idemkv bench durable %s\n# GOMAXPROCS %d, %d CPUs; %s\n", strings.Join(args, " "), runtime.GOMAXPROCS(0), runtime.NumCPU(), CoalesceSummary(*coalesce))
 	return WriteDurableTable(stdout, res)
 }

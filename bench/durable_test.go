@@ -65,6 +65,7 @@ func TestDurableCommandFlags(t *testing.T) {
 		{"--modes", "sometimes"},
 		{"--clients", "0"},
 		{"--duration", "0s"},
+		{"--gocql-coalesce", "-1ms"},
 	} {
 		var out, errb bytes.Buffer
 		if err := Command("durable", append(args, "--quiet", "--fsyncs", "1"), &out, &errb); err == nil {

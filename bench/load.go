@@ -50,8 +50,12 @@ type Config struct {
 	Horizon  time.Duration
 	// Timeout is the client's timeout per attempt (default 1 s).
 	Timeout time.Duration
-	Faults  Faults
-	Seed    uint64
+	// Coalesce is the gocql sessions' write coalescing wait
+	// (ClusterConfig.WriteCoalesceWaitTime); 0, the default, writes each
+	// request at once (CoalesceFlag says why).
+	Coalesce time.Duration
+	Faults   Faults
+	Seed     uint64
 	// RF is the replication factor of keyspace bench when the run creates
 	// it (default 3, at most the ring's size).
 	RF int
@@ -459,6 +463,7 @@ func (r *runner) newSession(hosts []string, timeout time.Duration) (*gocql.Sessi
 	cc.RetryPolicy = nil // the generator retries, and counts
 	cc.ReconnectInterval = time.Second
 	cc.NumConns = 2
+	setCoalesce(cc, r.cfg.Coalesce)
 	cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy(), gocql.ShuffleReplicas())
 	s, err := cc.CreateSession()
 	if err != nil {

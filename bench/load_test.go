@@ -276,11 +276,15 @@ func TestOvercountCommandContract(t *testing.T) {
 }
 
 // TestLatencyCommandContract: `idemkv bench latency --nodes N --batch B
-// --duration D --seed S --format json` runs end to end and prints the
-// contract fields.
+// --duration D --gocql-coalesce W --seed S --format json` runs end to end
+// and prints the contract fields, the clients' write coalescing among its
+// settings.
 func TestLatencyCommandContract(t *testing.T) {
 	seed := strconv.FormatUint(testseed.Seed(t), 10)
-	v := runCommand(t, "latency", "--nodes", "2", "--batch", "5", "--duration", "1500ms", "--seed", seed, "--format", "json")
+	v := runCommand(t, "latency", "--nodes", "2", "--batch", "5", "--duration", "1500ms", "--gocql-coalesce", "150us", "--seed", seed, "--format", "json")
+	if cfg, _ := v["config"].(map[string]any); cfg["gocql_coalesce_us"] != 150.0 {
+		t.Errorf("config %v: want gocql_coalesce_us 150", cfg)
+	}
 	modes := contractModes(t, v, "mode", "ops", "ops_per_s", "p50_ms", "p99_ms")
 	for name, m := range modes {
 		ops, p50, p99 := m["ops"].(float64), m["p50_ms"].(float64), m["p99_ms"].(float64)

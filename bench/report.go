@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"gonum.org/v1/plot"
@@ -54,15 +55,17 @@ type ReportConfig struct {
 	Attempts    int      `json:"attempts"`
 	HorizonS    float64  `json:"horizon_s"`
 	TimeoutMS   float64  `json:"timeout_ms"`
-	LostAck     float64  `json:"lost_ack"`
-	Delay       float64  `json:"delay"`
-	DelayByMS   float64  `json:"delay_by_ms,omitempty"`
-	KillEveryS  float64  `json:"kill_every_s,omitempty"`
-	PauseEveryS float64  `json:"pause_every_s,omitempty"`
-	FaultSide   string   `json:"fault_side"` // server (embedded executor), proxy or client
-	ResetP      float64  `json:"proxy_reset,omitempty"`
-	FBFOptions  string   `json:"fbf_options"`
-	Seed        uint64   `json:"seed"`
+	// CoalesceUS is the clients' gocql write coalescing wait in µs (0: off).
+	CoalesceUS  float64 `json:"gocql_coalesce_us"`
+	LostAck     float64 `json:"lost_ack"`
+	Delay       float64 `json:"delay"`
+	DelayByMS   float64 `json:"delay_by_ms,omitempty"`
+	KillEveryS  float64 `json:"kill_every_s,omitempty"`
+	PauseEveryS float64 `json:"pause_every_s,omitempty"`
+	FaultSide   string  `json:"fault_side"` // server (embedded executor), proxy or client
+	ResetP      float64 `json:"proxy_reset,omitempty"`
+	FBFOptions  string  `json:"fbf_options"`
+	Seed        uint64  `json:"seed"`
 	// Peer describes the rows of another CQL server run with the same op
 	// stream and faults at the same time as this ring's (e.g. "cassandra vanilla").
 	Peer string `json:"peer,omitempty"`
@@ -73,7 +76,8 @@ func reportConfig(cfg Config, t Target, hosts []string) ReportConfig {
 		Ring: "hosts", Hosts: hosts, RF: cfg.RF, Consistency: cfg.Consistency.String(), Clients: cfg.Clients,
 		Loop: "closed", Rate: cfg.Rate, Ops: cfg.Ops, Keys: cfg.Keys, Dist: cfg.Dist, Batch: cfg.Batch,
 		DeltaMax: cfg.DeltaMax, Attempts: cfg.Attempts, HorizonS: cfg.Horizon.Seconds(), TimeoutMS: ms(cfg.Timeout),
-		LostAck: cfg.Faults.LostAck, Delay: cfg.Faults.Delay, FaultSide: "client", FBFOptions: fbfOptions(cfg), Seed: cfg.Seed,
+		CoalesceUS: float64(cfg.Coalesce) / float64(time.Microsecond),
+		LostAck:    cfg.Faults.LostAck, Delay: cfg.Faults.Delay, FaultSide: "client", FBFOptions: fbfOptions(cfg), Seed: cfg.Seed,
 	}
 	if cfg.Ops <= 0 {
 		rc.DurationS = cfg.Duration.Seconds()
@@ -234,7 +238,7 @@ func (r *Report) Describe() string {
 	} else {
 		b.WriteString(", single updates")
 	}
-	fmt.Fprintf(&b, "; seed %d", c.Seed)
+	fmt.Fprintf(&b, "; seed %d; %s", c.Seed, CoalesceSummary(time.Duration(c.CoalesceUS*float64(time.Microsecond))))
 	if c.Ring == "embedded" && c.FaultSide == "client" {
 		b.WriteString("; faults injected client-side")
 	}

@@ -62,9 +62,12 @@ type RingConfig struct {
 	// Breakdown profiles the CPU of each measured run and charges it to
 	// the components an update passes through (RingResult.Breakdown).
 	Breakdown bool
-	Dir       string // data directories; a temporary one when empty
-	Port      int    // peer port; 0 picks a free one
-	Progress  io.Writer
+	// Coalesce is the "cql" path's gocql write coalescing wait; 0 writes
+	// each request at once (CoalesceFlag).
+	Coalesce time.Duration
+	Dir      string // data directories; a temporary one when empty
+	Port     int    // peer port; 0 picks a free one
+	Progress io.Writer
 
 	// WindowOptions are the idempotence options of table kind fbf2 besides
 	// 'class': 'fbf' (default: 'filter': 'aging', 'window': '10m').
@@ -276,7 +279,7 @@ func RunRing(ctx context.Context, cfg RingConfig) ([]RingResult, error) {
 		case ViaCoordinator:
 		case ViaCQL:
 			if session == nil {
-				if session, err = ringSession(nodes, cfg.Route == RouteAny); err != nil {
+				if session, err = ringSession(nodes, cfg.Route == RouteAny, cfg.Coalesce); err != nil {
 					return nil, err
 				}
 				defer session.Close()

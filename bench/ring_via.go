@@ -85,8 +85,9 @@ func cqlSender(s *gocql.Session, def coltype.TableDef, cl coordinator.Consistenc
 // ringSession opens one gocql session to every node's CQL port, as the main
 // benchmark's clients do: token-aware over round robin (replicas shuffled
 // with shuffle, else the key's primary replica first), two connections per
-// host, no driver retries (a timeout is an unknown outcome here).
-func ringSession(nodes []*node.Node, shuffle bool) (*gocql.Session, error) {
+// host, no driver retries (a timeout is an unknown outcome here), coalesce
+// the write coalescing wait.
+func ringSession(nodes []*node.Node, shuffle bool, coalesce time.Duration) (*gocql.Session, error) {
 	var hosts []string
 	port := 0
 	for _, n := range nodes {
@@ -105,6 +106,7 @@ func ringSession(nodes []*node.Node, shuffle bool) (*gocql.Session, error) {
 	cc.ConnectTimeout = 5 * time.Second
 	cc.RetryPolicy = nil
 	cc.NumConns = 2
+	setCoalesce(cc, coalesce)
 	cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
 	if shuffle {
 		cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy(), gocql.ShuffleReplicas())

@@ -204,9 +204,13 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed of key, coordinator and leader choices")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
+	coalesce := bench.CoalesceFlag(fs)
 	breakdown := fs.Bool("breakdown", false, "profile each measured run and print its CPU µs per update by component (client, CQL server, executor, coordinator, transport, replica, ...); not with --cpuprofile")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *coalesce < 0 {
+		return errors.New("bench ring: --gocql-coalesce must not be negative")
 	}
 	if *cpuProfile != "" && *breakdown {
 		return errors.New("bench ring: --breakdown profiles each run itself; it cannot run with --cpuprofile")
@@ -243,14 +247,14 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --tables %s --fbf2-options %s --via %s --route %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --seed %d\n",
-		*nodes, *rf, *levels, *keys, *tables, *fbf2, *via, *route, *writers, *dur, *warm, *syncMode, *leader, *seed)
+	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --tables %s --fbf2-options %s --via %s --route %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --gocql-coalesce %s --seed %d\n",
+		*nodes, *rf, *levels, *keys, *tables, *fbf2, *via, *route, *writers, *dur, *warm, *syncMode, *leader, *coalesce, *seed)
 	fmt.Fprintln(stdout, "# counter increments of an embedded ring (nodes talk over TCP on 127.0.0.i), via random coordinators called in")
-	fmt.Fprintln(stdout, "# process (coordinator) or through gocql and the nodes' CQL servers (cql);")
+	fmt.Fprintf(stdout, "# process (coordinator) or through gocql and the nodes' CQL servers (cql; %s);\n", bench.CoalesceSummary(*coalesce))
 	fmt.Fprintln(stdout, "# fbf: every update carries a fresh op id and the FBF tables lead on the first live replica")
 	results, err := bench.RunRing(ctx, bench.RingConfig{
 		Nodes: *nodes, RF: *rf, Levels: cls, Keys: ks, Tables: strings.Split(*tables, ","), Writers: *writers, Duration: *dur, Warmup: *warm,
-		Via: strings.Split(*via, ","), Route: *route, Breakdown: *breakdown, Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
+		Via: strings.Split(*via, ","), Route: *route, Breakdown: *breakdown, Coalesce: *coalesce, Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
 		WindowOptions: fbf2Opts,
 	})
 	if err != nil {
