@@ -389,9 +389,9 @@ func parseMain(args []string, stderr io.Writer) (*mainRun, error) {
 The main comparison of vanilla and FBF counters, about a minute: an embedded
 3-node ring on 127.0.0.1-3 (or --hosts), RF 3, QUORUM; first the over-count
 phase (--overcount-duration, lost acks and late answers, clients retrying the
-same op id), then the latency phase (--latency-duration, no faults). The
-flags are those of 'idemkv bench overcount'; --lost-ack and --delay apply to
-the first phase only. --cassandra-hosts adds a row "cassandra vanilla" to
+same op id), then the latency phase (--latency-duration, no faults); --duration
+sets both phases that are not given their own. The flags are those of 'idemkv
+bench overcount'; --lost-ack and --delay apply to the first phase only. --cassandra-hosts adds a row "cassandra vanilla" to
 both tables: the same op stream on an Apache Cassandra ring ('idemkv peer
 cassandra up'), at the same time as the idemkv modes of each phase, with
 client-side faults on both sides.
@@ -409,6 +409,18 @@ client-side faults on both sides.
 	oc, err := lf.config("overcount", stderr)
 	if err != nil {
 		return nil, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["duration"] {
+		// --duration is the load flags' length of a run: here, of each
+		// phase not given its own.
+		if !set["overcount-duration"] {
+			*ocDur = *lf.duration
+		}
+		if !set["latency-duration"] {
+			*latDur = *lf.duration
+		}
 	}
 	if oc.Ops <= 0 {
 		oc.Duration = *ocDur

@@ -113,3 +113,25 @@ func TestRunWithPeerKillsNeedKiller(t *testing.T) {
 		t.Fatalf("kills without a peer killer: %v", err)
 	}
 }
+
+// TestMainDurations: --duration sets the length of each phase of 'idemkv
+// bench' that is not given its own; without it both phases run 25 s.
+func TestMainDurations(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		oc, lat time.Duration
+	}{
+		{nil, 25 * time.Second, 25 * time.Second},
+		{[]string{"--duration", "8s"}, 8 * time.Second, 8 * time.Second},
+		{[]string{"--duration", "8s", "--latency-duration", "3s"}, 8 * time.Second, 3 * time.Second},
+		{[]string{"--overcount-duration", "4s"}, 4 * time.Second, 25 * time.Second},
+	} {
+		m, err := parseMain(c.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if m.oc.Duration != c.oc || m.lat.Duration != c.lat {
+			t.Errorf("%v: phases of %v and %v, want %v and %v", c.args, m.oc.Duration, m.lat.Duration, c.oc, c.lat)
+		}
+	}
+}
