@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -34,6 +35,23 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// writeProfile writes the runtime profile name (allocs, block, mutex) to
+// path; nothing when path is empty.
+func writeProfile(name, path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
@@ -205,6 +223,8 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
 	coalesce := bench.CoalesceFlag(fs)
+	blockProfile := fs.String("blockprofile", "", "write a profile of where goroutines blocked (channels, locks, select; every event) to this file")
+	mutexProfile := fs.String("mutexprofile", "", "write a profile of contended mutexes (every contention) to this file")
 	breakdown := fs.Bool("breakdown", false, "profile each measured run and print its CPU µs per update by component (client, CQL server, executor, coordinator, transport, replica, ...); not with --cpuprofile")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -214,6 +234,13 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	}
 	if *cpuProfile != "" && *breakdown {
 		return errors.New("bench ring: --breakdown profiles each run itself; it cannot run with --cpuprofile")
+	}
+	if *blockProfile != "" {
+		runtime.SetBlockProfileRate(1)
+		defer runtime.SetBlockProfileRate(0)
+	}
+	if *mutexProfile != "" {
+		defer runtime.SetMutexProfileFraction(runtime.SetMutexProfileFraction(1))
 	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
@@ -260,17 +287,11 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *memProfile != "" {
-		f, err := os.Create(*memProfile)
-		if err != nil {
-			return err
-		}
-		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-			f.Close()
-			return fmt.Errorf("--memprofile: %w", err)
-		}
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("--memprofile: %w", err)
+	for _, p := range []struct{ flag, profile, path string }{
+		{"memprofile", "allocs", *memProfile}, {"blockprofile", "block", *blockProfile}, {"mutexprofile", "mutex", *mutexProfile},
+	} {
+		if err := writeProfile(p.profile, p.path); err != nil {
+			return fmt.Errorf("--%s: %w", p.flag, err)
 		}
 	}
 	if err := bench.WriteRingTable(stdout, results); err != nil {
