@@ -37,21 +37,46 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
-// writeProfile writes the runtime profile name (allocs, block, mutex) to
-// path; nothing when path is empty.
-func writeProfile(name, path string) error {
-	if path == "" {
-		return nil
+// profileFile is a runtime profile (allocs, block, mutex) to be written
+// after a run to a file created before it, so that a bad path fails first.
+type profileFile struct {
+	flag, name string
+	f          *os.File
+}
+
+// createProfiles creates the file of each profile given a path.
+func createProfiles(ps []profileFile, paths ...string) ([]profileFile, error) {
+	var out []profileFile
+	for i, p := range ps {
+		if paths[i] == "" {
+			continue
+		}
+		f, err := os.Create(paths[i])
+		if err != nil {
+			for _, o := range out {
+				o.f.Close()
+			}
+			return nil, fmt.Errorf("--%s: %w", p.flag, err)
+		}
+		p.f = f
+		out = append(out, p)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+	return out, nil
+}
+
+// writeProfiles writes and closes each profile's file.
+func writeProfiles(ps []profileFile) error {
+	var first error
+	for _, p := range ps {
+		err := pprof.Lookup(p.name).WriteTo(p.f, 0)
+		if cerr := p.f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil && first == nil {
+			first = fmt.Errorf("--%s: %w", p.flag, err)
+		}
 	}
-	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return first
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
@@ -235,6 +260,11 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	if *cpuProfile != "" && *breakdown {
 		return errors.New("bench ring: --breakdown profiles each run itself; it cannot run with --cpuprofile")
 	}
+	profiles, err := createProfiles([]profileFile{{"memprofile", "allocs", nil}, {"blockprofile", "block", nil}, {"mutexprofile", "mutex", nil}},
+		*memProfile, *blockProfile, *mutexProfile)
+	if err != nil {
+		return err
+	}
 	if *blockProfile != "" {
 		runtime.SetBlockProfileRate(1)
 		defer runtime.SetBlockProfileRate(0)
@@ -287,12 +317,8 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, p := range []struct{ flag, profile, path string }{
-		{"memprofile", "allocs", *memProfile}, {"blockprofile", "block", *blockProfile}, {"mutexprofile", "mutex", *mutexProfile},
-	} {
-		if err := writeProfile(p.profile, p.path); err != nil {
-			return fmt.Errorf("--%s: %w", p.flag, err)
-		}
+	if err := writeProfiles(profiles); err != nil {
+		return err
 	}
 	if err := bench.WriteRingTable(stdout, results); err != nil {
 		return err
