@@ -46,3 +46,25 @@ func TestRingUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchRingBadFlags: bench ring refuses a profile it cannot write and a
+// negative coalescing wait before it starts a ring (nothing on stdout).
+func TestBenchRingBadFlags(t *testing.T) {
+	missing := t.TempDir() + "/no/such/dir/p.prof"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "ring", "--mutexprofile", missing}, "--mutexprofile"},
+		{[]string{"bench", "ring", "--blockprofile", missing}, "--blockprofile"},
+		{[]string{"bench", "ring", "--memprofile", missing}, "--memprofile"},
+		{[]string{"bench", "ring", "--gocql-coalesce", "-1ms"}, "--gocql-coalesce"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, &stdout, &stderr)
+		name := strings.Join(tc.args, " ")
+		if code == 0 || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q: want a failure naming %s before any run", name, code, stdout.String(), stderr.String(), tc.want)
+		}
+	}
+}
