@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
@@ -114,8 +115,15 @@ func startCPUProfile() (*cpuProfiler, error) {
 	return p, nil
 }
 
-func (p *cpuProfiler) stop() (Breakdown, error) {
+// stop ends the profile and charges it to components; with keep it also
+// writes the profile there.
+func (p *cpuProfiler) stop(keep string) (Breakdown, error) {
 	pprof.StopCPUProfile()
+	if keep != "" {
+		if err := os.WriteFile(keep, p.buf.Bytes(), 0o644); err != nil {
+			return nil, fmt.Errorf("bench: CPU profile: %w", err)
+		}
+	}
 	prof, err := profile.Parse(&p.buf)
 	if err != nil {
 		return nil, fmt.Errorf("bench: CPU breakdown: %w", err)

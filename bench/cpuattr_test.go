@@ -2,11 +2,18 @@ package bench
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/idemkv/idemkv/coordinator"
+	"github.com/idemkv/idemkv/internal/testseed"
 )
 
 func TestBreakdownChargesInnermostComponent(t *testing.T) {
@@ -71,5 +78,41 @@ func TestBreakdownChargesInnermostComponent(t *testing.T) {
 	// fields than their values: count from the row's end.
 	if col < 0 || row[len(row)-(len(Components)-4)] != "30.0" {
 		t.Errorf("transport column: %v in\n%s", row, out.String())
+	}
+}
+
+// TestRingBreakdownKeepsProfiles: with ProfileDir, each measured run of
+// RunRing leaves its CPU profile, which parses and holds samples, and its
+// breakdown charges the run's CPU to components.
+func TestRingBreakdownKeepsProfiles(t *testing.T) {
+	dir := t.TempDir()
+	res, err := RunRing(context.Background(), RingConfig{
+		Nodes: 1, RF: 1, Levels: []coordinator.ConsistencyLevel{coordinator.One}, Keys: []int{10}, Tables: []string{"vanilla", "fbf"},
+		Writers: 4, Duration: 300 * time.Millisecond, Warmup: 20 * time.Millisecond, Seed: testseed.Seed(t),
+		Breakdown: true, ProfileDir: dir, Dir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 {
+		t.Fatalf("%d results, want 2", len(res))
+	}
+	for i, r := range res {
+		if r.Ops == 0 || len(r.Breakdown) == 0 {
+			t.Errorf("run %d (%s): %d ops, breakdown %v", i+1, r.Table, r.Ops, r.Breakdown)
+		}
+		path := filepath.Join(dir, fmt.Sprintf("%02d-%s-ONE-10-coordinator.prof", i+1, r.Table))
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatalf("run %d: %v", i+1, err)
+		}
+		p, err := profile.Parse(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(p.Sample) == 0 {
+			t.Errorf("%s: no samples", path)
+		}
 	}
 }

@@ -62,6 +62,9 @@ type RingConfig struct {
 	// Breakdown profiles the CPU of each measured run and charges it to
 	// the components an update passes through (RingResult.Breakdown).
 	Breakdown bool
+	// ProfileDir, with Breakdown, keeps each measured run's CPU profile
+	// there, named NN-table-CL-keys-via.prof (NN: the run's number).
+	ProfileDir string
 	// Coalesce is the "cql" path's gocql write coalescing wait; 0 writes
 	// each request at once (CoalesceFlag).
 	Coalesce time.Duration
@@ -312,7 +315,11 @@ func RunRing(ctx context.Context, cfg RingConfig) ([]RingResult, error) {
 						send = cqlSender(session, def, cl)
 					}
 					before := dismissedOn(nodes)
-					res, err := runRingOnce(ctx, cfg, nodes, def, cl, keys, fmt.Sprintf("r%d-", run), send)
+					profPath := ""
+					if cfg.ProfileDir != "" {
+						profPath = filepath.Join(cfg.ProfileDir, fmt.Sprintf("%02d-%s-%s-%d-%s.prof", run, kind, cl, keys, via))
+					}
+					res, err := runRingOnce(ctx, cfg, nodes, def, cl, keys, fmt.Sprintf("r%d-", run), profPath, send)
 					if err != nil {
 						return out, err
 					}
@@ -340,7 +347,7 @@ func dismissedOn(nodes []*node.Node) uint64 {
 	return n
 }
 
-func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def coltype.TableDef, cl coordinator.ConsistencyLevel, keys int, prefix string, send ringSend) (RingResult, error) {
+func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def coltype.TableDef, cl coordinator.ConsistencyLevel, keys int, prefix, profPath string, send ringSend) (RingResult, error) {
 	names := make([][]byte, keys)
 	for i := range names {
 		names[i] = []byte(prefix + strconv.Itoa(i))
@@ -418,7 +425,7 @@ func runRingOnce(ctx context.Context, cfg RingConfig, nodes []*node.Node, def co
 	var breakdown Breakdown
 	if prof != nil {
 		var err error
-		if breakdown, err = prof.stop(); err != nil {
+		if breakdown, err = prof.stop(profPath); err != nil {
 			cancel()
 			wg.Wait()
 			return RingResult{}, err

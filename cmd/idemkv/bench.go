@@ -250,12 +250,21 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	coalesce := bench.CoalesceFlag(fs)
 	blockProfile := fs.String("blockprofile", "", "write a profile of where goroutines blocked (channels, locks, select; every event) to this file")
 	mutexProfile := fs.String("mutexprofile", "", "write a profile of contended mutexes (every contention) to this file")
+	profileDir := fs.String("profile-dir", "", "with --breakdown, keep each measured run's CPU profile in this directory (NN-table-CL-keys-via.prof); the warm-up is not in them")
 	breakdown := fs.Bool("breakdown", false, "profile each measured run and print its CPU µs per update by component (client, CQL server, executor, coordinator, transport, replica, ...); not with --cpuprofile")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *coalesce < 0 {
 		return errors.New("bench ring: --gocql-coalesce must not be negative")
+	}
+	if *profileDir != "" {
+		if !*breakdown {
+			return errors.New("bench ring: --profile-dir keeps the profiles of --breakdown; give both")
+		}
+		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
+			return fmt.Errorf("--profile-dir: %w", err)
+		}
 	}
 	if *cpuProfile != "" && *breakdown {
 		return errors.New("bench ring: --breakdown profiles each run itself; it cannot run with --cpuprofile")
@@ -311,7 +320,7 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, "# fbf: every update carries a fresh op id and the FBF tables lead on the first live replica")
 	results, err := bench.RunRing(ctx, bench.RingConfig{
 		Nodes: *nodes, RF: *rf, Levels: cls, Keys: ks, Tables: strings.Split(*tables, ","), Writers: *writers, Duration: *dur, Warmup: *warm,
-		Via: strings.Split(*via, ","), Route: *route, Breakdown: *breakdown, Coalesce: *coalesce, Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
+		Via: strings.Split(*via, ","), Route: *route, Breakdown: *breakdown, ProfileDir: *profileDir, Coalesce: *coalesce, Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
 		WindowOptions: fbf2Opts,
 	})
 	if err != nil {

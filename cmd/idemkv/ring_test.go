@@ -59,6 +59,7 @@ func TestBenchRingBadFlags(t *testing.T) {
 		{[]string{"bench", "ring", "--blockprofile", missing}, "--blockprofile"},
 		{[]string{"bench", "ring", "--memprofile", missing}, "--memprofile"},
 		{[]string{"bench", "ring", "--gocql-coalesce", "-1ms"}, "--gocql-coalesce"},
+		{[]string{"bench", "ring", "--profile-dir", t.TempDir()}, "--profile-dir"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)
