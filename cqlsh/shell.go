@@ -139,6 +139,9 @@ func (s *Shell) dial(host, keyspace string) (*gocql.Session, error) {
 	c.Timeout = s.cfg.Timeout
 	c.ConnectTimeout = s.cfg.Timeout
 	c.NumConns = 1
+	// One statement at a time: gocql's write coalescing would only hold
+	// each request frame for its 200µs timer (about 1ms on an idle runtime).
+	c.WriteCoalesceWaitTime = 0
 	c.Logger = quietLogger{}
 	c.DisableInitialHostLookup = true
 	c.Events.DisableTopologyEvents = true
