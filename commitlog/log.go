@@ -860,6 +860,18 @@ func (l *Log) Position() Position {
 	return Position{l.active.id, l.active.size}
 }
 
+// Size returns the bytes of every segment, the active one included, with
+// the appends not yet written to its file.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.size
+	}
+	return n
+}
+
 // Segments describes every segment, oldest first; the last is the active one.
 func (l *Log) Segments() []SegmentInfo {
 	l.mu.Lock()

@@ -292,14 +292,19 @@ func TestRelease(t *testing.T) {
 	}
 	ids := func() []uint64 {
 		var out []uint64
+		var size int64
 		for _, s := range l.Segments() {
 			if _, err := os.Stat(s.Path); err != nil {
 				t.Fatalf("segment %d listed but its file: %v", s.ID, err)
 			}
 			out = append(out, s.ID)
+			size += s.Size
 		}
 		if n := len(segFiles(t, dir)); n != len(out) {
 			t.Fatalf("%d segment files, %d listed", n, len(out))
+		}
+		if got := l.Size(); got != size {
+			t.Fatalf("Size %d, the segments listed hold %d bytes", got, size)
 		}
 		return out
 	}
