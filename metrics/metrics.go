@@ -376,6 +376,7 @@ var storeFields = []field[replica.Stats]{
 	{"counter_cache_hits_total", "Vanilla counter increments that found this node's shard in the counter cache (all designs: idemkv_cache_hits_total{cache=\"counter\"}).", true, func(s replica.Stats) float64 { return float64(s.CacheHits) }},
 	{"counter_cache_misses_total", "Vanilla counter increments that read this node's shard from storage (all designs: idemkv_cache_misses_total{cache=\"counter\"}).", true, func(s replica.Stats) float64 { return float64(s.CacheMisses) }},
 	{"flushes_total", "Memtable flushes.", true, func(s replica.Stats) float64 { return float64(s.Flushes) }},
+	{"commitlog_space_flushes_total", "Memtable flushes queued because the commit log's segments exceeded commitlog_total_space_in_mb.", true, func(s replica.Stats) float64 { return float64(s.LogSpaceFlushes) }},
 	{"memtable_space_flushes_total", "Memtable flushes queued because the memtables of all tables reached half of memtable_heap_space_in_mb.", true, func(s replica.Stats) float64 { return float64(s.SpaceFlushes) }},
 	{"compactions_total", "Compactions.", true, func(s replica.Stats) float64 { return float64(s.Compactions) }},
 	{"replayed_records_total", "Commit-log records replayed at start-up.", true, func(s replica.Stats) float64 { return float64(s.ReplayedRecords) }},

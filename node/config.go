@@ -39,6 +39,12 @@ type Config struct {
 	// when set, else 2048; -1 is no bound beyond memtable_flush_size_in_mb
 	// per table.
 	MemtableHeapSpaceMB int `yaml:"memtable_heap_space_in_mb"`
+	// CommitLogTotalSpaceMB bounds the commit log's segments on disk
+	// (Cassandra's commitlog_total_space_in_mb): past it, the tables whose
+	// memtables hold the oldest segment's records are flushed, so that it
+	// can be deleted. 0 (or absent) is Cassandra's default, the smaller of
+	// 8192 and a quarter of the commit log's volume; -1 is no bound.
+	CommitLogTotalSpaceMB int `yaml:"commitlog_total_space_in_mb"`
 
 	CounterWriteTimeoutMS int     `yaml:"counter_write_request_timeout_in_ms"` // default 5000
 	ReadTimeoutMS         int     `yaml:"read_request_timeout_in_ms"`          // default 5000
@@ -244,6 +250,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MemtableHeapSpaceMB < 0 {
 		c.MemtableHeapSpaceMB = -1
+	}
+	if c.CommitLogTotalSpaceMB < 0 {
+		c.CommitLogTotalSpaceMB = -1
 	}
 	orNone(&c.NativeTransportMaxConcurrentConnections, -1)
 	orNone(&c.NativeTransportMaxConnectionsPerIP, -1)

@@ -315,6 +315,8 @@ var cassandraAliases = map[string]*alias{
 		apply: sizeIn(1, "bytes", func(c *Config, n int64) { c.NativeTransportReceiveQueueCapacityBytes = n })},
 	"native_transport_idle_timeout": {own: "native_transport_idle_timeout_in_ms", apply: durationMSOrZero(func(c *Config) *int { return &c.NativeTransportIdleTimeoutMS })},
 	"max_hint_window":               {own: "max_hint_window_in_ms", apply: durationMS(func(c *Config) *int { return &c.MaxHintWindowMS })},
+	"commitlog_total_space": {own: "commitlog_total_space_in_mb",
+		apply: sizeIn(1<<20, "MiB", func(c *Config, n int64) { c.CommitLogTotalSpaceMB = int(min(n, 1<<30)) })},
 	"memtable_heap_space": {own: "memtable_heap_space_in_mb",
 		apply: sizeIn(1<<20, "MiB", func(c *Config, n int64) { c.MemtableHeapSpaceMB = int(min(n, 1<<30)) })},
 	"counter_cache_size": {own: "counter_cache_size_in_mb",

@@ -1,6 +1,11 @@
 package node
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/idemkv/idemkv/replica"
+	"github.com/idemkv/idemkv/vfs"
+)
 
 // TestCounterCacheSizeConfig: counter_cache_size_in_mb and Cassandra 4.1's
 // counter_cache_size set the cell cache's bound; a negative size is none.
@@ -55,6 +60,51 @@ func TestMemtableHeapSpaceConfig(t *testing.T) {
 		}
 		if eff.MemtableHeapSpaceMB != want {
 			t.Errorf("%q: memtable_heap_space_in_mb %d, want %d", in, eff.MemtableHeapSpaceMB, want)
+		}
+	}
+}
+
+// TestCommitLogTotalSpaceConfig: commitlog_total_space_in_mb and Cassandra
+// 4.1's commitlog_total_space are honoured and reach the replica's bound on
+// the commit log: a size in bytes, -1 for none, and for 0 Cassandra's
+// default on the machine's filesystem (at most 8 GiB) or the replica's own
+// on another.
+func TestCommitLogTotalSpaceConfig(t *testing.T) {
+	for in, want := range map[string]int{
+		"data_directory: /x\n": 0,
+		"data_directory: /x\ncommitlog_total_space_in_mb: 100\n": 100,
+		"data_directory: /x\ncommitlog_total_space: 1GiB\n":      1024,
+		"data_directory: /x\ncommitlog_total_space_in_mb: -5\n":  -1,
+		"data_directory: /x\ncommitlog_total_space_in_mb:\n":     0,
+	} {
+		c, err := ParseConfig([]byte(in))
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if len(c.IgnoredKeys) > 0 {
+			t.Errorf("%q: ignored %v", in, c.IgnoredKeys)
+		}
+		eff, err := c.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if eff.CommitLogTotalSpaceMB != want {
+			t.Errorf("%q: commitlog_total_space_in_mb %d, want %d", in, eff.CommitLogTotalSpaceMB, want)
+		}
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		mb   int
+		fs   vfs.FS
+		want func(int64) bool
+	}{
+		{100, vfs.Default, func(n int64) bool { return n == 100<<20 }},
+		{-1, vfs.Default, func(n int64) bool { return n == -1 }},
+		{0, vfs.NewMem(), func(n int64) bool { return n == 0 }},
+		{0, vfs.Default, func(n int64) bool { return n >= 1<<20 && n <= replica.DefaultCommitLogSpaceBytes }},
+	} {
+		if got := commitLogSpace(Config{DataDirectory: dir, CommitLogTotalSpaceMB: c.mb}, c.fs); !c.want(got) {
+			t.Errorf("commitlog_total_space_in_mb %d on %T: bound %d", c.mb, c.fs, got)
 		}
 	}
 }

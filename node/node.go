@@ -220,6 +220,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		},
 		MemtableFlushBytes:  int64(cfg.MemtableFlushMB) << 20,
 		MemtableSpaceBytes:  int64(cfg.MemtableHeapSpaceMB) << 20, // 0: Cassandra's default, -1: none
+		CommitLogSpaceBytes: commitLogSpace(cfg, opts.FS),
 		CounterWriteTimeout: ms(cfg.CounterWriteTimeoutMS),
 		Settings:            settings,
 		Now:                 opts.Clock,
@@ -940,3 +941,19 @@ func (v *clusterView) Addr(hostID string) (transport.Addr, bool) {
 
 // ClusterMetadata is the node's current token map.
 func (n *Node) ClusterMetadata() *ring.Metadata { return n.view.Metadata() }
+
+// commitLogSpace is the replica's bound on the commit log's segments:
+// commitlog_total_space_in_mb, or when 0 Cassandra's default computed on
+// the commit log's volume (the replica's own default, 8 GiB, on a
+// filesystem other than the machine's); negative for none.
+func commitLogSpace(cfg Config, fsys vfs.FS) int64 {
+	switch {
+	case cfg.CommitLogTotalSpaceMB < 0:
+		return -1
+	case cfg.CommitLogTotalSpaceMB > 0:
+		return int64(cfg.CommitLogTotalSpaceMB) << 20
+	case fsys == vfs.Default:
+		return replica.DefaultCommitLogSpace(cmp.Or(cfg.CommitLogDirectory, filepath.Join(cfg.DataDirectory, "commitlog")))
+	}
+	return 0
+}

@@ -42,11 +42,27 @@ func DefaultMemtableSpace() int64 {
 	return max(2<<20, limit/4)
 }
 
+// DefaultCommitLogSpace is Cassandra's default bound of the commit log's
+// segments: the smaller of 8 GiB and a quarter of the volume that holds
+// dir (or its nearest existing parent); 8 GiB when the volume's size
+// cannot be read.
+func DefaultCommitLogSpace(dir string) int64 {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if total, ok := volumeBytes(d); ok {
+			return min(DefaultCommitLogSpaceBytes, max(total/4, 1<<20))
+		}
+		if d == filepath.Dir(d) {
+			return DefaultCommitLogSpaceBytes
+		}
+	}
+}
+
 // Defaults, Cassandra's where it has one.
 const (
-	DefaultMemtableSpaceBytes = 2 << 30
-	DefaultMemtableFlushBytes = 64 << 20
-	DefaultLockStripes        = 32 * 1024 // concurrent_counter_writes (32) × 1024
+	DefaultCommitLogSpaceBytes = 8 << 30
+	DefaultMemtableSpaceBytes  = 2 << 30
+	DefaultMemtableFlushBytes  = 64 << 20
+	DefaultLockStripes         = 32 * 1024 // concurrent_counter_writes (32) × 1024
 )
 
 // Compaction configures size-tiered compaction (Cassandra's STCS options).
@@ -81,6 +97,16 @@ type Config struct {
 	// DefaultMemtableSpace(); negative, no bound beyond MemtableFlushBytes
 	// per table.
 	MemtableSpaceBytes int64
+	// CommitLogSpaceBytes bounds the commit log's segments on disk
+	// (Cassandra's commitlog_total_space): past it, every table whose
+	// memtable still holds records of the oldest segment that Release may
+	// delete is flushed, so that the segment goes. Without a bound a table
+	// whose memtable stays small (a few counters updated many times) is
+	// never flushed, and the log grows until the disk is full. Segments
+	// that CommitLog.Retain keeps (a long FBF window's op ids) count
+	// towards the bound but no flush frees them. 0 is
+	// DefaultCommitLogSpace; negative, no bound.
+	CommitLogSpaceBytes int64
 	// NoCounterCache, when set, keeps the vanilla counter's shards out of
 	// the cell cache: every vanilla increment reads its shard from the
 	// memtables and SSTables. Otherwise they share CellCache (and its
@@ -142,6 +168,14 @@ func (c *Config) fill(r *Replica) error {
 	case c.MemtableSpaceBytes < 0:
 		c.MemtableSpaceBytes = 0 // none
 	}
+	switch {
+	case c.CommitLogSpaceBytes == 0 && c.FS == vfs.Default:
+		c.CommitLogSpaceBytes = DefaultCommitLogSpace(c.CommitLog.Dir)
+	case c.CommitLogSpaceBytes == 0:
+		c.CommitLogSpaceBytes = DefaultCommitLogSpaceBytes
+	case c.CommitLogSpaceBytes < 0:
+		c.CommitLogSpaceBytes = 0 // none
+	}
 	if c.LockStripes <= 0 {
 		c.LockStripes = DefaultLockStripes
 	}
@@ -192,7 +226,10 @@ type Stats struct {
 	// SpaceFlushes counts the flushes queued because the memtables of
 	// all tables together reached Config.MemtableSpaceBytes (also counted
 	// in Flushes once done).
-	SpaceFlushes                        uint64
+	SpaceFlushes uint64
+	// LogSpaceFlushes counts the flushes queued because the commit log
+	// exceeded Config.CommitLogSpaceBytes.
+	LogSpaceFlushes                     uint64
 	ReplayedRecords, SkippedFlushedRecs uint64
 	// CorruptBlocks counts reads (of a partition, a scan, a compaction's
 	// input) that met an SSTable block failing its checksum or not decoding;
@@ -235,7 +272,7 @@ type Replica struct {
 	stats struct {
 		leaderApplies, mutations, cacheHits, cacheMisses atomic.Uint64
 		flushes, compactions, replayed, skipped          atomic.Uint64
-		spaceFlushes                                     atomic.Uint64
+		spaceFlushes, logSpaceFlushes                    atomic.Uint64
 		corruptBlocks, tombstonesPurged                  atomic.Uint64
 		conflictsTakenBack                               atomic.Uint64
 	}
@@ -550,7 +587,7 @@ func (r *Replica) Stats() Stats {
 	return Stats{
 		LeaderApplies: s.leaderApplies.Load(), MutationsApplied: s.mutations.Load(),
 		CacheHits: s.cacheHits.Load(), CacheMisses: s.cacheMisses.Load(),
-		Flushes: s.flushes.Load(), Compactions: s.compactions.Load(), SpaceFlushes: s.spaceFlushes.Load(),
+		Flushes: s.flushes.Load(), Compactions: s.compactions.Load(), SpaceFlushes: s.spaceFlushes.Load(), LogSpaceFlushes: s.logSpaceFlushes.Load(),
 		ReplayedRecords: s.replayed.Load(), SkippedFlushedRecs: s.skipped.Load(),
 		CorruptBlocks: s.corruptBlocks.Load(), TombstonesPurged: s.tombstonesPurged.Load(),
 		ConflictsTakenBack: s.conflictsTakenBack.Load(),

@@ -376,15 +376,52 @@ func (t *table) write(key row.Key, m coltype.Mutation, kind commitlog.PayloadKin
 	}
 	if active.Size() >= t.r.cfg.MemtableFlushBytes {
 		t.requestFlush()
-	} else if t.r.cfg.MemtableSpaceBytes > 0 && t.r.spaceWrites.Add(1)%spaceCheckWrites == 0 {
-		t.r.checkMemtableSpace()
+	} else if (t.r.cfg.MemtableSpaceBytes > 0 || t.r.cfg.CommitLogSpaceBytes > 0) && t.r.spaceWrites.Add(1)%spaceCheckWrites == 0 {
+		if t.r.cfg.MemtableSpaceBytes > 0 {
+			t.r.checkMemtableSpace()
+		}
+		if t.r.cfg.CommitLogSpaceBytes > 0 {
+			t.r.checkCommitLogSpace()
+		}
 	}
 	return nil
 }
 
 // spaceCheckWrites is how many writes pass between two checks of the
-// memtables' space (a few hundred KiB of cells at most).
+// memtables' and the commit log's space (a few hundred KiB of cells, and
+// of log records, at most).
 const spaceCheckWrites = 1024
+
+// checkCommitLogSpace requests a flush of every table whose memtable holds
+// records of the oldest segment Release may delete, when the commit log's
+// segments exceed Config.CommitLogSpaceBytes (Cassandra's
+// commitlog_total_space). A table already flushing is left to finish: its
+// flush releases what it covers.
+func (r *Replica) checkCommitLogSpace() {
+	if r.log.Size() <= r.cfg.CommitLogSpaceBytes {
+		return
+	}
+	segs := r.log.Segments()
+	var oldest uint64
+	found := false
+	for _, s := range segs[:len(segs)-1] { // the last is the active segment
+		if r.cfg.CommitLog.Retain == nil || !r.cfg.CommitLog.Retain(s) {
+			oldest, found = s.ID, true
+			break
+		}
+	}
+	if !found {
+		return // every sealed segment is kept for its op ids: no flush frees one
+	}
+	for _, t := range *r.tables.Load() {
+		t.mu.RLock()
+		flushing := t.view.flushing != nil
+		t.mu.RUnlock()
+		if p, ok := t.needsLogFrom(); ok && !flushing && p.Segment <= oldest && t.requestFlush() {
+			r.stats.logSpaceFlushes.Add(1)
+		}
+	}
+}
 
 // checkMemtableSpace requests a flush of the largest memtable being
 // written (queued behind its table's flush under way, if any) when the
