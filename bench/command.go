@@ -15,6 +15,9 @@ import (
 
 	"github.com/gocql/gocql"
 	"golang.org/x/term"
+
+	"github.com/idemkv/idemkv/localring"
+	"github.com/idemkv/idemkv/peer/cassandra"
 )
 
 // Command runs the load-generator benchmarks of the idemkv command line:
@@ -209,7 +212,7 @@ func (f *loadFlags) target(ctx context.Context, stderr io.Writer) (t Target, sto
 				return t, nil, err
 			}
 		}
-		t, stop = Target{Hosts: hosts, Killer: p}, func() {}
+		t, stop = Target{Hosts: hosts, Killer: p, ServerPids: localring.Ring{Dir: *f.ringDir}.Pids}, func() {}
 		fmt.Fprintf(stderr, "ring of %d node processes in %s, commit log sync %s, hosts %s\n", p.Size(), *f.ringDir, p.CommitLogSync(), strings.Join(hosts, ","))
 		if err := p.WaitUp(ctx); err != nil {
 			return t, nil, err
@@ -380,6 +383,7 @@ type mainRun struct {
 	lf      *loadFlags
 	oc, lat Config
 	peer    []string // --cassandra-hosts, host:port
+	peerDir string   // --cassandra-dir
 }
 
 // parseMain parses the flags of 'idemkv bench'.
@@ -399,6 +403,7 @@ client-side faults on both sides.
 	lf := addLoadFlags(fs, loadDefaults{lostAck: 0.05, delay: 0.002})
 	ocDur := fs.Duration("overcount-duration", 25*time.Second, "length of the over-count phase")
 	latDur := fs.Duration("latency-duration", 25*time.Second, "length of the latency phase")
+	peerDir := fs.String("cassandra-dir", "", "with --cassandra-hosts, the directory of that ring ('idemkv peer cassandra up --dir'): its JVMs' CPU time during each phase is reported per acknowledged op, beside idemkv's nodes' with --ring-dir")
 	peer := fs.String("cassandra-hosts", "", "CQL addresses of an Apache Cassandra ring ('idemkv peer cassandra up'), comma-separated: adds a row \"cassandra vanilla\" (keyspace bench there, RF min(--rf, hosts), --cl) to both tables; the faults are then client-side for every row")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -427,7 +432,10 @@ client-side faults on both sides.
 	}
 	lat := oc
 	lat.Name, lat.Faults, lat.Ops, lat.Duration = "latency", Faults{}, 0, *latDur
-	m := &mainRun{lf: lf, oc: oc, lat: lat, peer: ParseHosts(*peer, *lf.port)}
+	m := &mainRun{lf: lf, oc: oc, lat: lat, peer: ParseHosts(*peer, *lf.port), peerDir: *peerDir}
+	if m.peerDir != "" && len(m.peer) == 0 {
+		return nil, errors.New("--cassandra-dir: give the ring's CQL addresses with --cassandra-hosts")
+	}
 	if len(m.peer) > 0 {
 		switch {
 		case *lf.proxy:
@@ -459,7 +467,11 @@ func runMainCommand(args []string, stdout, stderr io.Writer) error {
 	for _, cfg := range []Config{m.oc, m.lat} {
 		// The peer's row runs at the same time as the idemkv modes, as
 		// the modes run at the same time as one another.
-		rep, err := RunWithPeer(ctx, t, cfg, Target{Hosts: m.peer})
+		peer := Target{Hosts: m.peer}
+		if m.peerDir != "" {
+			peer.ServerPids = cassandra.Ring{Dir: m.peerDir}.Pids
+		}
+		rep, err := RunWithPeer(ctx, t, cfg, peer)
 		if err != nil {
 			return err
 		}

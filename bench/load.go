@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -170,6 +171,13 @@ type Target struct {
 	// the embedded ring's executor: the same mechanism as a run against
 	// another CQL server, e.g. Apache Cassandra, side by side.
 	ClientFaults bool
+	// ServerPids, when set, names the processes of the ring's servers
+	// (a ring of node processes, Apache Cassandra's JVMs): their CPU time
+	// during the run is reported per acknowledged op (Report.ServerCPU).
+	// Not with node kills, which replace the processes.
+	ServerPids func() ([]int, error)
+	// Name is the ring's name in Report.ServerCPU (default "idemkv").
+	Name string
 }
 
 // killer is what kills the target's nodes, if anything can.
@@ -321,6 +329,16 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 			stopResetSampler = r.startResetSampler(ctx, mr)
 		}
 	}
+	var meter *cpuMeter
+	if target.ServerPids != nil && cfg.Faults.KillEvery <= 0 {
+		pids, err := target.ServerPids()
+		if err == nil {
+			meter, err = startCPUMeter(pids)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench: server CPU: %w", err)
+		}
+	}
 	start := time.Now()
 	finishOutboxes := func() *ResetOutboxResult { return nil }
 	if c := target.Cluster; c != nil && slices.Contains(cfg.Modes, ModeReset) {
@@ -351,6 +369,11 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		}
 	}
 	wg.Wait()
+	var serverCPU time.Duration
+	var serverErr error
+	if meter != nil {
+		serverCPU, serverErr = meter.stop()
+	}
 	if timer != nil {
 		timer.Stop()
 	}
@@ -448,6 +471,19 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		rep.Horizon.Retries += m.Retries
 	}
 	rep.Horizon.AllWithin = rep.Horizon.MaxRetryAfterMS < rep.Horizon.HorizonMS
+	if meter != nil {
+		if serverErr != nil {
+			return nil, fmt.Errorf("bench: server CPU: %w", serverErr)
+		}
+		sc := ServerCPU{Target: cmp.Or(target.Name, "idemkv"), Processes: len(meter.pids), CPUS: serverCPU.Seconds()}
+		for _, m := range rep.Modes {
+			sc.Ops += m.Ops
+		}
+		if sc.Ops > 0 {
+			sc.PerOpUS = float64(serverCPU) / float64(time.Microsecond) / float64(sc.Ops)
+		}
+		rep.ServerCPU = append(rep.ServerCPU, sc)
+	}
 	return rep, nil
 }
 

@@ -39,6 +39,10 @@ func MergePeer(rep, peer *Report, name string) {
 		rep.Faults[k] += v
 	}
 	rep.faultEvents = append(rep.faultEvents, peer.faultEvents...)
+	for _, sc := range peer.ServerCPU {
+		sc.Target = name
+		rep.ServerCPU = append(rep.ServerCPU, sc)
+	}
 	rep.Horizon.Retries += peer.Horizon.Retries
 	rep.Horizon.MaxRetryAfterMS = max(rep.Horizon.MaxRetryAfterMS, peer.Horizon.MaxRetryAfterMS)
 	rep.Horizon.AllWithin = rep.Horizon.AllWithin && peer.Horizon.AllWithin
@@ -72,7 +76,7 @@ func runWithPeer(ctx context.Context, t Target, cfg Config, peer Target, togethe
 	if cfg.Faults.KillEvery > 0 && peer.Killer == nil {
 		return nil, fmt.Errorf("%s: node kills on %s need a killer of its nodes", cfg.Name, PeerName)
 	}
-	peer = Target{Hosts: peer.Hosts, Killer: peer.Killer}
+	peer = Target{Hosts: peer.Hosts, Killer: peer.Killer, ServerPids: peer.ServerPids, Name: PeerName}
 	t.ClientFaults = true
 	var (
 		p    *Report

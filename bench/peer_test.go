@@ -135,3 +135,15 @@ func TestMainDurations(t *testing.T) {
 		}
 	}
 }
+
+// TestParseMainCassandraDir: --cassandra-dir measures the peer ring's
+// processes, so it needs that ring's addresses.
+func TestParseMainCassandraDir(t *testing.T) {
+	if _, err := parseMain([]string{"--cassandra-dir", t.TempDir()}, io.Discard); err == nil {
+		t.Fatal("--cassandra-dir without --cassandra-hosts: no error")
+	}
+	m, err := parseMain([]string{"--cassandra-dir", "/tmp/p", "--cassandra-hosts", "127.0.1.1"}, io.Discard)
+	if err != nil || m.peerDir != "/tmp/p" {
+		t.Fatalf("parse: %v, peer dir %q", err, m.peerDir)
+	}
+}

@@ -31,6 +31,9 @@ type Report struct {
 	Faults  map[string]int `json:"faults"` // injected faults by kind
 	Horizon HorizonCheck   `json:"horizon"`
 	Series  []Sample       `json:"series,omitempty"`
+	// ServerCPU is each measured ring's servers' CPU time during the run
+	// (Target.ServerPids): the ring's own, then a peer's (MergePeer).
+	ServerCPU []ServerCPU `json:"server_cpu,omitempty"`
 
 	faultEvents []FaultEvent
 }
@@ -364,6 +367,13 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 				fmt.Fprintf(w, "  %s outboxes (ops a peer has not acknowledged, running nodes): peak %d at %.1f s; %d when the load ended, %s\n",
 					m.Mode, o.PeakPending, o.PeakAtS, o.EndPending, drained)
 			}
+		}
+		if len(r.ServerCPU) > 0 {
+			var parts []string
+			for _, sc := range r.ServerCPU {
+				parts = append(parts, fmt.Sprintf("%s %.1f µs (%d processes, %.2f s for %d ops)", sc.Target, sc.PerOpUS, sc.Processes, sc.CPUS, sc.Ops))
+			}
+			fmt.Fprintf(w, "  servers' CPU per acknowledged op: %s\n", strings.Join(parts, "; "))
 		}
 		for _, m := range r.Modes {
 			if m.Mode == ModeFBF && m.Undercount > 0 && m.DismissedKnown {

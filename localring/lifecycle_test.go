@@ -139,6 +139,9 @@ func TestRingLifeCycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	const grace = 10 * time.Second
+	if pids, err := r.Pids(); err != nil || len(pids) != 2 || pids[0] == pids[1] || pids[0] <= 0 {
+		t.Fatalf("pids of a running 2-node ring: %v, %v", pids, err)
+	}
 
 	res, err := r.StartAll(ctx)
 	if err != nil || len(res) != 2 {
@@ -166,6 +169,9 @@ func TestRingLifeCycle(t *testing.T) {
 			}
 			wantWhat(t, fmt.Sprintf("stop %d", round), x, k+1, want)
 		}
+	}
+	if pids, err := r.Pids(); err == nil {
+		t.Fatalf("pids of a stopped ring: %v, no error", pids)
 	}
 	one, err = r.Kill(1)
 	if err != nil {

@@ -724,3 +724,22 @@ func (r Ring) Config(i int) (node.Config, error) {
 	}
 	return c, nil
 }
+
+// Pids returns the pids of the ring's running nodes, in node order: an
+// error when r.Dir holds no ring or none of its nodes runs.
+func (r Ring) Pids() ([]int, error) {
+	ns, err := r.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, i := range ns {
+		if pid, alive := r.pid(i); alive {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("localring: no node of the ring in %s is running", r.Dir)
+	}
+	return pids, nil
+}

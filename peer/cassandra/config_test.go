@@ -163,3 +163,11 @@ func TestUpOtherSizeNeedsWipe(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// TestPidsWithoutRing: a directory without a peer ring has no pids to
+// measure, and says so.
+func TestPidsWithoutRing(t *testing.T) {
+	if pids, err := (Ring{Dir: t.TempDir()}).Pids(); err == nil {
+		t.Fatalf("pids %v of no ring, no error", pids)
+	}
+}

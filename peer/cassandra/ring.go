@@ -637,3 +637,22 @@ func (r Ring) Restart(ctx context.Context, i int) error {
 	}
 	return r.WaitUp(ctx)
 }
+
+// Pids returns the pids of the ring's running nodes, in node order: an
+// error when r.Dir holds no ring or none of its nodes runs.
+func (r Ring) Pids() ([]int, error) {
+	st, err := r.State()
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for i := 1; i <= st.Nodes; i++ {
+		if pid, alive := r.pid(i); alive {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("cassandra: no node of the ring in %s is running", r.Dir)
+	}
+	return pids, nil
+}
