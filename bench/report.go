@@ -371,7 +371,11 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 		if len(r.ServerCPU) > 0 {
 			var parts []string
 			for _, sc := range r.ServerCPU {
-				parts = append(parts, fmt.Sprintf("%s %.1f µs (%d processes, %.2f s for %d ops)", sc.Target, sc.PerOpUS, sc.Processes, sc.CPUS, sc.Ops))
+				procs := "processes"
+				if sc.Processes == 1 {
+					procs = "process"
+				}
+				parts = append(parts, fmt.Sprintf("%s %.1f µs (%d %s, %.2f s for %d ops)", sc.Target, sc.PerOpUS, sc.Processes, procs, sc.CPUS, sc.Ops))
 			}
 			fmt.Fprintf(w, "  servers' CPU per acknowledged op: %s\n", strings.Join(parts, "; "))
 		}
