@@ -87,7 +87,7 @@ type loadDefaults struct {
 func addLoadFlags(fs *flag.FlagSet, d loadDefaults) *loadFlags {
 	return &loadFlags{
 		hosts:               fs.String("hosts", "", "CQL addresses of a running ring, comma-separated (host or host:port); empty: start an embedded ring"),
-		ringDir:             fs.String("ring-dir", "", "the directory of a ring started by 'idemkv ring up' (its --dir): the load goes to its nodes (--hosts defaults to their CQL addresses) and --kill-every kills a seeded node process with SIGKILL and starts it again after --down"),
+		ringDir:             fs.String("ring-dir", "", "the directory of a ring started by 'idemkv ring up' (its --dir): the load goes to its nodes (--hosts defaults to their CQL addresses) and --kill-every kills a seeded node process with SIGKILL and starts it again after --down; without kills the nodes' CPU time per acknowledged op is reported"),
 		port:                fs.Int("port", 9042, "CQL port of --hosts given without one"),
 		nodes:               fs.Int("nodes", 3, "nodes of the embedded ring (node i on 127.0.0.i)"),
 		rf:                  fs.Int("rf", 3, "replication factor of keyspace bench when the run creates it"),
