@@ -7,15 +7,12 @@ import (
 	"github.com/idemkv/idemkv/vfs"
 )
 
-// TestCounterCacheSizeConfig: counter_cache_size_in_mb and Cassandra 4.1's
-// counter_cache_size set the cell cache's bound; a negative size is none.
-func TestCounterCacheSizeConfig(t *testing.T) {
-	for in, want := range map[string]int{
-		"data_directory: /x\n":                               0,
-		"data_directory: /x\ncounter_cache_size_in_mb: 8\n":  8,
-		"data_directory: /x\ncounter_cache_size: 16MiB\n":    16,
-		"data_directory: /x\ncounter_cache_size_in_mb: -5\n": -1,
-	} {
+// checkSizeKey parses each configuration of cases and checks that the
+// key is honoured (not ignored) and that get reads the wanted value from
+// the effective configuration.
+func checkSizeKey(t *testing.T, key string, get func(Config) int, cases map[string]int) {
+	t.Helper()
+	for in, want := range cases {
 		c, err := ParseConfig([]byte(in))
 		if err != nil {
 			t.Fatalf("%q: %v", in, err)
@@ -27,10 +24,21 @@ func TestCounterCacheSizeConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if eff.CounterCacheSizeMB != want {
-			t.Errorf("%q: counter_cache_size_in_mb %d, want %d", in, eff.CounterCacheSizeMB, want)
+		if got := get(eff); got != want {
+			t.Errorf("%q: %s %d, want %d", in, key, got, want)
 		}
 	}
+}
+
+// TestCounterCacheSizeConfig: counter_cache_size_in_mb and Cassandra 4.1's
+// counter_cache_size set the cell cache's bound; a negative size is none.
+func TestCounterCacheSizeConfig(t *testing.T) {
+	checkSizeKey(t, "counter_cache_size_in_mb", func(c Config) int { return c.CounterCacheSizeMB }, map[string]int{
+		"data_directory: /x\n":                               0,
+		"data_directory: /x\ncounter_cache_size_in_mb: 8\n":  8,
+		"data_directory: /x\ncounter_cache_size: 16MiB\n":    16,
+		"data_directory: /x\ncounter_cache_size_in_mb: -5\n": -1,
+	})
 	if _, err := ParseConfig([]byte("counter_cache_size_in_mb: 8\ncounter_cache_size: 8MiB\n")); err == nil {
 		t.Error("both names set: no error")
 	}
@@ -40,28 +48,13 @@ func TestCounterCacheSizeConfig(t *testing.T) {
 // 4.1's memtable_heap_space are honoured (no longer ignored) and reach the
 // replica's bound on all memtables; a negative size is none.
 func TestMemtableHeapSpaceConfig(t *testing.T) {
-	for in, want := range map[string]int{
+	checkSizeKey(t, "memtable_heap_space_in_mb", func(c Config) int { return c.MemtableHeapSpaceMB }, map[string]int{
 		"data_directory: /x\n":                                 0,
 		"data_directory: /x\nmemtable_heap_space_in_mb: 128\n": 128,
 		"data_directory: /x\nmemtable_heap_space: 256MiB\n":    256,
 		"data_directory: /x\nmemtable_heap_space_in_mb: -3\n":  -1,
 		"data_directory: /x\nmemtable_heap_space_in_mb:\n":     0,
-	} {
-		c, err := ParseConfig([]byte(in))
-		if err != nil {
-			t.Fatalf("%q: %v", in, err)
-		}
-		if len(c.IgnoredKeys) > 0 {
-			t.Errorf("%q: ignored %v", in, c.IgnoredKeys)
-		}
-		eff, err := c.withDefaults()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if eff.MemtableHeapSpaceMB != want {
-			t.Errorf("%q: memtable_heap_space_in_mb %d, want %d", in, eff.MemtableHeapSpaceMB, want)
-		}
-	}
+	})
 }
 
 // TestCommitLogTotalSpaceConfig: commitlog_total_space_in_mb and Cassandra
@@ -70,28 +63,13 @@ func TestMemtableHeapSpaceConfig(t *testing.T) {
 // default on the machine's filesystem (at most 8 GiB) or the replica's own
 // on another.
 func TestCommitLogTotalSpaceConfig(t *testing.T) {
-	for in, want := range map[string]int{
+	checkSizeKey(t, "commitlog_total_space_in_mb", func(c Config) int { return c.CommitLogTotalSpaceMB }, map[string]int{
 		"data_directory: /x\n": 0,
 		"data_directory: /x\ncommitlog_total_space_in_mb: 100\n": 100,
 		"data_directory: /x\ncommitlog_total_space: 1GiB\n":      1024,
 		"data_directory: /x\ncommitlog_total_space_in_mb: -5\n":  -1,
 		"data_directory: /x\ncommitlog_total_space_in_mb:\n":     0,
-	} {
-		c, err := ParseConfig([]byte(in))
-		if err != nil {
-			t.Fatalf("%q: %v", in, err)
-		}
-		if len(c.IgnoredKeys) > 0 {
-			t.Errorf("%q: ignored %v", in, c.IgnoredKeys)
-		}
-		eff, err := c.withDefaults()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if eff.CommitLogTotalSpaceMB != want {
-			t.Errorf("%q: commitlog_total_space_in_mb %d, want %d", in, eff.CommitLogTotalSpaceMB, want)
-		}
-	}
+	})
 	dir := t.TempDir()
 	for _, c := range []struct {
 		mb   int
