@@ -337,6 +337,23 @@ func encMessage(t *testing.T, st *handoff.Counter) []byte {
 }
 
 // fakeClock is a settable clock for Config.Now.
+// openHandoffReplica opens a replica on clock holding handoffTable, with
+// the notice retention given (0: the default), closed when the test ends.
+func openHandoffReplica(t *testing.T, clock *fakeClock, retention time.Duration) *Replica {
+	t.Helper()
+	cfg := testConfig(t.TempDir())
+	cfg.Now = clock.Now
+	if retention > 0 {
+		cfg.Settings = map[string]string{handoffcol.NoticeRetentionSetting: retention.String()}
+	}
+	r := mustOpen(t, cfg)
+	t.Cleanup(func() { r.Close() })
+	if err := r.CreateTable(handoffTable); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 type fakeClock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -491,13 +508,7 @@ func TestHandoffRetirementNotice(t *testing.T) {
 // while a server has not processed it (its token may be for that server).
 func TestHandoffNoticeWaitsForEveryServer(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	cfg := testConfig(t.TempDir())
-	cfg.Now = clock.Now
-	r := mustOpen(t, cfg)
-	defer r.Close()
-	if err := r.CreateTable(handoffTable); err != nil {
-		t.Fatal(err)
-	}
+	r := openHandoffReplica(t, clock, 0)
 	cl := handoff.NewCounter(newID(t), 1)
 	absent := newID(t)
 	req, _ := (&handoff.Message{State: cl.View(handoff.ID{}, 0), Notices: []*handoff.HeldNotice{
@@ -526,15 +537,7 @@ func TestHandoffStaleNoticeNotTakenBack(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
 	var rs []*Replica
 	for range 3 {
-		cfg := testConfig(t.TempDir())
-		cfg.Now = clock.Now
-		cfg.Settings = map[string]string{handoffcol.NoticeRetentionSetting: time.Minute.String()}
-		r := mustOpen(t, cfg)
-		defer r.Close()
-		if err := r.CreateTable(handoffTable); err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, r)
+		rs = append(rs, openHandoffReplica(t, clock, time.Minute))
 	}
 	r1, r2, r3 := rs[0], rs[1], rs[2]
 	servers := []handoff.ID{handoff.ID(r1.HostID()), handoff.ID(r2.HostID()), handoff.ID(r3.HostID())}
@@ -593,14 +596,7 @@ func TestHandoffStaleNoticeNotTakenBack(t *testing.T) {
 // CPU at 4,000 retirements/s with a one-minute retention).
 func TestHandoffSweepOnlyDueCells(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	cfg := testConfig(t.TempDir())
-	cfg.Now = clock.Now
-	cfg.Settings = map[string]string{handoffcol.NoticeRetentionSetting: time.Minute.String()}
-	r := mustOpen(t, cfg)
-	defer r.Close()
-	if err := r.CreateTable(handoffTable); err != nil {
-		t.Fatal(err)
-	}
+	r := openHandoffReplica(t, clock, time.Minute)
 	const cells = 100
 	for i := range cells {
 		cl := handoff.NewCounter(newID(t), 1)
@@ -635,13 +631,7 @@ func TestHandoffSweepOnlyDueCells(t *testing.T) {
 // running counts are current; the design's own Stats scans every time.
 func TestDesignStatsScanCached(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	cfg := testConfig(t.TempDir())
-	cfg.Now = clock.Now
-	r := mustOpen(t, cfg)
-	defer r.Close()
-	if err := r.CreateTable(handoffTable); err != nil {
-		t.Fatal(err)
-	}
+	r := openHandoffReplica(t, clock, 0)
 	design := func() map[string]float64 {
 		st, err := r.TableStats(handoffTable.ID)
 		if err != nil {
