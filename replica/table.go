@@ -415,9 +415,10 @@ func (r *Replica) checkCommitLogSpace() {
 	}
 	for _, t := range *r.tables.Load() {
 		t.mu.RLock()
-		flushing := t.view.flushing != nil
+		idle := t.view.flushing == nil && t.view.active.Len() > 0
+		start := t.activeStart
 		t.mu.RUnlock()
-		if p, ok := t.needsLogFrom(); ok && !flushing && p.Segment <= oldest && t.requestFlush() {
+		if idle && start.Segment <= oldest && t.requestFlush() {
 			r.stats.logSpaceFlushes.Add(1)
 		}
 	}
