@@ -384,6 +384,7 @@ type mainRun struct {
 	oc, lat Config
 	peer    []string // --cassandra-hosts, host:port
 	peerDir string   // --cassandra-dir
+	alone   bool     // --alone
 }
 
 // parseMain parses the flags of 'idemkv bench'.
@@ -398,13 +399,17 @@ sets both phases that are not given their own. The flags are those of 'idemkv
 bench overcount'; --lost-ack and --delay apply to the first phase only. --cassandra-hosts adds a row "cassandra vanilla" to
 both tables: the same op stream on an Apache Cassandra ring ('idemkv peer
 cassandra up'), at the same time as the idemkv modes of each phase, with
-client-side faults on both sides.
+client-side faults on both sides. --alone runs the rows of each phase one
+at a time instead (the idemkv modes in order, then Cassandra's), so that
+each row's throughput is what its server takes alone, not its share of
+cores the other rows also want.
 `)
 	lf := addLoadFlags(fs, loadDefaults{lostAck: 0.05, delay: 0.002})
 	ocDur := fs.Duration("overcount-duration", 25*time.Second, "length of the over-count phase")
 	latDur := fs.Duration("latency-duration", 25*time.Second, "length of the latency phase")
 	peerDir := fs.String("cassandra-dir", "", "with --cassandra-hosts, the directory of that ring ('idemkv peer cassandra up --dir'): its JVMs' CPU time during each phase is reported per acknowledged op, beside idemkv's nodes' with --ring-dir")
 	peer := fs.String("cassandra-hosts", "", "CQL addresses of an Apache Cassandra ring ('idemkv peer cassandra up'), comma-separated: adds a row \"cassandra vanilla\" (keyspace bench there, RF min(--rf, hosts), --cl) to both tables; the faults are then client-side for every row")
+	alone := fs.Bool("alone", false, "run the rows of each phase one at a time, each alone on the machine (the modes in order, then the --cassandra-hosts row), not all at the same time")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -432,7 +437,7 @@ client-side faults on both sides.
 	}
 	lat := oc
 	lat.Name, lat.Faults, lat.Ops, lat.Duration = "latency", Faults{}, 0, *latDur
-	m := &mainRun{lf: lf, oc: oc, lat: lat, peer: ParseHosts(*peer, *lf.port), peerDir: *peerDir}
+	m := &mainRun{lf: lf, oc: oc, lat: lat, peer: ParseHosts(*peer, *lf.port), peerDir: *peerDir, alone: *alone}
 	if m.peerDir != "" && len(m.peer) == 0 {
 		return nil, errors.New("--cassandra-dir: give the ring's CQL addresses with --cassandra-hosts")
 	}
@@ -466,12 +471,17 @@ func runMainCommand(args []string, stdout, stderr io.Writer) error {
 	var reports []*Report
 	for _, cfg := range []Config{m.oc, m.lat} {
 		// The peer's row runs at the same time as the idemkv modes, as
-		// the modes run at the same time as one another.
+		// the modes run at the same time as one another; with --alone
+		// every row runs by itself.
 		peer := Target{Hosts: m.peer}
 		if m.peerDir != "" {
 			peer.ServerPids = cassandra.Ring{Dir: m.peerDir}.Pids
 		}
-		rep, err := RunWithPeer(ctx, t, cfg, peer)
+		run := RunWithPeer
+		if m.alone {
+			run = RunEachAlone
+		}
+		rep, err := run(ctx, t, cfg, peer)
 		if err != nil {
 			return err
 		}

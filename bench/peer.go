@@ -24,31 +24,83 @@ func PeerConfig(cfg Config, hosts []string) Config {
 // name+" "+mode, with its fault counts, retries and samples, and notes the
 // peer in rep's configuration.
 func MergePeer(rep, peer *Report, name string) {
-	for _, m := range peer.Modes {
-		m.Mode = name + " " + m.Mode
-		rep.Modes = append(rep.Modes, m)
+	mergeRows(rep, peer, name+" ")
+	for i := len(rep.ServerCPU) - len(peer.ServerCPU); i < len(rep.ServerCPU); i++ {
+		rep.ServerCPU[i].Target = name
 	}
-	for _, s := range peer.Series {
-		s.Mode = name + " " + s.Mode
-		rep.Series = append(rep.Series, s)
-	}
-	if len(peer.Faults) > 0 && rep.Faults == nil {
-		rep.Faults = map[string]int{}
-	}
-	for k, v := range peer.Faults {
-		rep.Faults[k] += v
-	}
-	rep.faultEvents = append(rep.faultEvents, peer.faultEvents...)
-	for _, sc := range peer.ServerCPU {
-		sc.Target = name
-		rep.ServerCPU = append(rep.ServerCPU, sc)
-	}
-	rep.Horizon.Retries += peer.Horizon.Retries
-	rep.Horizon.MaxRetryAfterMS = max(rep.Horizon.MaxRetryAfterMS, peer.Horizon.MaxRetryAfterMS)
-	rep.Horizon.AllWithin = rep.Horizon.AllWithin && peer.Horizon.AllWithin
 	c := peer.Config
 	rep.Config.Peer = fmt.Sprintf("%s rows: ring at %s, keyspace bench there, RF %d, %s, same op stream and %s-side faults, at the same time as the rows above",
 		name, strings.Join(c.Hosts, ","), c.RF, c.Consistency, c.FaultSide)
+}
+
+// mergeRows appends other's rows to rep, each mode's name prefixed, with
+// their samples, fault events and counts, retries and server CPU.
+func mergeRows(rep, other *Report, prefix string) {
+	for _, m := range other.Modes {
+		m.Mode = prefix + m.Mode
+		rep.Modes = append(rep.Modes, m)
+	}
+	for _, s := range other.Series {
+		s.Mode = prefix + s.Mode
+		rep.Series = append(rep.Series, s)
+	}
+	if len(other.Faults) > 0 && rep.Faults == nil {
+		rep.Faults = map[string]int{}
+	}
+	for k, v := range other.Faults {
+		rep.Faults[k] += v
+	}
+	rep.faultEvents = append(rep.faultEvents, other.faultEvents...)
+	rep.ServerCPU = append(rep.ServerCPU, other.ServerCPU...)
+	rep.Horizon.Retries += other.Horizon.Retries
+	rep.Horizon.MaxRetryAfterMS = max(rep.Horizon.MaxRetryAfterMS, other.Horizon.MaxRetryAfterMS)
+	rep.Horizon.AllWithin = rep.Horizon.AllWithin && other.Horizon.AllWithin
+}
+
+// RunEachAlone runs cfg's modes on t one at a time, each alone, and then,
+// when peer.Hosts holds a ring's CQL addresses (Apache Cassandra), the
+// peer's row (PeerConfig) alone: every row has the machine to itself, so
+// that its throughput is what its server takes from cfg.Clients clients,
+// not the share of the cores the other rows' loads leave it. The rows meet
+// the same op stream and, with a peer, the same client-side faults. With
+// t.ServerPids each row's server CPU is its own (Report.ServerCPU, one
+// entry per row, named "idemkv MODE").
+func RunEachAlone(ctx context.Context, t Target, cfg Config, peer Target) (*Report, error) {
+	if len(peer.Hosts) > 0 {
+		if cfg.Faults.KillEvery > 0 && peer.Killer == nil {
+			return nil, fmt.Errorf("%s: node kills on %s need a killer of its nodes", cfg.Name, PeerName)
+		}
+		t.ClientFaults = true
+	}
+	var rep *Report
+	for _, m := range cfg.withDefaults().Modes {
+		c := cfg
+		c.Modes = []string{m}
+		r, err := Run(ctx, t, c)
+		if err != nil {
+			return nil, fmt.Errorf("%s, mode %s alone: %w", cfg.Name, m, err)
+		}
+		for i := range r.ServerCPU {
+			r.ServerCPU[i].Target += " " + m
+		}
+		if rep == nil {
+			rep = r
+			continue
+		}
+		mergeRows(rep, r, "")
+	}
+	rep.Config.Alone = true
+	if len(peer.Hosts) == 0 {
+		return rep, nil
+	}
+	peer = Target{Hosts: peer.Hosts, Killer: peer.Killer, ServerPids: peer.ServerPids, Name: PeerName}
+	p, err := Run(ctx, peer, PeerConfig(cfg, peer.Hosts))
+	if err != nil {
+		return nil, fmt.Errorf("%s on %s: %w", cfg.Name, PeerName, err)
+	}
+	MergePeer(rep, p, PeerName)
+	rep.Config.Peer = strings.Replace(rep.Config.Peer, "at the same time as the rows above", "after the rows above, alone", 1)
+	return rep, nil
 }
 
 // RunWithPeer runs cfg on t and, when peer.Hosts holds a ring's CQL

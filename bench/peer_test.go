@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +103,53 @@ func TestRunWithPeer(t *testing.T) {
 		if rep.Config.FaultSide != "client" || !strings.HasSuffix(rep.Config.Peer, c.when) {
 			t.Errorf("fault side %q, peer %q; want client and %q", rep.Config.FaultSide, rep.Config.Peer, c.when)
 		}
+	}
+}
+
+// TestRunEachAlone runs two modes and a peer one row at a time: every row
+// is in the report, the FBF row and both vanilla rows meet the same
+// client-side lost acks, each row's server CPU is measured on its own
+// (one entry per row, named after it), and the header says the rows ran
+// alone.
+func TestRunEachAlone(t *testing.T) {
+	ring, peer := startTestCluster(t, 1, 9), startTestCluster(t, 1, 10)
+	self := func() ([]int, error) { return []int{os.Getpid()}, nil }
+	cfg := Config{
+		Name: "alone", Ops: 300, Clients: 4, Seed: 11, RF: 1, Modes: []string{ModeVanilla, ModeFBF},
+		Workload: Workload{Keys: 20}, Faults: Faults{LostAck: 0.1},
+	}
+	rep, err := RunEachAlone(context.Background(), Target{Cluster: ring, ServerPids: self}, cfg, Target{Hosts: peer.Hosts(), ServerPids: self})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok1 := rep.Mode(ModeVanilla)
+	f, ok2 := rep.Mode(ModeFBF)
+	p, ok3 := rep.Mode(PeerName + " " + ModeVanilla)
+	if !ok1 || !ok2 || !ok3 || len(rep.Modes) != 3 {
+		t.Fatalf("modes %+v", rep.Modes)
+	}
+	if v.Overcount == 0 || v.Overcount != p.Overcount || v.Retries != p.Retries || v.Retries != f.Retries {
+		t.Errorf("vanilla over %d retries %d, peer over %d retries %d, fbf retries %d; want the same faults on every row",
+			v.Overcount, v.Retries, p.Overcount, p.Retries, f.Retries)
+	}
+	if f.Overcount != 0 {
+		t.Errorf("fbf over-counted %d", f.Overcount)
+	}
+	var names []string
+	for _, sc := range rep.ServerCPU {
+		names = append(names, sc.Target)
+	}
+	if want := []string{"idemkv " + ModeVanilla, "idemkv " + ModeFBF, PeerName}; !slices.Equal(names, want) {
+		t.Errorf("server CPU entries %q, want %q", names, want)
+	}
+	for _, sc := range rep.ServerCPU {
+		if sc.Ops != v.Ops && sc.Ops != f.Ops && sc.Ops != p.Ops {
+			t.Errorf("server CPU of %s over %d ops, not one row's", sc.Target, sc.Ops)
+		}
+	}
+	desc := rep.Describe()
+	if !rep.Config.Alone || !strings.Contains(desc, "modes one at a time") || !strings.HasSuffix(rep.Config.Peer, "after the rows above, alone") {
+		t.Errorf("header %q; want the rows said to run alone", desc)
 	}
 }
 

@@ -72,6 +72,9 @@ type ReportConfig struct {
 	// Peer describes the rows of another CQL server run with the same op
 	// stream and faults at the same time as this ring's (e.g. "cassandra vanilla").
 	Peer string `json:"peer,omitempty"`
+	// Alone: the modes ran one at a time, each alone (RunEachAlone), not
+	// at the same time.
+	Alone bool `json:"modes_alone,omitempty"`
 }
 
 func reportConfig(cfg Config, t Target, hosts []string) ReportConfig {
@@ -223,6 +226,9 @@ func (r *Report) Describe() string {
 		fmt.Fprintf(&b, " behind fault proxies at %s", strings.Join(c.Proxies, ","))
 	}
 	fmt.Fprintf(&b, ", RF %d, %s; %d clients per mode, %s loop", c.RF, c.Consistency, c.Clients, c.Loop)
+	if c.Alone {
+		b.WriteString(", modes one at a time")
+	}
 	if c.Loop == "open" {
 		fmt.Fprintf(&b, " at %.0f ops/s", c.Rate)
 	}
