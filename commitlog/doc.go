@@ -72,7 +72,8 @@
 //	1        record version = 1
 //	1        kind: 1 shard, 2 delta, 3 tombstone (see PayloadKind)
 //	1        flags: bit 0 = has op id; bit 1 = led (needs bit 0);
-//	         bit 2 = compensation (needs bit 1); other bits must be 0
+//	         bit 2 = compensation (needs bit 1); bit 3 = carries ops
+//	         (needs bit 1); other bits must be 0
 //	8        table id (uint64)
 //	8        timestamp (int64, microseconds)
 //	4 + k    key length (uint32), key bytes
@@ -82,11 +83,19 @@
 //	8        op time (only with flag bit 0): int64, unix nanoseconds
 //	8        delta (only with flag bit 1): int64, the client's delta that
 //	         the leader's shard in the payload added (bit 2: takes back)
+//	4        carried op count n ≥ 1 (only with flag bit 3; uint32)
+//	41 × n   carried ops (only with flag bit 3), each: op id (16), op
+//	         time (int64, unix nanoseconds), delta (int64), the shard's
+//	         clock the op gave it (int64), flags (1 byte: bit 0 =
+//	         compensation, other bits 0)
 //
 // A led record is one the node wrote as the op's leader; a restart reads
 // the led records of its recent past to find the updates it applied but may
-// not have replicated (see package replica). Records written before bits 1
-// and 2 existed decode unchanged.
+// not have replicated (see package replica). A led record carries the
+// updates of the same shard that the leader had added to it but not yet
+// logged when it wrote this one (their deltas are in this record's shard):
+// a stop before their own records leaves this one naming them. Records
+// written before bits 1 to 3 existed decode unchanged.
 //
 // The encoding is canonical: DecodeRecord rejects unknown versions, kinds and
 // flags, lengths that run past the input, and trailing bytes, so a record

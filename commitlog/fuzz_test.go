@@ -15,6 +15,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		Timestamp: -1, HasOp: true, OpID: [16]byte{1}, OpTime: 99}).AppendBinary(nil))
 	f.Add((&Record{Kind: PayloadTombstone, Key: bytes.Repeat([]byte{0xff}, 40)}).AppendBinary(nil))
 	f.Add((&Record{Kind: PayloadShard, HasOp: true, Led: true, Delta: -5, Compensation: true}).AppendBinary(nil))
+	f.Add((&Record{Kind: PayloadShard, HasOp: true, Led: true, Delta: 3, Carried: []CarriedOp{{OpID: [16]byte{9}, Delta: 2, Clock: 4}, {Compensation: true}}}).AppendBinary(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRecord(b)
 		if err != nil {

@@ -60,6 +60,11 @@ func randRecord(r *rand.Rand, maxPayload int) Record {
 		rec.OpTime = r.Int64()
 		if r.IntN(2) == 0 {
 			rec.Led, rec.Delta, rec.Compensation = true, r.Int64()-r.Int64(), r.IntN(2) == 0
+			for range r.IntN(4) - 1 {
+				c := CarriedOp{OpTime: r.Int64(), Delta: r.Int64() - r.Int64(), Clock: r.Int64(), Compensation: r.IntN(4) == 0}
+				copy(c.OpID[:], randBytes(r, 16))
+				rec.Carried = append(rec.Carried, c)
+			}
 		}
 	}
 	return rec
@@ -69,7 +74,7 @@ func recordsEqual(a, b Record) bool {
 	return a.Table == b.Table && bytes.Equal(a.Key, b.Key) && a.Column == b.Column &&
 		a.Kind == b.Kind && bytes.Equal(a.Payload, b.Payload) && a.Timestamp == b.Timestamp &&
 		a.HasOp == b.HasOp && a.OpID == b.OpID && a.OpTime == b.OpTime &&
-		a.Led == b.Led && a.Delta == b.Delta && a.Compensation == b.Compensation
+		a.Led == b.Led && a.Delta == b.Delta && a.Compensation == b.Compensation && slices.Equal(a.Carried, b.Carried)
 }
 
 type logged struct {

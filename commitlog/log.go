@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkv/idemkv/vfs"
@@ -580,17 +581,23 @@ func (l *Log) roll() *segment {
 // Append adds r to the log and returns its position once it is durable per
 // the sync mode: for batch and group after the fsync covering it; for
 // periodic once it is written to the OS.
-func (l *Log) Append(r *Record) (Position, error) {
-	if l.opts.Sync == SyncPeriodic {
-		pos, end, _, err := l.enqueue(r, false)
-		if err != nil {
-			return Position{}, err
-		}
-		return pos, l.writeThrough(end)
-	}
-	pos, _, gen, err := l.enqueue(r, true)
+func (l *Log) Append(r *Record) (Position, error) { return l.AppendPlaced(r, nil) }
+
+// AppendPlaced is Append that also sets placed (unless nil) once r has its
+// place in the log, before it waits for the write or the fsync: every
+// record appended after that follows r in the log, so that whatever of the
+// log survives a crash and holds a later record holds r too.
+func (l *Log) AppendPlaced(r *Record, placed *atomic.Bool) (Position, error) {
+	periodic := l.opts.Sync == SyncPeriodic
+	pos, end, gen, err := l.enqueue(r, !periodic)
 	if err != nil {
 		return Position{}, err
+	}
+	if placed != nil {
+		placed.Store(true)
+	}
+	if periodic {
+		return pos, l.writeThrough(end)
 	}
 	<-gen.done
 	return pos, gen.err

@@ -45,7 +45,8 @@ const (
 	flagHasOp        = 1 << 0
 	flagLed          = 1 << 1
 	flagCompensation = 1 << 2
-	knownFlags       = flagHasOp | flagLed | flagCompensation
+	flagCarries      = 1 << 3
+	knownFlags       = flagHasOp | flagLed | flagCompensation | flagCarries
 
 	// recordFixedSize is version, kind, flags, table, timestamp and the
 	// three length words.
@@ -54,7 +55,22 @@ const (
 	recordOpSize = 16 + 8
 	// recordDeltaSize is the delta present when Led is set.
 	recordDeltaSize = 8
+	// carriedSize is one CarriedOp: op id, op time, delta, clock, flags.
+	carriedSize = 16 + 8 + 8 + 8 + 1
 )
+
+// CarriedOp is an update a leader had added to its shard, but not yet
+// logged, when it wrote a later update's record of the same shard: the
+// later record's shard holds its delta, so the record names it (see
+// Record.Carried).
+type CarriedOp struct {
+	OpID   [16]byte
+	OpTime int64 // unix nanoseconds
+	Delta  int64
+	Clock  int64 // the shard's clock that the update gave it
+	// Compensation: the update took Delta back (see Record.Compensation).
+	Compensation bool
+}
 
 // Record is one logged cell write.
 type Record struct {
@@ -76,6 +92,11 @@ type Record struct {
 	// it had applied because another leader counted the op too (only with
 	// Led).
 	Compensation bool
+	// Carried are the updates of the same shard, with op ids, whose deltas
+	// the payload's shard holds although their own records were not
+	// written yet when this one was (only with Led): if the node stops
+	// before their records, this record still names them.
+	Carried []CarriedOp
 }
 
 // ErrInvalidRecord is wrapped by every DecodeRecord and Validate error.
@@ -88,6 +109,9 @@ func (r *Record) EncodedSize() int {
 		n += recordOpSize
 		if r.Led {
 			n += recordDeltaSize
+			if len(r.Carried) > 0 {
+				n += 4 + carriedSize*len(r.Carried)
+			}
 		}
 	}
 	return n
@@ -99,8 +123,11 @@ func (r *Record) Validate() error {
 	if !r.Kind.Valid() {
 		return fmt.Errorf("%w: unknown payload kind %d", ErrInvalidRecord, uint8(r.Kind))
 	}
-	if r.Led && !r.HasOp || r.Compensation && !r.Led {
-		return fmt.Errorf("%w: Led needs HasOp and Compensation needs Led", ErrInvalidRecord)
+	if r.Led && !r.HasOp || r.Compensation && !r.Led || len(r.Carried) > 0 && !r.Led {
+		return fmt.Errorf("%w: Led needs HasOp, and Compensation and Carried need Led", ErrInvalidRecord)
+	}
+	if uint64(len(r.Carried)) > math.MaxUint32 {
+		return fmt.Errorf("%w: %d carried ops exceed 2^32-1", ErrInvalidRecord, len(r.Carried))
 	}
 	for _, f := range []struct {
 		name string
@@ -116,8 +143,9 @@ func (r *Record) Validate() error {
 // AppendBinary appends r's encoding (see the package documentation) to dst
 // and returns the extended slice. It does not validate r: call Validate
 // first if r may hold an unknown Kind, or DecodeRecord will reject the bytes.
-// When HasOp is false, OpID, OpTime, Led, Delta and Compensation are not
-// encoded; when Led is false, Delta and Compensation are not.
+// When HasOp is false, OpID, OpTime, Led, Delta, Compensation and Carried
+// are not encoded; when Led is false, Delta, Compensation and Carried are
+// not.
 func (r *Record) AppendBinary(dst []byte) []byte {
 	var flags byte
 	if r.HasOp {
@@ -126,6 +154,9 @@ func (r *Record) AppendBinary(dst []byte) []byte {
 			flags |= flagLed
 			if r.Compensation {
 				flags |= flagCompensation
+			}
+			if len(r.Carried) > 0 {
+				flags |= flagCarries
 			}
 		}
 	}
@@ -143,6 +174,20 @@ func (r *Record) AppendBinary(dst []byte) []byte {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(r.OpTime))
 		if r.Led {
 			dst = binary.BigEndian.AppendUint64(dst, uint64(r.Delta))
+			if len(r.Carried) > 0 {
+				dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.Carried)))
+				for _, c := range r.Carried {
+					dst = append(dst, c.OpID[:]...)
+					dst = binary.BigEndian.AppendUint64(dst, uint64(c.OpTime))
+					dst = binary.BigEndian.AppendUint64(dst, uint64(c.Delta))
+					dst = binary.BigEndian.AppendUint64(dst, uint64(c.Clock))
+					var f byte
+					if c.Compensation {
+						f = 1
+					}
+					dst = append(dst, f)
+				}
+			}
 		}
 	}
 	return dst
@@ -190,8 +235,9 @@ func DecodeRecord(b []byte) (Record, error) {
 	r.HasOp = flags&flagHasOp != 0
 	r.Led = flags&flagLed != 0
 	r.Compensation = flags&flagCompensation != 0
-	if r.Led && !r.HasOp || r.Compensation && !r.Led {
-		return r, fmt.Errorf("%w: flags %#02x: led needs an op id and compensation needs led", ErrInvalidRecord, flags)
+	carries := flags&flagCarries != 0
+	if r.Led && !r.HasOp || (r.Compensation || carries) && !r.Led {
+		return r, fmt.Errorf("%w: flags %#02x: led needs an op id, and compensation and carried ops need led", ErrInvalidRecord, flags)
 	}
 	r.Table = binary.BigEndian.Uint64(b[3:])
 	r.Timestamp = int64(binary.BigEndian.Uint64(b[11:]))
@@ -234,6 +280,11 @@ func DecodeRecord(b []byte) (Record, error) {
 			}
 			r.Delta = int64(binary.BigEndian.Uint64(b[off:]))
 			off += recordDeltaSize
+			if carries {
+				if r.Carried, err = decodeCarried(b, &off); err != nil {
+					return Record{}, err
+				}
+			}
 		}
 	}
 	if off != len(b) {
@@ -252,4 +303,38 @@ func DecodeRecord(b []byte) (Record, error) {
 	}
 	r.Column = string(col)
 	return r, nil
+}
+
+// decodeCarried decodes the carried ops at b[*off:] (a count, then the ops)
+// and advances *off past them.
+func decodeCarried(b []byte, off *int) ([]CarriedOp, error) {
+	if len(b)-*off < 4 {
+		return nil, fmt.Errorf("%w: carried op count at byte %d truncated", ErrInvalidRecord, *off)
+	}
+	n := uint64(binary.BigEndian.Uint32(b[*off:]))
+	if n == 0 {
+		return nil, fmt.Errorf("%w: carried op count 0 at byte %d (the flag says there are some)", ErrInvalidRecord, *off)
+	}
+	*off += 4
+	if n*carriedSize > uint64(len(b)-*off) {
+		return nil, fmt.Errorf("%w: %d carried ops at byte %d exceed the %d bytes left", ErrInvalidRecord, n, *off-4, len(b)-*off)
+	}
+	out := make([]CarriedOp, n)
+	for i := range out {
+		c := &out[i]
+		p := b[*off:]
+		copy(c.OpID[:], p)
+		c.OpTime = int64(binary.BigEndian.Uint64(p[16:]))
+		c.Delta = int64(binary.BigEndian.Uint64(p[24:]))
+		c.Clock = int64(binary.BigEndian.Uint64(p[32:]))
+		switch p[40] {
+		case 0:
+		case 1:
+			c.Compensation = true
+		default:
+			return nil, fmt.Errorf("%w: carried op %d at byte %d: unknown flags %#02x", ErrInvalidRecord, i, *off, p[40])
+		}
+		*off += carriedSize
+	}
+	return out, nil
 }

@@ -54,7 +54,15 @@ func TestRecordGolden(t *testing.T) {
 	if got := hex.EncodeToString(rec.AppendBinary(nil)); got != "0101"+"07"+want[6:]+"fffffffffffffffe" {
 		t.Fatalf("encoding of a led compensation\n got %s", got)
 	}
-	rec.Led, rec.Compensation = false, false
+	rec.Compensation = false
+	rec.Carried = []CarriedOp{{OpID: [16]byte{0: 4}, OpTime: 5, Delta: 6, Clock: 7}, {Delta: -1, Compensation: true}}
+	wantCarried := "0101" + "0b" + want[6:] + "fffffffffffffffe" + "00000002" +
+		"04000000000000000000000000000000" + "0000000000000005" + "0000000000000006" + "0000000000000007" + "00" +
+		"00000000000000000000000000000000" + "0000000000000000" + "ffffffffffffffff" + "0000000000000000" + "01"
+	if got := hex.EncodeToString(rec.AppendBinary(nil)); got != wantCarried {
+		t.Fatalf("encoding of a led record carrying two ops\n got %s\nwant %s", got, wantCarried)
+	}
+	rec.Led, rec.Carried = false, nil
 	rec.HasOp = false
 	want = "0101" + "00" + want[6:len(want)-48]
 	if got := hex.EncodeToString(rec.AppendBinary(nil)); got != want {
@@ -65,12 +73,22 @@ func TestRecordGolden(t *testing.T) {
 func TestDecodeRecordRejects(t *testing.T) {
 	good := (&Record{Kind: PayloadDelta, Key: []byte("key"), Payload: []byte("p")}).AppendBinary(nil)
 	mut := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	// carried changes a led record that carries one op (count at
+	// len-4-carriedSize, the op's flags in the last byte).
+	carried := func(f func(b []byte) []byte) []byte {
+		return f((&Record{Kind: PayloadShard, HasOp: true, Led: true, Carried: []CarriedOp{{Delta: 1}}}).AppendBinary(nil))
+	}
 	cases := map[string][]byte{
 		"empty":            nil,
 		"unknown version":  mut(func(b []byte) []byte { b[0] = 2; return b }),
 		"kind zero":        mut(func(b []byte) []byte { b[1] = 0; return b }),
 		"unknown kind":     mut(func(b []byte) []byte { b[1] = 4; return b }),
-		"unknown flag":     mut(func(b []byte) []byte { b[2] = 8; return b }),
+		"unknown flag":     mut(func(b []byte) []byte { b[2] = 16; return b }),
+		"carried, no led":  mut(func(b []byte) []byte { b[2] = 9; return b }),
+		"carried count 0":  carried(func(b []byte) []byte { b[len(b)-4-carriedSize] = 0; return b[:len(b)-carriedSize] }),
+		"carried flags":    carried(func(b []byte) []byte { b[len(b)-1] = 2; return b }),
+		"carried short":    carried(func(b []byte) []byte { return b[:len(b)-1] }),
+		"carried too many": carried(func(b []byte) []byte { b[len(b)-4-carriedSize] = 2; return b }),
 		"absurd key len":   mut(func(b []byte) []byte { b[19], b[20] = 0xff, 0xff; return b }),
 		"trailing":         append(bytes.Clone(good), 1, 2),
 		"op truncated":     mut(func(b []byte) []byte { b[2] = 1; return b }),
