@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
+	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
 
 	"github.com/idemkv/idemkv/ring"
@@ -224,6 +226,14 @@ type LeaderLog struct {
 	Delta int64
 	// Compensation: the record takes back an update this node led.
 	Compensation bool
+	// Carried are the earlier updates of the same shard whose deltas the
+	// record's shard holds but whose own records were not written yet
+	// (commitlog.Record.Carried; only with Led). Logged, not replicated.
+	Carried []commitlog.CarriedOp
+	// Placed, when set, is set once the record has its place in the commit
+	// log, before the write waits for its sync (commitlog.Log.AppendPlaced).
+	// Neither logged nor replicated.
+	Placed *atomic.Bool
 }
 
 // RowKey is the mutation's partition as the storage engine keys it.

@@ -177,31 +177,59 @@ func (l *ledOps) remember(rec commitlog.Record) error {
 	if len(shards) != 1 {
 		return fmt.Errorf("led record holds %d shards, want the leader's one", len(shards))
 	}
+	l.rememberOp(rec, shards[0].ID, commitlog.CarriedOp{OpID: rec.OpID, OpTime: rec.OpTime, Delta: rec.Delta, Clock: shards[0].Clock, Compensation: rec.Compensation})
+	return nil
+}
+
+// rememberCarried remembers the ops a led record carries (ops of the same
+// shard logged after it, if at all; see commitlog.Record.Carried) that are
+// younger than window at now.
+func (l *ledOps) rememberCarried(rec commitlog.Record, now time.Time, window time.Duration) error {
+	if len(rec.Carried) == 0 {
+		return nil
+	}
+	ctx, err := counters.Decode(rec.Payload)
+	if err != nil {
+		return err
+	}
+	shards := ctx.Shards()
+	if len(shards) != 1 {
+		return fmt.Errorf("led record holds %d shards, want the leader's one", len(shards))
+	}
+	for _, o := range rec.Carried {
+		if now.Sub(time.Unix(0, o.OpTime)) < window {
+			l.rememberOp(rec, shards[0].ID, o)
+		}
+	}
+	return nil
+}
+
+// rememberOp remembers one op this node led, of rec's cell, under counter
+// id: counted, or taken back (o.Compensation).
+func (l *ledOps) rememberOp(rec commitlog.Record, id counters.ID, o commitlog.CarriedOp) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ops == nil {
 		l.ops, l.cells = map[ledKey]*ledOp{}, map[cellRef]int{}
 	}
-	k := ledKey{rec.Table, rec.Column, string(rec.Key), rec.OpID}
+	k := ledKey{rec.Table, rec.Column, string(rec.Key), o.OpID}
 	op, ok := l.ops[k]
-	if rec.Compensation {
+	if o.Compensation {
 		if ok && op.status == coltype.OpPending {
 			l.unpend(op)
 		}
 		if !ok {
-			op = &ledOp{InDoubtOp: coltype.InDoubtOp{Table: rec.Table, Key: rec.Key, Column: rec.Column, OpID: rec.OpID, OpTime: rec.OpTime}}
+			op = &ledOp{InDoubtOp: coltype.InDoubtOp{Table: rec.Table, Key: rec.Key, Column: rec.Column, OpID: o.OpID, OpTime: o.OpTime}}
 			l.ops[k] = op
 		}
 		op.status = coltype.OpDropped
-		return nil
+		return
 	}
 	if ok {
-		return nil // a second led record of one op: the first one counted it
+		return // a second led record of one op: the first one counted it
 	}
-	op = &ledOp{InDoubtOp: coltype.InDoubtOp{Table: rec.Table, Key: rec.Key, Column: rec.Column, OpID: rec.OpID, OpTime: rec.OpTime,
-		CounterID: shards[0].ID, Clock: shards[0].Clock, Delta: rec.Delta}, status: coltype.OpKept}
-	l.ops[k] = op
-	return nil
+	l.ops[k] = &ledOp{InDoubtOp: coltype.InDoubtOp{Table: rec.Table, Key: rec.Key, Column: rec.Column, OpID: o.OpID, OpTime: o.OpTime,
+		CounterID: id, Clock: o.Clock, Delta: o.Delta}, status: coltype.OpKept}
 }
 
 // afterReplay puts in doubt, once the commit log is replayed, the updates

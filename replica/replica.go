@@ -462,8 +462,14 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, rs *repla
 		if _, ok := col.(coltype.Deduplicator); ok && rs.trails != nil {
 			rs.trails.note(rec)
 		}
-		if d, ok := col.(coltype.Deduplicator); ok && rec.HasOp && rec.Led && r.cfg.Now().Sub(time.Unix(0, rec.OpTime)) < d.Window() {
-			if err := r.led.remember(rec); err != nil {
+		if d, ok := col.(coltype.Deduplicator); ok && rec.HasOp && rec.Led {
+			now, window := r.cfg.Now(), d.Window()
+			if now.Sub(time.Unix(0, rec.OpTime)) < window {
+				if err := r.led.remember(rec); err != nil {
+					return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
+				}
+			}
+			if err := r.led.rememberCarried(rec, now, window); err != nil {
 				return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
 			}
 		}

@@ -363,8 +363,11 @@ func (t *table) write(key row.Key, m coltype.Mutation, kind commitlog.PayloadKin
 		HasOp: m.HasOp, OpID: m.OpID, OpTime: m.OpTime,
 		Led: m.Log.Led && m.HasOp, Delta: m.Log.Delta, Compensation: m.Log.Compensation && m.Log.Led && m.HasOp,
 	}
+	if rec.Led {
+		rec.Carried = m.Log.Carried
+	}
 	t.mu.RLock()
-	if _, err := t.r.log.Append(&rec); err != nil {
+	if _, err := t.r.log.AppendPlaced(&rec, m.Log.Placed); err != nil {
 		t.mu.RUnlock()
 		return fmt.Errorf("commit log: %w", err)
 	}

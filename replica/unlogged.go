@@ -23,11 +23,17 @@ import (
 // not in doubt and no filter has its id, and the client's retry of A (it
 // had no answer: A's record was never written, so A was neither
 // acknowledged nor replicated) is counted again, here or at another
-// leader. An unclean start in batch or group mode therefore takes back
-// such a delta: in the records of the shard the node led under before the
-// start, a clock missing between two present ones is an update whose
-// record was lost, and its delta is the later record's count less its own
-// delta and the earlier record's count. The take-back is a compensation
+// leader. A leader's record therefore carries the ops of the updates
+// before it that were not logged yet (coltype/counter's shardState,
+// commitlog.Record.Carried), and the replay takes them as led ops of their
+// own: in the filter, in doubt after an unclean stop, settled as any other.
+// For a log written without them, or an update without an op id, an
+// unclean start in batch or group mode takes back such a delta: in the
+// records of the shard the node led under before the start, a clock
+// missing between two present ones, and carried by none, is an update
+// whose record was lost, and its delta is the later record's count less
+// its own delta, the carried deltas between them and the earlier record's
+// count. The take-back is a compensation
 // under the new counter id, as for an update in doubt that another leader
 // counted; the retry, if any, counts the update once. In periodic mode a
 // record can also be lost after its update was acknowledged (its append
@@ -39,6 +45,10 @@ import (
 type shardTrails struct {
 	id    counters.ID
 	cells map[trailCell][]trailStep
+	// carried are, per cell, the deltas of the ops led records carried
+	// (commitlog.Record.Carried) by the clock each gave the shard: a
+	// record names them, so a gap they fill is not unlogged.
+	carried map[trailCell]map[int64]int64
 }
 
 type trailCell struct {
@@ -59,6 +69,7 @@ func (st *shardTrails) note(rec commitlog.Record) {
 	switch rec.Kind {
 	case commitlog.PayloadTombstone:
 		delete(st.cells, c) // the shard starts again from nothing
+		delete(st.carried, c)
 		return
 	case commitlog.PayloadShard:
 	default:
@@ -83,6 +94,19 @@ func (st *shardTrails) note(rec commitlog.Record) {
 		st.cells = map[trailCell][]trailStep{}
 	}
 	st.cells[c] = append(st.cells[c], s)
+	for _, o := range rec.Carried {
+		if st.carried == nil {
+			st.carried = map[trailCell]map[int64]int64{}
+		}
+		if st.carried[c] == nil {
+			st.carried[c] = map[int64]int64{}
+		}
+		d := o.Delta
+		if o.Compensation {
+			d = -d
+		}
+		st.carried[c][o.Clock] = d
+	}
 }
 
 // unlogged is a delta a recorded shard holds without its record.
@@ -102,7 +126,13 @@ func (st *shardTrails) gaps() []unlogged {
 			if next.clock <= prev.clock+1 || !next.hasDelta {
 				continue
 			}
-			if d := next.count - next.delta - prev.count; d != 0 {
+			d := next.count - next.delta - prev.count
+			for clock, cd := range st.carried[c] {
+				if clock > prev.clock && clock < next.clock {
+					d -= cd // named by a later record: not unlogged
+				}
+			}
+			if d != 0 {
 				out = append(out, unlogged{cell: c, after: prev.clock, through: next.clock, delta: d})
 			}
 		}

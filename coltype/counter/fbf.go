@@ -317,7 +317,80 @@ type fbfCounter struct {
 type fbfCell struct {
 	load sync.Once
 	err  error
-	v    atomic.Pointer[[2]int64] // clock, count
+	v    atomic.Pointer[shardState]
+}
+
+// shardState is one value of a leader's shard of a cell, and the update
+// that made it.
+//
+// An update adds itself to the shard with a compare-and-swap and logs the
+// new state afterwards, holding no lock, so a later update of the cell can
+// be logged first: its record's shard then holds the earlier update's delta
+// while no record names the earlier op. If the node stops before the
+// earlier record is written, its op id would be lost with its delta
+// counted, and a retry of it counted again. So a state made while the one
+// before it was not logged yet keeps that one (prev), and an update's
+// record carries the ops of the unlogged states before its own
+// (commitlog.Record.Carried): whatever record of the shard survives a stop
+// names every op whose delta it holds. The chain ends at the first logged
+// state, whose own record carried what was unlogged before it and was
+// written before this one.
+type shardState struct {
+	clock, count int64
+	// The update that made the state (hasOp: one with an op id, which a
+	// later record carries while this one is not logged).
+	op                  [16]byte
+	opTime, delta       int64
+	hasOp, compensation bool
+	// logged: the update's record is written, or the state needs none
+	// (loaded from storage, or a replicated copy of the shard).
+	logged atomic.Bool
+	prev   *shardState // the state before, when it was not logged yet
+}
+
+// settledState returns a state that needs no record.
+func settledState(clock, count int64) *shardState {
+	s := &shardState{clock: clock, count: count}
+	s.logged.Store(true)
+	return s
+}
+
+// after returns the state an update of delta makes from old.
+func (old *shardState) after(delta int64, u coltype.Update, compensation bool) *shardState {
+	next := &shardState{clock: old.clock + 1, count: old.count + delta, op: u.OpID, opTime: u.OpTime,
+		delta: u.Delta, hasOp: u.HasOp, compensation: compensation}
+	if !old.logged.Load() {
+		next.prev = old
+	}
+	return next
+}
+
+// carried lists the ops of the states before s that were not logged when
+// its record is written (see shardState), newest first.
+func (s *shardState) carried() []commitlog.CarriedOp {
+	var out []commitlog.CarriedOp
+	for p := s.prev; p != nil && !p.logged.Load(); p = p.prev {
+		if p.hasOp {
+			out = append(out, commitlog.CarriedOp{OpID: p.op, OpTime: p.opTime, Delta: p.delta, Clock: p.clock, Compensation: p.compensation})
+		}
+	}
+	return out
+}
+
+// logWith sets m to carry what s's record carries and to mark s logged
+// once the record has its place in the commit log (LeaderLog.Placed): from
+// then on a later record follows it in the log. A state whose record
+// cannot carry what came before it (an update without an op id writes no
+// led record) stays unlogged, so that the next record walks through it to
+// them.
+func (s *shardState) logWith(m *coltype.Mutation, led bool) {
+	carried := s.carried()
+	if led {
+		m.Log.Carried = carried
+	}
+	if led || len(carried) == 0 {
+		m.Log.Placed = &s.logged
+	}
 }
 
 func newFBFCounter(env coltype.Env, table uint64, column string, o FBFOptions) (*fbfCounter, error) {
@@ -329,8 +402,9 @@ func newFBFCounter(env coltype.Env, table uint64, column string, o FBFOptions) (
 }
 
 // fbfCellBytes is the estimated bytes of a cached shard besides the cache's
-// own overhead (cellcache.EntryOverhead): the fbfCell and its [2]int64.
-const fbfCellBytes = 64
+// own overhead (cellcache.EntryOverhead): the fbfCell and its shardState
+// (states kept for a later record to carry are short-lived and not counted).
+const fbfCellBytes = 112
 
 // retire takes over an FBF column of the previous options: its shards, and
 // its filter as a read-only memory of the ids of its window.
@@ -398,23 +472,25 @@ func (c *fbfCounter) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation,
 		return coltype.Mutation{}, err
 	}
 	defer release()
-	var next [2]int64
+	var next *shardState
 	for {
 		old := cell.v.Load()
-		next = [2]int64{old[0] + 1, old[1] + u.Delta}
-		if cell.v.CompareAndSwap(old, &next) {
+		next = old.after(u.Delta, u, false)
+		if cell.v.CompareAndSwap(old, next) {
 			break
 		}
 	}
-	v, err := counters.NewGlobal(l.CounterID(), next[0], next[1]).MarshalBinary()
+	v, err := counters.NewGlobal(l.CounterID(), next.clock, next.count).MarshalBinary()
 	if err != nil {
 		return coltype.Mutation{}, err
 	}
 	m := u.Mutation(v)
 	m.Log.Led, m.Log.Delta = u.HasOp, u.Delta // a restart may need to take it back
+	next.logWith(&m, u.HasOp)
 	if err := l.Write(key, m, commitlog.PayloadShard); err != nil {
 		return coltype.Mutation{}, err
 	}
+	m.Log.Carried, m.Log.Placed = nil, nil // the leader's record alone carries them
 	c.applied.Add(1)
 	return m, nil
 }
@@ -430,20 +506,21 @@ func (c *fbfCounter) Compensate(l coltype.Leader, u coltype.Update) error {
 		return err
 	}
 	defer release()
-	var next [2]int64
+	var next *shardState
 	for {
 		old := cell.v.Load()
-		next = [2]int64{old[0] + 1, old[1] - u.Delta}
-		if cell.v.CompareAndSwap(old, &next) {
+		next = old.after(-u.Delta, u, true)
+		if cell.v.CompareAndSwap(old, next) {
 			break
 		}
 	}
-	v, err := counters.NewGlobal(l.CounterID(), next[0], next[1]).MarshalBinary()
+	v, err := counters.NewGlobal(l.CounterID(), next.clock, next.count).MarshalBinary()
 	if err != nil {
 		return err
 	}
 	m := u.Mutation(v)
 	m.Log = coltype.LeaderLog{Led: true, Delta: u.Delta, Compensation: true}
+	next.logWith(&m, u.HasOp)
 	return l.Write(key, m, commitlog.PayloadShard)
 }
 
@@ -471,7 +548,7 @@ func (c *fbfCounter) cell(l coltype.Leader, key row.Key, name string) (*fbfCell,
 	cell.load.Do(func() {
 		clock, count, err := c.storedShard(l, key, name)
 		cell.err = err
-		cell.v.Store(&[2]int64{clock, count})
+		cell.v.Store(settledState(clock, count))
 		h.SetSize(fbfCellBytes)
 	})
 	if cell.err != nil {
@@ -544,10 +621,10 @@ func (c *fbfCounter) observe(m coltype.Mutation) (seen bool) {
 	cell := h.Value().(*fbfCell)
 	for {
 		old := cell.v.Load()
-		if old == nil || old[0] >= s.Clock {
+		if old == nil || old.clock >= s.Clock {
 			return
 		}
-		if cell.v.CompareAndSwap(old, &[2]int64{s.Clock, s.Count}) {
+		if cell.v.CompareAndSwap(old, settledState(s.Clock, s.Count)) {
 			return
 		}
 	}
@@ -581,6 +658,11 @@ func (c *fbfCounter) Check(payload []byte) error { return (Vanilla{}).Check(payl
 func (c *fbfCounter) Replayed(rec commitlog.Record) error {
 	if rec.HasOp && c.env.Now().Sub(time.Unix(0, rec.OpTime)) < c.window() {
 		c.filter.replay(c.opHash(rec.OpID, rec.Key), time.Unix(0, rec.OpTime))
+	}
+	for _, o := range rec.Carried {
+		if c.env.Now().Sub(time.Unix(0, o.OpTime)) < c.window() {
+			c.filter.replay(c.opHash(o.OpID, rec.Key), time.Unix(0, o.OpTime))
+		}
 	}
 	return nil
 }
