@@ -377,6 +377,7 @@ var storeFields = []field[replica.Stats]{
 	{"counter_cache_misses_total", "Vanilla counter increments that read this node's shard from storage (all designs: idemkv_cache_misses_total{cache=\"counter\"}).", true, func(s replica.Stats) float64 { return float64(s.CacheMisses) }},
 	{"flushes_total", "Memtable flushes.", true, func(s replica.Stats) float64 { return float64(s.Flushes) }},
 	{"commitlog_space_flushes_total", "Memtable flushes queued because the commit log's segments exceeded commitlog_total_space_in_mb.", true, func(s replica.Stats) float64 { return float64(s.LogSpaceFlushes) }},
+	{"commitlog_retained_bytes", "Bytes of sealed commit log segments kept for the op ids of deduplicating columns' windows: they count towards commitlog_total_space_in_mb and no flush frees them.", false, func(s replica.Stats) float64 { return float64(s.LogRetainedBytes) }},
 	{"memtable_space_flushes_total", "Memtable flushes queued because the memtables of all tables reached half of memtable_heap_space_in_mb.", true, func(s replica.Stats) float64 { return float64(s.SpaceFlushes) }},
 	{"compactions_total", "Compactions.", true, func(s replica.Stats) float64 { return float64(s.Compactions) }},
 	{"replayed_records_total", "Commit-log records replayed at start-up.", true, func(s replica.Stats) float64 { return float64(s.ReplayedRecords) }},

@@ -1,7 +1,11 @@
 package replica
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,9 +76,13 @@ func TestCommitLogSpace(t *testing.T) {
 
 // TestCommitLogSpaceRetained: segments kept for their op ids (an FBF
 // column's window) count towards the bound, but no flush frees them, so
-// none is asked for however far the log is past it.
+// none is asked for however far the log is past it; the replica says how
+// much is kept (Stats.LogRetainedBytes) and warns, once, that it is past
+// the bound.
 func TestCommitLogSpaceRetained(t *testing.T) {
 	cfg := testConfig(t.TempDir())
+	var logs syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	cfg.CommitLog = commitlog.Options{Sync: commitlog.SyncPeriodic, SegmentSize: 64 << 10}
 	cfg.MemtableSpaceBytes = -1
 	cfg.CommitLogSpaceBytes = 256 << 10
@@ -92,4 +100,28 @@ func TestCommitLogSpaceRetained(t *testing.T) {
 		t.Fatalf("log of %d bytes (bound %d), %d log space flushes, %d flushes: want the log past the bound, every segment kept for its op ids, and no flush",
 			r.CommitLog().Size(), cfg.CommitLogSpaceBytes, st.LogSpaceFlushes, st.Flushes)
 	}
+	if st := r.Stats(); st.LogRetainedBytes <= cfg.CommitLogSpaceBytes {
+		t.Errorf("%d bytes of segments said kept for op ids, want more than the bound %d (every sealed segment is)", st.LogRetainedBytes, cfg.CommitLogSpaceBytes)
+	}
+	if n := strings.Count(logs.String(), "exceed commitlog_total_space_in_mb"); n != 1 {
+		t.Errorf("%d warnings that the kept segments exceed the bound, want 1:\n%s", n, logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

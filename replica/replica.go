@@ -229,7 +229,11 @@ type Stats struct {
 	SpaceFlushes uint64
 	// LogSpaceFlushes counts the flushes queued because the commit log
 	// exceeded Config.CommitLogSpaceBytes.
-	LogSpaceFlushes                     uint64
+	LogSpaceFlushes uint64
+	// LogRetainedBytes is the size of the sealed commit log segments kept
+	// for the op ids of a deduplicating column's window: they count
+	// towards Config.CommitLogSpaceBytes, and no flush frees them.
+	LogRetainedBytes                    int64
 	ReplayedRecords, SkippedFlushedRecs uint64
 	// CorruptBlocks counts reads (of a partition, a scan, a compaction's
 	// input) that met an SSTable block failing its checksum or not decoding;
@@ -276,6 +280,9 @@ type Replica struct {
 		corruptBlocks, tombstonesPurged                  atomic.Uint64
 		conflictsTakenBack                               atomic.Uint64
 	}
+	// logRetainedWarned is when the last warning that the segments kept
+	// for op ids exceed the commit log's bound was logged (unix ns).
+	logRetainedWarned atomic.Int64
 
 	// spaceWrites counts writes, to check the memtables' space every
 	// spaceCheckWrites of them.
@@ -597,6 +604,7 @@ func (r *Replica) Stats() Stats {
 		ReplayedRecords: s.replayed.Load(), SkippedFlushedRecs: s.skipped.Load(),
 		CorruptBlocks: s.corruptBlocks.Load(), TombstonesPurged: s.tombstonesPurged.Load(),
 		ConflictsTakenBack: s.conflictsTakenBack.Load(),
+		LogRetainedBytes:   r.retainedLogBytes(r.log.Segments()),
 	}
 }
 

@@ -413,6 +413,9 @@ func (r *Replica) checkCommitLogSpace() {
 			break
 		}
 	}
+	if retained := r.retainedLogBytes(segs); retained > r.cfg.CommitLogSpaceBytes {
+		r.warnLogRetained(retained)
+	}
 	if !found {
 		return // every sealed segment is kept for its op ids: no flush frees one
 	}
@@ -425,6 +428,39 @@ func (r *Replica) checkCommitLogSpace() {
 			r.stats.logSpaceFlushes.Add(1)
 		}
 	}
+}
+
+// retainedLogBytes sums the sealed segments of segs (the last is the
+// active one) that the log keeps for their op ids (Options.Retain): no
+// flush frees them before the windows of their ops have passed.
+func (r *Replica) retainedLogBytes(segs []commitlog.SegmentInfo) int64 {
+	if r.cfg.CommitLog.Retain == nil || len(segs) == 0 {
+		return 0
+	}
+	var n int64
+	for _, s := range segs[:len(segs)-1] {
+		if r.cfg.CommitLog.Retain(s) {
+			n += s.Size
+		}
+	}
+	return n
+}
+
+// logRetainedWarnEvery is how often, at most, a replica warns that the
+// segments kept for op ids alone exceed the commit log's bound.
+const logRetainedWarnEvery = 10 * time.Minute
+
+// warnLogRetained warns, at most once every logRetainedWarnEvery, that the
+// segments kept for op ids (retained bytes) exceed the commit log's bound,
+// which no flush can then bring it back under.
+func (r *Replica) warnLogRetained(retained int64) {
+	now := time.Now().UnixNano()
+	last := r.logRetainedWarned.Load()
+	if last != 0 && now-last < int64(logRetainedWarnEvery) || !r.logRetainedWarned.CompareAndSwap(last, now) {
+		return
+	}
+	r.logger.Warn("the commit log segments kept for the op ids of deduplicating columns' windows exceed commitlog_total_space_in_mb; no flush frees them before their windows pass: shorten the longest window, lower its column's update rate or raise the bound",
+		"retained_mib", retained>>20, "commitlog_total_space_mib", r.cfg.CommitLogSpaceBytes>>20, "log_mib", r.log.Size()>>20)
 }
 
 // checkMemtableSpace requests a flush of the largest memtable being
