@@ -143,6 +143,19 @@ type rtUpdate struct {
 	// maybe counts the attempts whose outcome is unknown (a timeout, an
 	// error other than Unavailable, or the coordinator crashed meanwhile).
 	maybe int
+	// For a failure's post-mortem (dumpKey): the op id (FBF) and each
+	// attempt's coordinator, level, outcome and times.
+	opID     [16]byte
+	attempts []rtAttempt
+}
+
+// rtAttempt is one attempt of an update, for a failure's post-mortem.
+type rtAttempt struct {
+	node      int // coordinator, 0-based (-1: none was up)
+	cl        coordinator.ConsistencyLevel
+	res       int
+	err       string
+	sent, end time.Duration // since the run began
 }
 
 // rtBounds is what a counter may read given the ledger.
@@ -294,6 +307,22 @@ type rtCluster struct {
 
 	// stats, for the log
 	crashes, tornCrashes, cleanRestarts, partitions, losses, flushes, diskFaults int
+
+	// began and events are the schedule's timeline, for a failure's
+	// post-mortem (dumpKey).
+	began    time.Time
+	eventsMu sync.Mutex
+	events   []string
+}
+
+// since is the time since the run began.
+func (c *rtCluster) since() time.Duration { return time.Since(c.began) }
+
+// event notes a step of the schedule in the timeline.
+func (c *rtCluster) event(format string, args ...any) {
+	c.eventsMu.Lock()
+	defer c.eventsMu.Unlock()
+	c.events = append(c.events, fmt.Sprintf("%8.3fs  ", c.since().Seconds())+fmt.Sprintf(format, args...))
 }
 
 func (c *rtCluster) addr(i int) transport.Addr {
@@ -330,6 +359,7 @@ func (c *rtCluster) take(i int) *Node {
 // leaves, and the running node is stopped (what it writes meanwhile goes
 // to the old filesystem and is lost).
 func (c *rtCluster) crash(i int, tear bool) {
+	c.event("power cut of node %d (torn %v)", i+1, tear)
 	nd := c.take(i)
 	c.net.Isolate(c.addr(i))
 	r := c.nodes[i]
@@ -344,6 +374,7 @@ func (c *rtCluster) crash(i int, tear bool) {
 }
 
 func (c *rtCluster) stopClean(i int) {
+	c.event("clean stop of node %d", i+1)
 	nd := c.take(i)
 	if err := nd.Stop(); err != nil {
 		c.t.Errorf("clean stop of node %d: %v", i+1, err)
@@ -363,6 +394,7 @@ func (c *rtCluster) applyNet() {
 // restart starts a stopped node i; after a power cut it first, sometimes,
 // damages the crash image and checks that the node refuses it.
 func (c *rtCluster) restart(i int, diskFault bool) error {
+	c.event("restart of node %d", i+1)
 	c.applyNet()
 	r := c.nodes[i]
 	if diskFault && r.crashed {
@@ -520,7 +552,7 @@ func (c *rtCluster) seesAllUp(i int, running []int) bool {
 
 // try sends one attempt through a random running node that sees the
 // others up (see staleViews).
-func (c *rtCluster) try(rng *rand.Rand, u coltype.Update, cl coordinator.ConsistencyLevel) int {
+func (c *rtCluster) try(rng *rand.Rand, u coltype.Update, cl coordinator.ConsistencyLevel) (res, node int, err error) {
 	c.mu.RLock()
 	var running, up []int
 	for i, r := range c.nodes {
@@ -536,25 +568,25 @@ func (c *rtCluster) try(rng *rand.Rand, u coltype.Update, cl coordinator.Consist
 	if len(up) == 0 {
 		c.mu.RUnlock()
 		time.Sleep(10 * time.Millisecond)
-		return rtFailed // never sent
+		return rtFailed, -1, nil // never sent
 	}
 	i := up[rng.IntN(len(up))]
 	nd, gen := c.nodes[i].nd, c.nodes[i].gen.Load()
 	c.mu.RUnlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	err := nd.Coordinator().CounterWrite(ctx, u, cl)
+	err = nd.Coordinator().CounterWrite(ctx, u, cl)
 	cancel()
 	if c.nodes[i].gen.Load() != gen {
-		return rtUncertain // the coordinator crashed or stopped meanwhile
+		return rtUncertain, i, err // the coordinator crashed or stopped meanwhile
 	}
 	var ue *coordinator.UnavailableError
 	switch {
 	case err == nil:
-		return rtAcked
+		return rtAcked, i, nil
 	case errors.As(err, &ue):
-		return rtFailed
+		return rtFailed, i, err
 	default:
-		return rtUncertain
+		return rtUncertain, i, err
 	}
 }
 
@@ -586,10 +618,16 @@ func (c *rtCluster) client(id int, rng *rand.Rand, stop <-chan struct{}, out *[]
 			binary.BigEndian.PutUint64(u.OpID[:8], uint64(id)+1)
 			binary.BigEndian.PutUint64(u.OpID[8:], seq)
 		}
-		rec := rtUpdate{rtKey: k, delta: delta}
+		rec := rtUpdate{rtKey: k, delta: delta, opID: u.OpID}
 		first := time.Now()
 		for attempt := 0; attempt < 4; attempt++ {
-			res := c.try(rng, u, cl)
+			sent := c.since()
+			res, node, err := c.try(rng, u, cl)
+			a := rtAttempt{node: node, cl: cl, res: res, sent: sent, end: c.since()}
+			if err != nil {
+				a.err = err.Error()
+			}
+			rec.attempts = append(rec.attempts, a)
 			if res == rtAcked {
 				rec.acked = true
 				break
@@ -628,7 +666,7 @@ func runRandomCluster(t *testing.T, mode string, steps int, powerCuts bool) {
 	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0xc4a05))
 	n := 3 + rng.IntN(2)
-	c := &rtCluster{t: t, net: transport.NewMemNetwork(seed), seed: seed, rng: rng}
+	c := &rtCluster{t: t, net: transport.NewMemNetwork(seed), seed: seed, rng: rng, began: time.Now()}
 	c.setup(n, func(cfg *Config) { cfg.CommitLogSync = mode })
 	t.Logf("%d nodes, commit log sync %s, %d steps, power cuts %v", n, mode, steps, powerCuts)
 
@@ -662,10 +700,12 @@ func runRandomCluster(t *testing.T, mode string, steps int, powerCuts bool) {
 		if partUntil >= 0 && step >= partUntil {
 			c.partition, partUntil = nil, -1
 			c.applyNet()
+			c.event("partition healed")
 		}
 		if lossUntil >= 0 && step >= lossUntil {
 			c.net.ClearFaults()
 			lossUntil = -1
+			c.event("message loss ended")
 		}
 		// Every draw is made whatever is enabled, so that disabling a kind
 		// leaves the rest of the schedule as it was.
@@ -696,6 +736,7 @@ func runRandomCluster(t *testing.T, mode string, steps int, powerCuts bool) {
 			c.partition, partUntil = [][]transport.Addr{a, b}, step+1+rng.IntN(3)
 			c.applyNet()
 			c.partitions++
+			c.event("partition %v | %v", a, b)
 		case x < 10 && lossUntil < 0 && faultOn("loss"):
 			drop := 0.02 + 0.15*rng.Float64()
 			c.net.SetFault("", "", nil, transport.Fault{Drop: drop, Duplicate: 0.05, Reorder: 0.05})
@@ -705,12 +746,14 @@ func runRandomCluster(t *testing.T, mode string, steps int, powerCuts bool) {
 			c.net.SetFault("", "", []transport.Type{coordinator.TypeCounterWrite}, transport.Fault{Drop: drop, Reorder: 0.05})
 			lossUntil = step + 1 + rng.IntN(2)
 			c.losses++
+			c.event("message loss p=%.2f", drop)
 		case x == 10 && faultOn("flush"):
 			if c.nodes[j].nd != nil {
 				if err := c.nodes[j].nd.Replica().FlushAll(); err != nil {
 					t.Errorf("flush node %d: %v", j+1, err)
 				}
 				c.flushes++
+				c.event("flush of node %d", j+1)
 			}
 		}
 	}
@@ -774,6 +817,9 @@ func runRandomCluster(t *testing.T, mode string, steps int, powerCuts bool) {
 	bad := checkLedger(ups, got, !lossy)
 	for _, b := range bad {
 		t.Error(b)
+	}
+	if len(bad) > 0 {
+		c.dumpKeys(ups, got)
 	}
 	if lossy {
 		for _, b := range checkLedger(ups, got, true) {
