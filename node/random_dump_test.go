@@ -2,10 +2,13 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters"
@@ -42,6 +45,15 @@ func (c *rtCluster) dumpKeys(ups []rtUpdate, got map[rtKey]int64) {
 			fmt.Fprintf(&out, "    %s\n", e)
 		}
 		c.eventsMu.Unlock()
+		out.WriteString("  node log lines about its ops:\n")
+		for _, line := range c.opLogs.lines() {
+			for _, u := range ups {
+				if u.rtKey == k && u.opID != ([16]byte{}) && strings.Contains(line, fmt.Sprintf("%x", u.opID)) {
+					fmt.Fprintf(&out, "    %s\n", line)
+					break
+				}
+			}
+		}
 		for i, r := range c.nodes {
 			fmt.Fprintf(&out, "  node %d:\n", i+1)
 			if r.nd == nil {
@@ -118,3 +130,59 @@ func shardsString(b []byte) string {
 	}
 	return "[" + strings.Join(parts, " ") + "]"
 }
+
+// opLog keeps the log lines of the nodes that name an op (attribute
+// "op"), for a failure's post-mortem: settlements of updates in doubt,
+// and updates two leaders counted.
+type opLog struct {
+	mu  sync.Mutex
+	buf []string
+}
+
+func (o *opLog) lines() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.buf...)
+}
+
+// logger returns a logger of node i whose records naming an op are kept.
+func (o *opLog) logger(node int, since func() float64) *slog.Logger {
+	return slog.New(opLogHandler{o: o, node: node, since: since})
+}
+
+type opLogHandler struct {
+	o     *opLog
+	node  int
+	since func() float64
+	attrs []slog.Attr
+}
+
+func (h opLogHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (h opLogHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	op := false
+	fmt.Fprintf(&b, "%8.3fs node %d: %s", h.since(), h.node+1, r.Message)
+	add := func(a slog.Attr) bool {
+		op = op || a.Key == "op"
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	if op {
+		h.o.mu.Lock()
+		h.o.buf = append(h.o.buf, b.String())
+		h.o.mu.Unlock()
+	}
+	return nil
+}
+
+func (h opLogHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	h.attrs = append(append([]slog.Attr(nil), h.attrs...), as...)
+	return h
+}
+
+func (h opLogHandler) WithGroup(string) slog.Handler { return h }

@@ -313,6 +313,7 @@ type rtCluster struct {
 	began    time.Time
 	eventsMu sync.Mutex
 	events   []string
+	opLogs   opLog // the nodes' log lines naming an op
 }
 
 // since is the time since the run began.
@@ -331,7 +332,8 @@ func (c *rtCluster) addr(i int) transport.Addr {
 
 func (c *rtCluster) start(i int) error {
 	r := c.nodes[i]
-	nd, err := Start(r.cfg, Options{Listen: c.net.Listen, Logger: quiet(), Seed: c.seed + uint64(i) + 1, FS: r.fs})
+	logger := c.opLogs.logger(i, func() float64 { return c.since().Seconds() })
+	nd, err := Start(r.cfg, Options{Listen: c.net.Listen, Logger: logger, Seed: c.seed + uint64(i) + 1, FS: r.fs})
 	if err != nil {
 		return err
 	}
@@ -439,7 +441,8 @@ func (c *rtCluster) diskFault(i int) {
 		return
 	}
 	c.diskFaults++
-	nd, err := Start(r.cfg, Options{Listen: c.net.Listen, Logger: quiet(), Seed: c.seed + uint64(i) + 1, FS: r.fs})
+	logger := c.opLogs.logger(i, func() float64 { return c.since().Seconds() })
+	nd, err := Start(r.cfg, Options{Listen: c.net.Listen, Logger: logger, Seed: c.seed + uint64(i) + 1, FS: r.fs})
 	switch {
 	case err == nil:
 		nd.Stop()
