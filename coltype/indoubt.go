@@ -79,6 +79,20 @@ type OpAnswer struct {
 	Found bool
 }
 
+// String is the answer in brief, for logs: the status, with the counter
+// id's first bytes and the clock when the replica led the op, and whether
+// its filter has the op id.
+func (a OpAnswer) String() string {
+	out := a.Status.String()
+	if a.Status != OpNotLed {
+		out += fmt.Sprintf(" %s@%d", a.CounterID.String()[:8], a.Clock)
+	}
+	if a.Seen {
+		out += " seen"
+	}
+	return out
+}
+
 // Decide says whether a leader keeps an update it holds in doubt, given
 // the answers of every other natural replica of the cell. It drops the
 // update (keep false) when another leader counted the same op:

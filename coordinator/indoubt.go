@@ -229,6 +229,8 @@ func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, k inDoub
 			reason = why + ", before every replica answered"
 		default:
 			left++
+			c.logger.Debug("update in doubt not settled yet", "table", op.Table, "column", op.Column, "op", fmt.Sprintf("%x", op.OpID),
+				"counter_id", op.CounterID.String(), "clock", op.Clock, "answers", fmt.Sprint(answers[i]), "missing", missing)
 			continue
 		}
 		m, err := st.ResolveInDoubt(op, keep)
@@ -237,7 +239,8 @@ func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, k inDoub
 		}
 		ms = append(ms, m)
 		c.logger.Info("update in doubt settled", "table", op.Table, "column", op.Column, "op", fmt.Sprintf("%x", op.OpID),
-			"delta", op.Delta, "kept", keep, "why", reason)
+			"delta", op.Delta, "kept", keep, "why", reason, "counter_id", op.CounterID.String(), "clock", op.Clock,
+			"answers", fmt.Sprint(answers[i]))
 		c.stats.inDoubtResolved.Add(1)
 		if !keep {
 			c.stats.inDoubtDropped.Add(1)

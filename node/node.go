@@ -265,8 +265,9 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	// complete may have been retried and counted elsewhere: in doubt, as
 	// after an unclean stop.
 	for _, m := range n.hints.Queued() {
-		if m.HasOp && !m.Cell.Tombstone {
-			rep.MarkInDoubt(m.Table, m.Key, m.Cell.Column, m.OpID)
+		if m.HasOp && !m.Cell.Tombstone && rep.MarkInDoubt(m.Table, m.Key, m.Cell.Column, m.OpID) {
+			logger.Debug("an update this node led is in doubt: its replication waits in a hint", "table", m.Table,
+				"column", m.Cell.Column, "op", fmt.Sprintf("%x", m.OpID))
 		}
 	}
 	// A failed Listen may return a typed nil: n.tr stays an untyped nil

@@ -157,14 +157,20 @@ type opLogHandler struct {
 	attrs []slog.Attr
 }
 
-func (h opLogHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h opLogHandler) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h opLogHandler) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
 	op := false
+	r.Attrs(func(a slog.Attr) bool {
+		op = op || a.Key == "op"
+		return !op
+	})
+	if !op {
+		return nil
+	}
+	var b strings.Builder
 	fmt.Fprintf(&b, "%8.3fs node %d: %s", h.since(), h.node+1, r.Message)
 	add := func(a slog.Attr) bool {
-		op = op || a.Key == "op"
 		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
 		return true
 	}
@@ -172,11 +178,9 @@ func (h opLogHandler) Handle(_ context.Context, r slog.Record) error {
 		add(a)
 	}
 	r.Attrs(add)
-	if op {
-		h.o.mu.Lock()
-		h.o.buf = append(h.o.buf, b.String())
-		h.o.mu.Unlock()
-	}
+	h.o.mu.Lock()
+	h.o.buf = append(h.o.buf, b.String())
+	h.o.mu.Unlock()
 	return nil
 }
 
