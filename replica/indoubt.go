@@ -169,16 +169,25 @@ type ledOps struct {
 
 // remember records a led record found at replay.
 func (l *ledOps) remember(rec commitlog.Record) error {
-	ctx, err := counters.Decode(rec.Payload)
+	s, err := ledShard(rec)
 	if err != nil {
 		return err
 	}
+	l.rememberOp(rec, s.ID, commitlog.CarriedOp{OpID: rec.OpID, OpTime: rec.OpTime, Delta: rec.Delta, Clock: s.Clock, Compensation: rec.Compensation})
+	return nil
+}
+
+// ledShard is the leader's shard a led record holds, its only one.
+func ledShard(rec commitlog.Record) (counters.Shard, error) {
+	ctx, err := counters.Decode(rec.Payload)
+	if err != nil {
+		return counters.Shard{}, err
+	}
 	shards := ctx.Shards()
 	if len(shards) != 1 {
-		return fmt.Errorf("led record holds %d shards, want the leader's one", len(shards))
+		return counters.Shard{}, fmt.Errorf("led record holds %d shards, want the leader's one", len(shards))
 	}
-	l.rememberOp(rec, shards[0].ID, commitlog.CarriedOp{OpID: rec.OpID, OpTime: rec.OpTime, Delta: rec.Delta, Clock: shards[0].Clock, Compensation: rec.Compensation})
-	return nil
+	return shards[0], nil
 }
 
 // rememberCarried remembers the ops a led record carries (ops of the same
@@ -188,17 +197,13 @@ func (l *ledOps) rememberCarried(rec commitlog.Record, now time.Time, window tim
 	if len(rec.Carried) == 0 {
 		return nil
 	}
-	ctx, err := counters.Decode(rec.Payload)
+	s, err := ledShard(rec)
 	if err != nil {
 		return err
 	}
-	shards := ctx.Shards()
-	if len(shards) != 1 {
-		return fmt.Errorf("led record holds %d shards, want the leader's one", len(shards))
-	}
 	for _, o := range rec.Carried {
 		if now.Sub(time.Unix(0, o.OpTime)) < window {
-			l.rememberOp(rec, shards[0].ID, o)
+			l.rememberOp(rec, s.ID, o)
 		}
 	}
 	return nil

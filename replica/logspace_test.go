@@ -1,11 +1,7 @@
 package replica
 
 import (
-	"bytes"
 	"fmt"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -81,8 +77,8 @@ func TestCommitLogSpace(t *testing.T) {
 // the bound.
 func TestCommitLogSpaceRetained(t *testing.T) {
 	cfg := testConfig(t.TempDir())
-	var logs syncBuffer
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	var logs logRecorder
+	cfg.Logger = logs.logger()
 	cfg.CommitLog = commitlog.Options{Sync: commitlog.SyncPeriodic, SegmentSize: 64 << 10}
 	cfg.MemtableSpaceBytes = -1
 	cfg.CommitLogSpaceBytes = 256 << 10
@@ -103,25 +99,7 @@ func TestCommitLogSpaceRetained(t *testing.T) {
 	if st := r.Stats(); st.LogRetainedBytes <= cfg.CommitLogSpaceBytes {
 		t.Errorf("%d bytes of segments said kept for op ids, want more than the bound %d (every sealed segment is)", st.LogRetainedBytes, cfg.CommitLogSpaceBytes)
 	}
-	if n := strings.Count(logs.String(), "exceed commitlog_total_space_in_mb"); n != 1 {
-		t.Errorf("%d warnings that the kept segments exceed the bound, want 1:\n%s", n, logs.String())
+	if n := len(logs.records(t, "exceed commitlog_total_space_in_mb")); n != 1 {
+		t.Errorf("%d warnings that the kept segments exceed the bound, want 1", n)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
