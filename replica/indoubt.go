@@ -75,6 +75,11 @@ type cellRef struct {
 type ledOp struct {
 	coltype.InDoubtOp
 	status coltype.OpStatus
+	// settledUntil (unix ns) keeps an op this node settled (ResolveInDoubt)
+	// past the filter window, as long as evidence pins last: another
+	// leader may still hold the same op in doubt and must hear that this
+	// one kept it (coltype.DecideEarly's first rule), not "not led".
+	settledUntil int64
 }
 
 // expiringOps is a set of ops on cells, each until its expiry: the
@@ -671,6 +676,7 @@ func (r *Replica) ResolveInDoubt(op coltype.InDoubtOp, keep bool) (coltype.Mutat
 	if !keep {
 		e.status = coltype.OpDropped
 	}
+	e.settledUntil = r.cfg.Now().Add(settleEvidenceLifetime).UnixNano()
 	l.mu.Unlock()
 	m := coltype.Mutation{Table: op.Table, Key: op.Key, HasOp: true, OpID: op.OpID, OpTime: op.OpTime}
 	rw, found, err := t.read(row.Key{Token: ring.Token(op.Key), Partition: op.Key})
@@ -686,15 +692,18 @@ func (r *Replica) ResolveInDoubt(op coltype.InDoubtOp, keep bool) (coltype.Mutat
 	return m, nil
 }
 
-// expireLedOps forgets resolved ops older than the window: no retry of
-// them can arrive any more.
+// expireLedOps forgets resolved ops older than the window, when no retry
+// of them can arrive any more; an op this node settled is kept as long as
+// the evidence of a settlement (settleEvidenceLifetime), for the other
+// leaders that may still hold it in doubt.
 func (r *Replica) expireLedOps(window time.Duration) {
 	l := &r.led
-	cutoff := r.cfg.Now().Add(-window).UnixNano()
+	now := r.cfg.Now()
+	cutoff := now.Add(-window).UnixNano()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for k, op := range l.ops {
-		if op.status != coltype.OpPending && op.OpTime < cutoff {
+		if op.status != coltype.OpPending && op.OpTime < cutoff && op.settledUntil <= now.UnixNano() {
 			delete(l.ops, k)
 		}
 	}

@@ -850,3 +850,50 @@ func recordsNameEveryDelta(t *testing.T, mode commitlog.SyncMode, seed uint64) {
 		t.Skipf("seed %d: no record overtook another (the scheduler ran the writers in order)", seed)
 	}
 }
+
+// TestSettledKeptOutlivesTheWindow: a leader that settles an update it
+// held in doubt as kept answers "kept" for it as long as settlement
+// evidence lasts, not one filter window from the op's time. Another leader
+// may hold the same op in doubt under a higher counter id (coltype.Decide's
+// second rule makes it drop its copy), and may ask only later: the keeper
+// used to forget the op at once when it was settled past the window (its
+// op time is the client's first attempt), answered "not led", and both
+// kept it (TestRandomCluster, periodic mode: 63 read where 62 were added).
+func TestSettledKeptOutlivesTheWindow(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	r, now, _ := ledOneOnAClock(t, &cfg)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, cleanShutdownFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	r = mustOpen(t, cfg)
+	defer r.Close()
+	ops := r.InDoubt()
+	if len(ops) != 1 {
+		t.Fatalf("%d updates in doubt after the unclean stop, want 1", len(ops))
+	}
+	// Settled late: past the filter window of the op's time.
+	w, _ := r.DedupWindow(fbfTable.ID, "c")
+	*now = now.Add(w + time.Second)
+	if _, err := r.ResolveInDoubt(ops[0], true); err != nil {
+		t.Fatal(err)
+	}
+	settled := *now
+	for _, after := range []time.Duration{0, time.Minute, settleEvidenceLifetime - time.Second} {
+		*now = settled.Add(after)
+		a, err := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Status != coltype.OpKept {
+			t.Fatalf("%v after settling it kept: answered %v, want kept", after, a.Status)
+		}
+	}
+	*now = settled.Add(settleEvidenceLifetime + time.Second)
+	if a, _ := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1)); a.Status != coltype.OpNotLed {
+		t.Fatalf("past the evidence lifetime: answered %v, want not led (forgotten)", a.Status)
+	}
+}
