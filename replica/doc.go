@@ -61,17 +61,24 @@
 // highest clock of its led updates whose doubt the file accounts for.
 // Bytes (integers big-endian, lengths uvarint):
 //
-//	"IDKVDBT1"                      magic and version
+//	"IDKVDBT2"                      magic and version
 //	uvarint n; n × run:             counter id (16 bytes), clock (int64)
 //	uvarint m; m × update:          table (uint64), key (length, bytes),
 //	                                column (length, bytes), op id (16 bytes),
 //	                                op time (int64, unix nanoseconds),
 //	                                counter id (16 bytes), clock (int64),
 //	                                delta (int64)
+//	uvarint s; s × settled update:  an update as above, decision (1 byte:
+//	                                1 kept, 0 taken back), answered until
+//	                                (int64, unix nanoseconds)
 //	CRC-32C (Castagnoli) of all the bytes before it (uint32)
 //
-// with the runs sorted by counter id and the updates by op time, op id,
-// then their bytes. A file that does not decode stops Open with an error
+// with the runs sorted by counter id, the updates by op time, op id, then
+// their bytes, and the settled updates by op time, then their bytes. The
+// settled updates are those this node settled, answered with their
+// decision for three hours, also after a restart (another leader may hold
+// the same op in doubt). Version 1 ("IDKVDBT1") has no settled updates and
+// is still read. A file that does not decode stops Open with an error
 // naming it.
 //
 // # Cells

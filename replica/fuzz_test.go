@@ -39,6 +39,14 @@ func FuzzDecodeInDoubt(f *testing.F) {
 			{Table: 3, Key: nil, Column: "", OpTime: 1}},
 	})
 	f.Add(valid[:len(valid)-4])
+	withSettled := encodeInDoubt(inDoubtState{
+		covered: map[counters.ID]int64{{1}: 7},
+		settled: []settledOp{{op: coltype.InDoubtOp{Table: 3, Key: []byte("k"), Column: "c", OpID: [16]byte{5}, OpTime: 2, CounterID: counters.ID{1}, Clock: 3, Delta: 1}, kept: true, until: 99}},
+	})
+	f.Add(withSettled[:len(withSettled)-4])
+	// A version 1 body: the version 2 one without the settled count.
+	v1 := append([]byte(inDoubtMagicV1), valid[len(inDoubtMagic):len(valid)-5]...)
+	f.Add(v1)
 	f.Add([]byte(inDoubtMagic))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, body []byte) {

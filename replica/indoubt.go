@@ -259,7 +259,7 @@ func (l *ledOps) rememberOp(rec commitlog.Record, id counters.ID, o commitlog.Ca
 // and kept are not asked about again (keeping is not logged). Without a
 // file (a data directory of an earlier version) every run's last ops are
 // put back in doubt.
-func (l *ledOps) afterReplay(f inDoubtState, unclean bool, span time.Duration) {
+func (l *ledOps) afterReplay(f inDoubtState, unclean bool, span time.Duration, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ops == nil {
@@ -291,6 +291,29 @@ func (l *ledOps) afterReplay(f inDoubtState, unclean bool, span time.Duration) {
 			}
 		}
 	}
+	// The updates an earlier run settled keep their decisions for as long
+	// as the file says (see settledUntil), unless in doubt again.
+	for _, o := range f.settled {
+		if o.until <= now.UnixNano() {
+			continue
+		}
+		k := ledKey{o.op.Table, o.op.Column, string(o.op.Key), o.op.OpID}
+		e, ok := l.ops[k]
+		if !ok {
+			e = &ledOp{InDoubtOp: o.op}
+			l.ops[k] = e
+		}
+		if e.status == coltype.OpPending {
+			continue
+		}
+		if e.status != coltype.OpDropped { // a compensation in the log decided it
+			e.status = coltype.OpDropped
+			if o.kept {
+				e.status = coltype.OpKept
+			}
+		}
+		e.settledUntil = max(e.settledUntil, o.until)
+	}
 	// From now on the file accounts for every op replayed.
 	l.covered = map[counters.ID]int64{}
 	for _, op := range l.ops {
@@ -316,13 +339,16 @@ func (l *ledOps) pend(op *ledOp) {
 
 // snapshot returns what the in_doubt file should hold now, and clears
 // dirty; l.mu is not held.
-func (l *ledOps) snapshot() inDoubtState {
+func (l *ledOps) snapshot(now time.Time) inDoubtState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := inDoubtState{covered: maps.Clone(l.covered)}
 	for _, op := range l.ops {
-		if op.status == coltype.OpPending {
+		switch {
+		case op.status == coltype.OpPending:
 			s.ops = append(s.ops, op.InDoubtOp)
+		case op.settledUntil > now.UnixNano():
+			s.settled = append(s.settled, settledOp{op: op.InDoubtOp, kept: op.status == coltype.OpKept, until: op.settledUntil})
 		}
 	}
 	l.dirty = false
@@ -350,7 +376,7 @@ func (r *Replica) SaveInDoubt() error {
 	if err := r.log.Sync(); err != nil {
 		return fmt.Errorf("replica: sync the commit log before writing %s: %w", inDoubtFile, err)
 	}
-	s := l.snapshot()
+	s := l.snapshot(r.cfg.Now())
 	if err := vfs.WriteFileAtomic(r.cfg.FS, r.cfg.Dir, inDoubtFile, encodeInDoubt(s)); err != nil {
 		l.mu.Lock()
 		l.dirty = true

@@ -853,7 +853,8 @@ func recordsNameEveryDelta(t *testing.T, mode commitlog.SyncMode, seed uint64) {
 
 // TestSettledKeptOutlivesTheWindow: a leader that settles an update it
 // held in doubt as kept answers "kept" for it as long as settlement
-// evidence lasts, not one filter window from the op's time. Another leader
+// evidence lasts, not one filter window from the op's time, and across a
+// restart (the in_doubt file keeps the decision). Another leader
 // may hold the same op in doubt under a higher counter id (coltype.Decide's
 // second rule makes it drop its copy), and may ask only later: the keeper
 // used to forget the op at once when it was settled past the window (its
@@ -892,8 +893,29 @@ func TestSettledKeptOutlivesTheWindow(t *testing.T) {
 			t.Fatalf("%v after settling it kept: answered %v, want kept", after, a.Status)
 		}
 	}
+	// And after a restart, from the in_doubt file: the decision is not in
+	// the log, whose led record is past the window.
+	*now = settled.Add(time.Hour)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r = mustOpen(t, cfg)
+	if a, err := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1)); err != nil || a.Status != coltype.OpKept {
+		t.Fatalf("an hour after settling it kept, after a restart: answered %v (%v), want kept", a.Status, err)
+	}
+	if n := len(r.InDoubt()); n != 0 {
+		t.Fatalf("%d updates in doubt after the restart, want none (it was settled)", n)
+	}
 	*now = settled.Add(settleEvidenceLifetime + time.Second)
 	if a, _ := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1)); a.Status != coltype.OpNotLed {
 		t.Fatalf("past the evidence lifetime: answered %v, want not led (forgotten)", a.Status)
+	}
+	// A restart then forgets it too.
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r = mustOpen(t, cfg)
+	if a, _ := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1)); a.Status != coltype.OpNotLed {
+		t.Fatalf("past the evidence lifetime, after a restart: answered %v, want not led", a.Status)
 	}
 }

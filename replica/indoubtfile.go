@@ -35,14 +35,24 @@ import (
 // updates that the file accounts for: at a start, an update of a run up to
 // that clock is in doubt if and only if the file lists it and the log holds
 // no compensation for it, and only the updates past it are judged by the
-// log (the span of the run's last updates after an unclean stop). Open
-// rewrites the file before the node serves anything, the coordinator after
-// each round of settlements (SaveInDoubt), and a clean Close.
+// log (the span of the run's last updates after an unclean stop). Since
+// version 2 it also keeps the updates this node settled, each with its
+// decision, for settleEvidenceLifetime: another leader that holds the same
+// op in doubt may ask after this node restarted, and must hear "kept" or
+// "taken back", not "not led" (the op's led record is forgotten after one
+// filter window). Open rewrites the file before the node serves anything,
+// the coordinator after each round of settlements (SaveInDoubt), and a
+// clean Close.
 //
 // The package documentation gives its bytes.
 const inDoubtFile = "in_doubt"
 
-const inDoubtMagic = "IDKVDBT1"
+// inDoubtMagic is the file's magic and version; inDoubtMagicV1, the first
+// version's, without the settled updates, is still read.
+const (
+	inDoubtMagic   = "IDKVDBT2"
+	inDoubtMagicV1 = "IDKVDBT1"
+)
 
 var inDoubtCRC = crc32.MakeTable(crc32.Castagnoli)
 
@@ -50,6 +60,15 @@ var inDoubtCRC = crc32.MakeTable(crc32.Castagnoli)
 type inDoubtState struct {
 	covered map[counters.ID]int64
 	ops     []coltype.InDoubtOp
+	settled []settledOp
+}
+
+// settledOp is an update this node settled, its decision, and until when
+// it answers with it.
+type settledOp struct {
+	op    coltype.InDoubtOp
+	kept  bool
+	until int64 // unix nanoseconds
 }
 
 func encodeInDoubt(s inDoubtState) []byte {
@@ -80,6 +99,26 @@ func encodeInDoubt(s inDoubtState) []byte {
 	b = binary.AppendUvarint(b, uint64(len(ops)))
 	for _, op := range ops {
 		b = append(b, op.b...)
+	}
+	settled := make([]encoded, len(s.settled))
+	for i, o := range s.settled {
+		e := appendInDoubtOp(nil, o.op)
+		var kept byte
+		if o.kept {
+			kept = 1
+		}
+		e = append(e, kept)
+		settled[i] = encoded{o.op, binary.BigEndian.AppendUint64(e, uint64(o.until))}
+	}
+	slices.SortFunc(settled, func(a, b encoded) int {
+		if c := cmp.Compare(a.op.OpTime, b.op.OpTime); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.b, b.b)
+	})
+	b = binary.AppendUvarint(b, uint64(len(settled)))
+	for _, o := range settled {
+		b = append(b, o.b...)
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, inDoubtCRC))
 }
@@ -165,7 +204,11 @@ func (d *inDoubtDecoder) bytes() []byte {
 
 func decodeInDoubt(b []byte) (inDoubtState, error) {
 	var s inDoubtState
-	if len(b) < len(inDoubtMagic)+4 || string(b[:len(inDoubtMagic)]) != inDoubtMagic {
+	if len(b) < len(inDoubtMagic)+4 {
+		return s, errors.New("not an in_doubt file (magic)")
+	}
+	v1 := string(b[:len(inDoubtMagicV1)]) == inDoubtMagicV1
+	if !v1 && string(b[:len(inDoubtMagic)]) != inDoubtMagic {
 		return s, errors.New("not an in_doubt file (magic)")
 	}
 	body := b[:len(b)-4]
@@ -184,18 +227,25 @@ func decodeInDoubt(b []byte) (inDoubtState, error) {
 		}
 		s.covered[id] = clock
 	}
-	m := d.count(8 + 1 + 1 + 16 + 8 + counters.IDLen + 8 + 8)
+	const opMin = 8 + 1 + 1 + 16 + 8 + counters.IDLen + 8 + 8
+	m := d.count(opMin)
 	for range m {
-		var op coltype.InDoubtOp
-		op.Table = d.u64()
-		op.Key = d.bytes()
-		op.Column = string(d.bytes())
-		copy(op.OpID[:], d.take(16))
-		op.OpTime = int64(d.u64())
-		copy(op.CounterID[:], d.take(counters.IDLen))
-		op.Clock = int64(d.u64())
-		op.Delta = int64(d.u64())
-		s.ops = append(s.ops, op)
+		s.ops = append(s.ops, d.inDoubtOp())
+	}
+	if !v1 {
+		m := d.count(opMin + 1 + 8)
+		for range m {
+			o := settledOp{op: d.inDoubtOp()}
+			switch k := d.take(1); {
+			case k == nil:
+			case k[0] <= 1:
+				o.kept = k[0] == 1
+			default:
+				d.fail("decision %d of a settled update", k[0])
+			}
+			o.until = int64(d.u64())
+			s.settled = append(s.settled, o)
+		}
 	}
 	if d.err == nil && d.off != len(body) {
 		d.fail("%d bytes after the last update", len(body)-d.off)
@@ -204,6 +254,20 @@ func decodeInDoubt(b []byte) (inDoubtState, error) {
 		return inDoubtState{}, d.err
 	}
 	return s, nil
+}
+
+// inDoubtOp reads one update of the file.
+func (d *inDoubtDecoder) inDoubtOp() coltype.InDoubtOp {
+	var op coltype.InDoubtOp
+	op.Table = d.u64()
+	op.Key = d.bytes()
+	op.Column = string(d.bytes())
+	copy(op.OpID[:], d.take(16))
+	op.OpTime = int64(d.u64())
+	copy(op.CounterID[:], d.take(counters.IDLen))
+	op.Clock = int64(d.u64())
+	op.Delta = int64(d.u64())
+	return op
 }
 
 // loadInDoubt reads the in_doubt file; found is false when there is none.

@@ -400,7 +400,8 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	// Updates of a table dropped since cannot be settled, nor counted.
 	doubt.ops = slices.DeleteFunc(doubt.ops, func(op coltype.InDoubtOp) bool { return tables[op.Table] == nil })
-	r.led.afterReplay(doubt, r.unclean, 2*cfg.CounterWriteTimeout)
+	doubt.settled = slices.DeleteFunc(doubt.settled, func(o settledOp) bool { return tables[o.op.Table] == nil })
+	r.led.afterReplay(doubt, r.unclean, 2*cfg.CounterWriteTimeout, cfg.Now())
 	if r.unclean {
 		if err := r.takeBackUnlogged(rs.trails); err != nil {
 			r.log.Close()
