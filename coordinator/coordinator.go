@@ -623,7 +623,10 @@ func (c *Coordinator) lead(ctx context.Context, w counterWrite, pl *placed) (dis
 		return false, errLeaderInDoubt
 	}
 	if w.u.HasOp {
-		c.learnOp(ctx, w.u, natural) // free unless the filter may lack the op
+		// Free unless the filter may lack the op.
+		if err := c.learnOp(ctx, w.u, natural); err != nil {
+			return false, err
+		}
 	}
 	w.u.Replicas, w.u.Pending = replicaIDs(natural), replicaIDs(pending)
 	if trace.On(ctx) {

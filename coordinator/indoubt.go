@@ -466,14 +466,20 @@ func (c *Coordinator) churnedWithin(fr filterRecovery, u coltype.Update) bool {
 // replicas the key had before the movement too. A replica that has
 // seen it sends its cell, which this node merges with the op id, so that
 // its filter dismisses the op as the retry it is. The replicas are asked
-// at once and the first that has seen the op is used. Replicas that do
-// not answer cannot help; the asked ones reserve the op until this node's
-// mutation arrives (coltype.OpStatus), so none of them leads it meanwhile
-// (only when the filter may have lost ids: see the peek below).
-func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update, natural []ring.Endpoint) {
+// at once and the first that has seen the op is used. The asked ones
+// reserve the op until this node's mutation arrives (coltype.OpStatus),
+// so none of them leads it meanwhile (only when the filter may have lost
+// ids: see the peek below). When the filter may have lost ids and some
+// replica did not answer, it returns errLeaderInDoubt: that replica may
+// hold the op from this node's application the power cut erased from its
+// log (a periodic-mode commit log), and the coordinator tries another
+// leader, whose filter has seen whatever reached it. After a mere change
+// in the live replicas, replicas that do not answer cannot help, and the
+// op is led here.
+func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update, natural []ring.Endpoint) error {
 	fr, ok := c.cfg.Store.(filterRecovery)
 	if !ok {
-		return
+		return nil
 	}
 	// The cheap questions first: most updates lead with neither, and the
 	// column's own test-and-add follows anyway.
@@ -481,7 +487,7 @@ func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update, natural []r
 	churned := incomplete || c.churnedWithin(fr, u)
 	before := c.movedWithin(fr, u)
 	if !churned && before == nil || fr.OpSeen(u.Table, u.Key, u.Column, u.OpID) {
-		return
+		return nil
 	}
 	ask := natural
 	if before != nil {
@@ -490,7 +496,7 @@ func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update, natural []r
 		// (movement.go).
 		var moved bool
 		if ask, moved = c.replicasBefore(u, natural, before); !moved && !churned {
-			return
+			return nil
 		}
 	}
 	// A filter that may have lost ids reserves the op at the replicas
@@ -504,10 +510,18 @@ func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update, natural []r
 	self := c.cfg.Cluster.Self().ID
 	rctx, cancel := c.cfg.WithTimeout(ctx, c.cfg.ReadTimeout)
 	defer cancel()
-	answers := make(chan coltype.OpAnswer, len(ask))
-	asked := 0
+	type answer struct {
+		coltype.OpAnswer
+		ok bool
+	}
+	answers := make(chan answer, len(ask))
+	asked, others, answered := 0, 0, 0
 	for _, e := range ask {
-		if e.ID == self || !c.cfg.Cluster.IsUp(e.ID) {
+		if e.ID == self {
+			continue
+		}
+		others++
+		if !c.cfg.Cluster.IsUp(e.ID) {
 			continue
 		}
 		addr, ok := c.cfg.Cluster.Addr(e.ID)
@@ -518,20 +532,23 @@ func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update, natural []r
 		go func() {
 			resp, err := c.cfg.Transport.Request(rctx, addr, transport.Message{Type: TypeOpStatus, Body: encode(op)})
 			if err != nil {
-				answers <- coltype.OpAnswer{}
+				answers <- answer{}
 				return
 			}
 			a, err := decodeOpAnswer(resp.Body)
 			if err != nil {
-				answers <- coltype.OpAnswer{}
+				answers <- answer{}
 				return
 			}
-			answers <- a
+			answers <- answer{a, true}
 		}()
 	}
 	c.stats.opsAsked.Add(1)
 	for ; asked > 0; asked-- {
 		a := <-answers
+		if a.ok {
+			answered++
+		}
 		if !a.Seen || !a.Found {
 			continue
 		}
@@ -541,6 +558,10 @@ func (c *Coordinator) learnOp(ctx context.Context, u coltype.Update, natural []r
 			continue
 		}
 		c.stats.opsLearned.Add(1)
-		return
+		return nil
 	}
+	if incomplete && answered < others {
+		return errLeaderInDoubt
+	}
+	return nil
 }
