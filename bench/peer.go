@@ -67,8 +67,9 @@ func mergeRows(rep, other *Report, prefix string) {
 // entry per row, named "idemkv MODE").
 func RunEachAlone(ctx context.Context, t Target, cfg Config, peer Target) (*Report, error) {
 	if len(peer.Hosts) > 0 {
-		if cfg.Faults.KillEvery > 0 && peer.Killer == nil {
-			return nil, fmt.Errorf("%s: node kills on %s need a killer of its nodes", cfg.Name, PeerName)
+		var err error
+		if peer, err = peerRing(cfg, peer); err != nil {
+			return nil, err
 		}
 		t.ClientFaults = true
 	}
@@ -93,7 +94,6 @@ func RunEachAlone(ctx context.Context, t Target, cfg Config, peer Target) (*Repo
 	if len(peer.Hosts) == 0 {
 		return rep, nil
 	}
-	peer = Target{Hosts: peer.Hosts, Killer: peer.Killer, ServerPids: peer.ServerPids, Name: PeerName}
 	p, err := Run(ctx, peer, PeerConfig(cfg, peer.Hosts))
 	if err != nil {
 		return nil, fmt.Errorf("%s on %s: %w", cfg.Name, PeerName, err)
@@ -101,6 +101,15 @@ func RunEachAlone(ctx context.Context, t Target, cfg Config, peer Target) (*Repo
 	MergePeer(rep, p, PeerName)
 	rep.Config.Peer = strings.Replace(rep.Config.Peer, "at the same time as the rows above", "after the rows above, alone", 1)
 	return rep, nil
+}
+
+// peerRing is the peer's target for a run of cfg (named PeerName), or an
+// error when cfg's node kills cannot be matched on the peer.
+func peerRing(cfg Config, peer Target) (Target, error) {
+	if cfg.Faults.KillEvery > 0 && peer.Killer == nil {
+		return Target{}, fmt.Errorf("%s: node kills on %s need a killer of its nodes", cfg.Name, PeerName)
+	}
+	return Target{Hosts: peer.Hosts, Killer: peer.Killer, ServerPids: peer.ServerPids, Name: PeerName}, nil
 }
 
 // RunWithPeer runs cfg on t and, when peer.Hosts holds a ring's CQL
@@ -125,10 +134,10 @@ func runWithPeer(ctx context.Context, t Target, cfg Config, peer Target, togethe
 	if len(peer.Hosts) == 0 {
 		return Run(ctx, t, cfg)
 	}
-	if cfg.Faults.KillEvery > 0 && peer.Killer == nil {
-		return nil, fmt.Errorf("%s: node kills on %s need a killer of its nodes", cfg.Name, PeerName)
+	peer, err := peerRing(cfg, peer)
+	if err != nil {
+		return nil, err
 	}
-	peer = Target{Hosts: peer.Hosts, Killer: peer.Killer, ServerPids: peer.ServerPids, Name: PeerName}
 	t.ClientFaults = true
 	var (
 		p    *Report
@@ -136,7 +145,6 @@ func runWithPeer(ctx context.Context, t Target, cfg Config, peer Target, togethe
 	)
 	runPeer := func() { p, pErr = Run(ctx, peer, PeerConfig(cfg, peer.Hosts)) }
 	var rep *Report
-	var err error
 	if together {
 		done := make(chan struct{})
 		go func() {
