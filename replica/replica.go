@@ -598,15 +598,16 @@ func (r *Replica) CounterID() counters.ID { return r.counterIDs.current }
 // Stats returns the replica's running counts.
 func (r *Replica) Stats() Stats {
 	s := &r.stats
-	return Stats{
+	st := Stats{
 		LeaderApplies: s.leaderApplies.Load(), MutationsApplied: s.mutations.Load(),
 		CacheHits: s.cacheHits.Load(), CacheMisses: s.cacheMisses.Load(),
 		Flushes: s.flushes.Load(), Compactions: s.compactions.Load(), SpaceFlushes: s.spaceFlushes.Load(), LogSpaceFlushes: s.logSpaceFlushes.Load(),
 		ReplayedRecords: s.replayed.Load(), SkippedFlushedRecs: s.skipped.Load(),
 		CorruptBlocks: s.corruptBlocks.Load(), TombstonesPurged: s.tombstonesPurged.Load(),
 		ConflictsTakenBack: s.conflictsTakenBack.Load(),
-		LogRetainedBytes:   r.retainedLogBytes(r.log.Segments()),
 	}
+	st.LogRetainedBytes, _, _ = r.logRetention(r.log.Segments())
+	return st
 }
 
 // CommitLog exposes the log, for its segment listing and durability position.

@@ -404,16 +404,8 @@ func (r *Replica) checkCommitLogSpace() {
 	if r.log.Size() <= r.cfg.CommitLogSpaceBytes {
 		return
 	}
-	segs := r.log.Segments()
-	var oldest uint64
-	found := false
-	for _, s := range segs[:len(segs)-1] { // the last is the active segment
-		if r.cfg.CommitLog.Retain == nil || !r.cfg.CommitLog.Retain(s) {
-			oldest, found = s.ID, true
-			break
-		}
-	}
-	if retained := r.retainedLogBytes(segs); retained > r.cfg.CommitLogSpaceBytes {
+	retained, oldest, found := r.logRetention(r.log.Segments())
+	if retained > r.cfg.CommitLogSpaceBytes {
 		r.warnLogRetained(retained)
 	}
 	if !found {
@@ -430,20 +422,23 @@ func (r *Replica) checkCommitLogSpace() {
 	}
 }
 
-// retainedLogBytes sums the sealed segments of segs (the last is the
-// active one) that the log keeps for their op ids (Options.Retain): no
-// flush frees them before the windows of their ops have passed.
-func (r *Replica) retainedLogBytes(segs []commitlog.SegmentInfo) int64 {
-	if r.cfg.CommitLog.Retain == nil || len(segs) == 0 {
-		return 0
+// logRetention looks at the sealed segments of segs (the last is the
+// active one): retained sums those the log keeps for their op ids
+// (Options.Retain), which no flush frees before the windows of their ops
+// have passed, and oldest is the oldest of the others (found false: none).
+func (r *Replica) logRetention(segs []commitlog.SegmentInfo) (retained int64, oldest uint64, found bool) {
+	if len(segs) == 0 {
+		return 0, 0, false
 	}
-	var n int64
 	for _, s := range segs[:len(segs)-1] {
-		if r.cfg.CommitLog.Retain(s) {
-			n += s.Size
+		switch {
+		case r.cfg.CommitLog.Retain != nil && r.cfg.CommitLog.Retain(s):
+			retained += s.Size
+		case !found:
+			oldest, found = s.ID, true
 		}
 	}
-	return n
+	return retained, oldest, found
 }
 
 // logRetainedWarnEvery is how often, at most, a replica warns that the
@@ -454,7 +449,7 @@ const logRetainedWarnEvery = 10 * time.Minute
 // segments kept for op ids (retained bytes) exceed the commit log's bound,
 // which no flush can then bring it back under.
 func (r *Replica) warnLogRetained(retained int64) {
-	now := time.Now().UnixNano()
+	now := r.cfg.Now().UnixNano()
 	last := r.logRetainedWarned.Load()
 	if last != 0 && now-last < int64(logRetainedWarnEvery) || !r.logRetainedWarned.CompareAndSwap(last, now) {
 		return
