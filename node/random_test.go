@@ -690,7 +690,6 @@ func runRandomCluster(t *testing.T, mode string, steps int, powerCuts bool) {
 	// The schedule.
 	down, downUntil := -1, 0
 	partUntil, lossUntil := -1, -1
-	began := time.Now()
 	for step := 0; step < steps && !t.Failed(); step++ {
 		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
 		if down >= 0 && step >= downUntil {
@@ -841,7 +840,7 @@ func runRandomCluster(t *testing.T, mode string, steps int, powerCuts bool) {
 		failed += b.definitivelyFailed
 	}
 	t.Logf("%d updates (%d acknowledged, %d uncertain, %d failed) in %v; faults: %d power cuts (%d torn), %d clean restarts, %d partitions, %d lossy periods, %d flushes, %d disk faults refused",
-		len(ups), acked, uncertain, failed, time.Since(began).Round(time.Millisecond),
+		len(ups), acked, uncertain, failed, c.since().Round(time.Millisecond),
 		c.crashes, c.tornCrashes, c.cleanRestarts, c.partitions, c.losses, c.flushes, c.diskFaults)
 }
 
@@ -979,38 +978,8 @@ func (c *rtCluster) checkReplicasAgree(k rtKey, want int64) {
 func TestFBFPeriodicLeaderPowerCut(t *testing.T) {
 	for _, mode := range []string{"batch", "periodic"} {
 		t.Run(mode, func(t *testing.T) {
-			seed := testseed.Seed(t)
-			c := &rtCluster{t: t, net: transport.NewMemNetwork(seed), seed: seed, rng: rand.New(rand.NewPCG(seed, 1))}
-			c.setup(3, func(cfg *Config) {
-				cfg.CommitLogSync = mode
-				cfg.CommitLogSyncPeriodMS = 60000 // nothing synced during the test
-			})
-			u := coltype.Update{Table: rtFBF, Key: []byte("x"), Column: "c", Delta: 1, HasOp: true, OpTime: time.Now().UnixNano()}
-			u.OpID[7], u.OpID[15] = 9, 1
-			write := func() error {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				return c.nodes[0].nd.Coordinator().CounterWrite(ctx, u, coordinator.All)
-			}
-			if err := write(); err != nil {
-				t.Fatal(err)
-			}
-			leader := -1
-			for i, r := range c.nodes {
-				if r.nd.Replica().FBFStats().Applied == 1 {
-					leader = i
-				}
-			}
-			if leader < 0 {
-				t.Fatal("no leader applied the update")
-			}
-			c.crash(leader, false)
-			if err := c.restart(leader, false); err != nil {
-				t.Fatal(err)
-			}
-			c.waitFor("every node up", 30*time.Second, c.allUp)
-			c.waitFor("nothing in doubt", 30*time.Second, func() bool { return len(c.nodes[leader].nd.Replica().InDoubt()) == 0 })
-			if err := write(); err != nil {
+			c, _, write := powerCutLeader(t, mode)
+			if err := write(0, coordinator.All); err != nil {
 				t.Fatalf("retry: %v", err)
 			}
 			v, err := c.readAll(rtKey{rtFBF, "x"})
@@ -1024,33 +993,31 @@ func TestFBFPeriodicLeaderPowerCut(t *testing.T) {
 	}
 }
 
-// TestFBFPeriodicLeaderPowerCutCutOff: as TestFBFPeriodicLeaderPowerCut,
-// but the retry reaches the restarted leader while it is cut off from the
-// other replicas, the ones that hold the op. A leader whose filter may lack
-// ids used to lead the op anyway when no replica answered its question
-// (they "cannot help"), and counted it again: 2 where the client added 1
-// (TestRandomCluster, periodic mode, a partition just after the restart).
-// It now leads such an op only once every other natural replica has
-// answered; otherwise another leader is tried, and the write times out
-// while none can be reached.
-func TestFBFPeriodicLeaderPowerCutCutOff(t *testing.T) {
+// powerCutLeader starts three nodes in a commit log sync mode (nothing
+// synced by the period during the test), writes one FBF update at ALL
+// through node 1, cuts the power of the node that led it and restarts it,
+// and waits until every node is up and nothing is in doubt there. It
+// returns the cluster, the leader, and a writer of the same update (the
+// client's retry) through a node at a level.
+func powerCutLeader(t *testing.T, mode string) (c *rtCluster, leader int, write func(node int, cl coordinator.ConsistencyLevel) error) {
+	t.Helper()
 	seed := testseed.Seed(t)
-	c := &rtCluster{t: t, net: transport.NewMemNetwork(seed), seed: seed, rng: rand.New(rand.NewPCG(seed, 1))}
+	c = &rtCluster{t: t, net: transport.NewMemNetwork(seed), seed: seed, rng: rand.New(rand.NewPCG(seed, 1)), began: time.Now()}
 	c.setup(3, func(cfg *Config) {
-		cfg.CommitLogSync = "periodic"
-		cfg.CommitLogSyncPeriodMS = 60000 // nothing synced during the test
+		cfg.CommitLogSync = mode
+		cfg.CommitLogSyncPeriodMS = 60000
 	})
 	u := coltype.Update{Table: rtFBF, Key: []byte("x"), Column: "c", Delta: 1, HasOp: true, OpTime: time.Now().UnixNano()}
 	u.OpID[7], u.OpID[15] = 9, 1
-	write := func(i int, cl coordinator.ConsistencyLevel) error {
+	write = func(node int, cl coordinator.ConsistencyLevel) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return c.nodes[i].nd.Coordinator().CounterWrite(ctx, u, cl)
+		return c.nodes[node].nd.Coordinator().CounterWrite(ctx, u, cl)
 	}
 	if err := write(0, coordinator.All); err != nil {
 		t.Fatal(err)
 	}
-	leader := -1
+	leader = -1
 	for i, r := range c.nodes {
 		if r.nd.Replica().FBFStats().Applied == 1 {
 			leader = i
@@ -1065,6 +1032,20 @@ func TestFBFPeriodicLeaderPowerCutCutOff(t *testing.T) {
 	}
 	c.waitFor("every node up", 30*time.Second, c.allUp)
 	c.waitFor("nothing in doubt", 30*time.Second, func() bool { return len(c.nodes[leader].nd.Replica().InDoubt()) == 0 })
+	return c, leader, write
+}
+
+// TestFBFPeriodicLeaderPowerCutCutOff: as TestFBFPeriodicLeaderPowerCut,
+// but the retry reaches the restarted leader while it is cut off from the
+// other replicas, the ones that hold the op. A leader whose filter may lack
+// ids used to lead the op anyway when no replica answered its question
+// (they "cannot help"), and counted it again: 2 where the client added 1
+// (TestRandomCluster, periodic mode, a partition just after the restart).
+// It now leads such an op only once every other natural replica has
+// answered; otherwise another leader is tried, and the write times out
+// while none can be reached.
+func TestFBFPeriodicLeaderPowerCutCutOff(t *testing.T) {
+	c, leader, write := powerCutLeader(t, "periodic")
 	// The retry, through the restarted leader, cut off from the others.
 	var others []transport.Addr
 	for i := range c.nodes {
