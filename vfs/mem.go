@@ -64,6 +64,46 @@ type memNode struct {
 	data   []byte // current contents
 	synced []byte // contents as of the last Sync
 	perm   fs.FileMode
+	// data[dirtyLo:dirtyHi] (clipped to its length) holds every byte
+	// changed since the last Sync, when dirty; Sync copies only that range
+	// when the length is unchanged, so that syncing a large preallocated
+	// file costs what was written to it.
+	dirty            bool
+	dirtyLo, dirtyHi int64
+}
+
+// touch records that data[lo:hi] changed.
+func (n *memNode) touch(lo, hi int64) {
+	if !n.dirty {
+		n.dirty, n.dirtyLo, n.dirtyHi = true, lo, hi
+		return
+	}
+	n.dirtyLo, n.dirtyHi = min(n.dirtyLo, lo), max(n.dirtyHi, hi)
+}
+
+// sync makes synced equal data.
+func (n *memNode) sync() {
+	if len(n.synced) != len(n.data) {
+		n.synced = slices.Clone(n.data)
+	} else if n.dirty {
+		hi := min(n.dirtyHi, int64(len(n.data)))
+		if lo := n.dirtyLo; lo < hi {
+			copy(n.synced[lo:hi], n.data[lo:hi])
+		}
+	}
+	n.dirty = false
+}
+
+// shrink cuts data to size, copying it out of a much larger array so that
+// a file cut short (a preallocated segment trimmed) does not keep the
+// array alive.
+func (n *memNode) shrink(size int64) {
+	n.touch(size, int64(len(n.data)))
+	if int64(cap(n.data)) > 2*size+PageSize {
+		n.data = slices.Clone(n.data[:size])
+		return
+	}
+	n.data = n.data[:size:size]
 }
 
 // NewMem returns an empty in-memory filesystem holding the roots "/" and ".".
@@ -134,6 +174,7 @@ func (m *MemFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) 
 		if m.writeMatch != nil && m.writeMatch(name) {
 			return nil, pathErr("truncate", name, m.writeErr)
 		}
+		n.touch(0, int64(len(n.data)))
 		n.data = nil
 	}
 	return f, nil
@@ -330,9 +371,20 @@ func (m *MemFS) SyncDir(dir string) error {
 // CrashOptions shape CrashClone.
 type CrashOptions struct {
 	// TearUnsynced keeps, for each surviving file whose current contents
-	// extend its durable contents, a random prefix of the unsynced appended
-	// bytes (a torn write) instead of dropping them all.
+	// differ from its durable contents, a random prefix of the unsynced
+	// bytes (a torn write: from the first byte written since the last Sync
+	// to the last, appended or written in place, as through a Mapping)
+	// instead of dropping them all.
 	TearUnsynced bool
+	// TearPages keeps each PageSize-aligned page of a file's unsynced bytes
+	// with probability 1/2, independently of the others, instead of a
+	// prefix: a disk that persisted the kernel's writeback in another order
+	// than the file's (or a filesystem that converted a later preallocated
+	// extent to written before an earlier one). A page not kept holds its
+	// durable bytes, zeros past the durable length; a file longer than its
+	// durable contents ends with its last page kept. It takes precedence
+	// over TearUnsynced.
+	TearPages bool
 	// Seed drives the random prefixes; the same seed on the same state gives
 	// the same result.
 	Seed uint64
@@ -341,7 +393,7 @@ type CrashOptions struct {
 // CrashClone returns a new MemFS holding what survives a machine crash now:
 // each directory's durable entries, each surviving file with its durable
 // contents (plus, with TearUnsynced, a random prefix of its unsynced
-// appended bytes). Directories all survive. The clone is durable as it
+// bytes). Directories all survive. The clone is durable as it
 // stands (a second crash of it loses nothing more) and has no injected
 // faults. The receiver is not changed.
 func (m *MemFS) CrashClone(opts CrashOptions) *MemFS {
@@ -365,10 +417,11 @@ func (m *MemFS) CrashClone(opts CrashOptions) *MemFS {
 		for _, name := range names {
 			n := d.durable[name]
 			data := slices.Clone(n.synced)
-			if opts.TearUnsynced && len(n.data) > len(n.synced) && string(n.data[:len(n.synced)]) == string(n.synced) {
-				extra := len(n.data) - len(n.synced)
-				keep := rng.IntN(extra + 1)
-				data = append(data, n.data[len(n.synced):len(n.synced)+keep]...)
+			switch {
+			case opts.TearPages:
+				data = tearPages(data, n.data, rng)
+			case opts.TearUnsynced:
+				data = tear(data, n.data, rng)
 			}
 			nn := &memNode{data: data, synced: slices.Clone(data), perm: n.perm}
 			nd.files[name] = nn
@@ -377,6 +430,73 @@ func (m *MemFS) CrashClone(opts CrashOptions) *MemFS {
 		c.dirs[p] = nd
 	}
 	return c
+}
+
+// tear returns synced with a random prefix of the unsynced writes in data
+// laid over it: the bytes from the first one that differs from synced (or
+// that synced lacks) to the last such byte, in file order, as the kernel
+// writes a file's dirty pages back. A file cut shorter than synced is not
+// torn (synced is returned).
+func tear(synced, data []byte, rng *rand.Rand) []byte {
+	if len(data) < len(synced) {
+		return synced
+	}
+	first, last := -1, len(data)
+	for i := range synced {
+		if synced[i] != data[i] {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		if len(data) == len(synced) {
+			return synced
+		}
+		first = len(synced)
+	}
+	if len(data) == len(synced) {
+		for last = len(data); synced[last-1] == data[last-1]; last-- {
+		}
+	}
+	keep := rng.IntN(last - first + 1)
+	if end := first + keep; end > len(synced) {
+		synced = append(synced, make([]byte, end-len(synced))...)
+	}
+	copy(synced[first:], data[first:first+keep])
+	return synced
+}
+
+// PageSize is the unit in which CrashOptions.TearPages keeps or drops
+// unsynced bytes: the kernel's page.
+const PageSize = 4096
+
+// tearPages returns synced with each page of data that differs from it
+// laid over it with probability 1/2 (see CrashOptions.TearPages).
+func tearPages(synced, data []byte, rng *rand.Rand) []byte {
+	if len(data) < len(synced) {
+		return synced // a cut file is not torn
+	}
+	out := synced
+	if len(data) > len(out) {
+		out = append(out, make([]byte, len(data)-len(out))...)
+	}
+	end := len(synced)
+	for p := 0; p < len(data); p += PageSize {
+		q := min(p+PageSize, len(data))
+		var old []byte
+		if p < len(synced) {
+			old = synced[p:min(q, len(synced))]
+		}
+		if string(old) == string(data[p:q]) || rng.IntN(2) == 0 {
+			continue
+		}
+		copy(out[p:q], data[p:q])
+		end = max(end, q)
+	}
+	if len(data) > len(synced) {
+		out = out[:end]
+	}
+	return out
 }
 
 // Lose removes the file name from both the current and the durable views, as
@@ -572,6 +692,7 @@ func (f *memFile) Write(p []byte) (int, error) {
 		f.off = int64(len(n.data))
 	}
 	end := f.off + int64(len(p))
+	lo := min(f.off, int64(len(n.data))) // bytes from here on change (a gap is cleared)
 	if old := int64(len(n.data)); end > old {
 		if end <= int64(cap(n.data)) {
 			n.data = n.data[:end]
@@ -585,6 +706,7 @@ func (f *memFile) Write(p []byte) (int, error) {
 		}
 	}
 	copy(n.data[f.off:], p)
+	n.touch(lo, end)
 	f.off = end
 	return len(p), nil
 }
@@ -611,7 +733,7 @@ func (f *memFile) Sync() error {
 		}
 		return nil
 	}
-	f.node.synced = slices.Clone(f.node.data)
+	f.node.sync()
 	return nil
 }
 
@@ -629,8 +751,9 @@ func (f *memFile) Truncate(size int64) error {
 	}
 	n := f.node
 	if size <= int64(len(n.data)) {
-		n.data = n.data[:size:size]
+		n.shrink(size)
 	} else {
+		n.touch(int64(len(n.data)), size)
 		grown := make([]byte, size)
 		copy(grown, n.data)
 		n.data = grown

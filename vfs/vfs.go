@@ -19,11 +19,16 @@
 // second), each directory current and durable entries (SyncDir copies them);
 // directories themselves are durable as soon as MkdirAll creates them.
 // MemFS.CrashClone returns the filesystem a crash would leave (unsynced bytes
-// and entries lost, optionally a seeded random prefix of unsynced appends
-// kept as a torn write); the old MemFS and its open files are unaffected and
+// and entries lost, optionally a seeded random prefix of unsynced writes
+// kept as a torn write, or seeded random pages of them kept, out of order); the old MemFS and its open files are unaffected and
 // never reach the clone. Lose, Corrupt and Cut inject disk faults that
 // survive crashes; FailSync and FailWrite inject I/O errors (or a Sync that
 // lies) so that sticky-error paths can be tested.
+//
+// Map preallocates a file and maps it for writing (a Mapping): writes then
+// cost a copy into memory rather than a system call, with the durability
+// of a write — kept when the process dies, durable after File.Sync. Files of
+// Default (on Linux) and of a MemFS can be mapped.
 //
 // Nothing here is safe for use by more than one goroutine on the same File
 // unless the File's method says so; an FS is safe for concurrent use.
