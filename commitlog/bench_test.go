@@ -28,41 +28,43 @@ func benchDir(b *testing.B) string {
 // record is durable (fsynced) when its Append returns.
 func BenchmarkAppend(b *testing.B) {
 	for _, mode := range allModes {
-		for _, writers := range []int{1, 8, 64} {
-			b.Run(fmt.Sprintf("mode=%s/writers=%d", mode, writers), func(b *testing.B) {
-				l, err := Open(Options{Dir: benchDir(b), Sync: mode, Logger: quietLogger()}, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer l.Close()
-				rec := Record{Table: 1, Key: []byte("partition-key"), Column: "c", Kind: PayloadShard,
-					Payload: make([]byte, 100), Timestamp: 1, HasOp: true, OpTime: 1}
-				b.SetBytes(frameSize(&rec))
-				b.ReportAllocs()
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				for w := 0; w < writers; w++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						r := rec
-						for next.Add(1) <= int64(b.N) {
-							if _, err := l.Append(&r); err != nil {
-								b.Error(err)
-								return
+		for _, access := range []AccessMode{AccessStandard, AccessMmap} {
+			for _, writers := range []int{1, 8, 64} {
+				b.Run(fmt.Sprintf("mode=%s/access=%s/writers=%d", mode, access, writers), func(b *testing.B) {
+					l, err := Open(Options{Dir: benchDir(b), Sync: mode, Access: access, Logger: quietLogger()}, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer l.Close()
+					rec := Record{Table: 1, Key: []byte("partition-key"), Column: "c", Kind: PayloadShard,
+						Payload: make([]byte, 100), Timestamp: 1, HasOp: true, OpTime: 1}
+					b.SetBytes(frameSize(&rec))
+					b.ReportAllocs()
+					var next atomic.Int64
+					var wg sync.WaitGroup
+					b.ResetTimer()
+					for w := 0; w < writers; w++ {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							r := rec
+							for next.Add(1) <= int64(b.N) {
+								if _, err := l.Append(&r); err != nil {
+									b.Error(err)
+									return
+								}
 							}
-						}
-					}()
-				}
-				wg.Wait()
-				b.StopTimer()
-				unit := "records/s"
-				if mode != SyncPeriodic {
-					unit = "durable-records/s"
-				}
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
-			})
+						}()
+					}
+					wg.Wait()
+					b.StopTimer()
+					unit := "records/s"
+					if mode != SyncPeriodic {
+						unit = "durable-records/s"
+					}
+					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
+				})
+			}
 		}
 	}
 }

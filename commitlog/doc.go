@@ -66,6 +66,20 @@
 // max mutation size), so every record fits in a fresh segment. A segment is
 // rolled when the next frame would take it past Options.SegmentSize.
 //
+// With mmap access (Options.Access; the default where the filesystem can
+// map files) a segment is created at its full size: the header is written,
+// the file preallocated to SegmentSize with zeros (fallocate(2), so that the
+// disk's blocks are reserved) and mapped, and frames are copied into the
+// mapping. Its unwritten rest is zeros, which no frame starts with (a zero
+// length word fails its CRC). A segment is cut to its written length before
+// its final fsync when it is sealed, and the last one when the log closes,
+// so that only the newest segment of a log that did not close (a killed
+// process, a machine crash) has a zero tail; Open cuts that tail (see
+// Replay). With standard access frames are written with write(2) and the
+// file is never longer than what was written. The bytes on disk are the
+// same either way, so a log written with one access mode opens with the
+// other.
+//
 // # Record encoding (version 1)
 //
 //	size     field
@@ -109,9 +123,10 @@
 //
 // Writers encode their frame into an in-memory buffer under a short mutex.
 // In SyncPeriodic mode the appending goroutine then writes the buffer to the
-// file (write(2); whichever writer holds the file lock writes everything
-// pending) before Append returns, so a process crash loses nothing, and a
-// ticker fsyncs every SyncPeriod; appends block while the last sync is older
+// file (a copy into the mapping, or write(2); whichever writer holds the
+// file lock writes everything pending) before Append returns, so a process
+// crash loses nothing (a mapping's stores are in the kernel's page cache as
+// a write's bytes are), and a ticker fsyncs every SyncPeriod; appends block while the last sync is older
 // than 1.5×SyncPeriod. In SyncBatch and SyncGroup modes one syncer goroutine
 // per log takes the whole buffer, writes it, fsyncs it and wakes every append
 // it covered at once (one channel per sync generation). Batch syncs as soon
@@ -136,11 +151,28 @@
 // checksums to the replay function, in order. Nothing whose checksums fail is
 // ever replayed. Damage is handled as follows:
 //
+//   - Unwritten tail: in the newest segment, a frame position from which
+//     every byte to the end of a file of exactly SegmentSize bytes is zero
+//     is the unused preallocation of a mapped segment whose log did not
+//     close. The file is cut there and fsynced, with an Info line naming
+//     the file, offset and bytes. (A zero tail in a file of any other size
+//     is a torn tail, below; so is this one after SegmentSize changed.)
 //   - Torn tail: in the newest segment, a bad or incomplete frame after which
 //     no offset starts a frame with both checksums valid (the bytes run to
 //     end of file, or are zeros or garbage) is a write the crash interrupted.
 //     The file is truncated to the end of the last good record and fsynced,
 //     and a warning names the file, offset and number of bytes dropped.
+//   - Hole: in the newest segment, a bad frame over a 4 KiB page (see
+//     vfs.PageSize) that the crash did not persist — the bytes from the
+//     frame's start to the end of its page are zero, or a whole later page
+//     the frame runs into is — even when valid frames follow. A disk may
+//     persist an fsync's pages out of order (and a filesystem convert a
+//     later preallocated extent before an earlier one), so the crash of an
+//     fsync in flight can keep a later page and lose an earlier one; no
+//     fsync that covered the hole completed, so nothing from it on was
+//     acknowledged as durable. The file is cut at the frame and fsynced,
+//     with a warning naming the file, offset and bytes dropped. (A disk
+//     fault that zeroes a page of the newest segment is taken for a hole.)
 //   - A newest segment shorter than the header, or all zero bytes, that the
 //     manifest does not list was torn at creation (it never held a record):
 //     it is deleted with a warning naming it. If the manifest lists it, its
@@ -158,7 +190,8 @@
 //     crash: it is deleted, unreplayed, with a warning naming it. A segment
 //     with an id above every listed one was being created: it is scanned as
 //     usual (it holds at most a header).
-//   - Anything else is corruption: a bad frame followed by a valid one, any
+//   - Anything else is corruption: a bad frame followed by a valid one (and
+//     no hole), any
 //     bad frame in an older segment (older segments are fsynced in full
 //     before the next one is written), a bad segment header, or a frame whose
 //     checksums hold but whose payload DecodeRecord rejects. Open fails with

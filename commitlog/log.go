@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,6 +63,51 @@ func ParseSyncMode(s string) (SyncMode, error) {
 	return 0, fmt.Errorf("commitlog: unknown sync mode %q (want periodic, batch or group)", s)
 }
 
+// AccessMode says how appends reach a segment file.
+type AccessMode int
+
+const (
+	// AccessAuto is AccessMmap where the filesystem can map files, else
+	// AccessStandard.
+	AccessAuto AccessMode = iota
+	// AccessMmap preallocates each segment to SegmentSize and maps it:
+	// appends are copied into the mapping, without a system call (what
+	// Cassandra does with an uncompressed commit log). A segment is cut to
+	// its written length when it is sealed and when the log closes. Where
+	// the filesystem cannot map, Open falls back to AccessStandard with a
+	// warning.
+	AccessMmap
+	// AccessStandard writes appends with write(2).
+	AccessStandard
+)
+
+// String returns "auto", "mmap" or "standard".
+func (m AccessMode) String() string {
+	switch m {
+	case AccessAuto:
+		return "auto"
+	case AccessMmap:
+		return "mmap"
+	case AccessStandard:
+		return "standard"
+	}
+	return fmt.Sprintf("AccessMode(%d)", int(m))
+}
+
+// ParseAccessMode parses "auto", "mmap" or "standard" (and "legacy", which
+// Cassandra 5 spells for its default, as "auto").
+func ParseAccessMode(s string) (AccessMode, error) {
+	switch s {
+	case "auto", "legacy":
+		return AccessAuto, nil
+	case "mmap":
+		return AccessMmap, nil
+	case "standard":
+		return AccessStandard, nil
+	}
+	return 0, fmt.Errorf("commitlog: unknown disk access mode %q (want auto, mmap or standard)", s)
+}
+
 // Defaults for Options.
 const (
 	DefaultSegmentSize = 32 << 20
@@ -83,6 +129,7 @@ type Options struct {
 	// A record whose frame is larger than SegmentSize/2 is refused.
 	SegmentSize int64
 	Sync        SyncMode      // default SyncPeriodic
+	Access      AccessMode    // default AccessAuto
 	SyncPeriod  time.Duration // periodic: fsync interval (default 10s)
 	GroupWindow time.Duration // group: the longest a group gathers before its fsync (default 2ms)
 	// SkipCorrupt makes Open skip (and log) corrupt records and segments
@@ -127,6 +174,11 @@ type segment struct {
 	path string
 	f    vfs.File
 	size int64 // logical size, including bytes still buffered
+
+	// m maps the file (AccessMmap); written is the file offset the next
+	// write goes to. Both are used under Log.ioMu.
+	m       vfs.Mapping
+	written int64
 
 	records, opRecords int
 	minOp, maxOp       int64
@@ -211,6 +263,7 @@ type Log struct {
 	logger    *slog.Logger
 	segSize   int64
 	maxRecord int64
+	mapped    bool          // segments are preallocated and mapped (AccessMmap)
 	lag       time.Duration // periodic: writers block while the last sync is older
 
 	// mu guards the in-memory state below; it is held only briefly.
@@ -283,6 +336,11 @@ func Open(opts Options, replay func(Position, Record) error) (*Log, error) {
 	default:
 		return nil, fmt.Errorf("commitlog: unknown sync mode %d", int(opts.Sync))
 	}
+	switch opts.Access {
+	case AccessAuto, AccessMmap, AccessStandard:
+	default:
+		return nil, fmt.Errorf("commitlog: unknown disk access mode %d", int(opts.Access))
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -316,6 +374,7 @@ func Open(opts Options, replay func(Position, Record) error) (*Log, error) {
 		logger:      opts.Logger,
 		segSize:     opts.SegmentSize,
 		maxRecord:   opts.SegmentSize / 2,
+		mapped:      opts.Access != AccessStandard,
 		lag:         opts.SyncPeriod * 3 / 2,
 		groupTarget: 2,
 		window:      groupWindow{cap: opts.GroupWindow},
@@ -329,7 +388,7 @@ func Open(opts Options, replay func(Position, Record) error) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := &scanner{fs: opts.FS, skipCorrupt: opts.SkipCorrupt, logger: opts.Logger, replay: replay}
+	sc := &scanner{fs: opts.FS, skipCorrupt: opts.SkipCorrupt, segSize: opts.SegmentSize, logger: opts.Logger, replay: replay}
 	for i, id := range ids {
 		path := filepath.Join(opts.Dir, SegmentName(id))
 		seg, err := sc.scanSegment(path, id, i == len(ids)-1, listed[id])
@@ -367,25 +426,55 @@ func Open(opts Options, replay func(Position, Record) error) (*Log, error) {
 	return l, nil
 }
 
-// createSegment creates seg's file, writes and fsyncs its header, syncs the
-// directory and only then adds seg to the manifest: a segment the manifest
-// lists always had a durable header, and no record is written to a segment
-// before the manifest lists it.
-func (l *Log) createSegment(seg *segment) error {
-	f, err := l.opts.FS.OpenFile(seg.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+// createSegment creates seg's file, writes its header (and, with mmap
+// access, preallocates and maps the file), fsyncs it, syncs the directory
+// and only then adds seg to the manifest: a segment the manifest lists
+// always had a durable header, and no record is written to a segment before
+// the manifest lists it. l.ioMu is held, or Open is running.
+func (l *Log) createSegment(seg *segment) (err error) {
+	flag := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if l.mapped {
+		flag = os.O_RDWR | os.O_CREATE | os.O_EXCL // mmap needs read access
+	}
+	f, err := l.opts.FS.OpenFile(seg.path, flag, 0o644)
 	if err != nil {
 		return fmt.Errorf("commitlog: create segment: %w", err)
 	}
-	if _, err := f.Write(appendHeader(nil, seg.id)); err != nil {
-		f.Close()
+	var m vfs.Mapping
+	defer func() {
+		if err != nil {
+			if m != nil {
+				m.Close()
+			}
+			f.Close()
+		}
+	}()
+	if l.mapped {
+		m, err = vfs.Map(f, l.segSize)
+		if errors.Is(err, vfs.ErrMapUnsupported) {
+			level := slog.LevelInfo
+			if l.opts.Access == AccessMmap {
+				level = slog.LevelWarn
+			}
+			l.logger.Log(context.Background(), level, "commitlog: segments cannot be mapped here; appends are written with write(2)",
+				"file", seg.path, "err", err)
+			l.mapped, m, err = false, nil, nil
+		} else if err != nil {
+			return fmt.Errorf("commitlog: preallocate %s: %w", seg.path, err)
+		}
+	}
+	if m != nil {
+		_, err = m.WriteAt(appendHeader(nil, seg.id), 0)
+	} else {
+		_, err = f.Write(appendHeader(nil, seg.id))
+	}
+	if err != nil {
 		return fmt.Errorf("commitlog: write header of %s: %w", seg.path, err)
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
 		return fmt.Errorf("commitlog: sync %s: %w", seg.path, err)
 	}
 	if err := syncDir(l.opts.FS, l.opts.Dir); err != nil {
-		f.Close()
 		return err
 	}
 	l.manMu.Lock()
@@ -395,10 +484,27 @@ func (l *Log) createSegment(seg *segment) error {
 	}
 	l.manMu.Unlock()
 	if err != nil {
-		f.Close()
 		return err
 	}
-	seg.f = f
+	seg.f, seg.m, seg.written = f, m, HeaderSize
+	return nil
+}
+
+// unmap ends seg's mapping and cuts the file to the bytes written, so that
+// a sealed segment (or the last one, at Close) has no preallocated tail;
+// l.ioMu is held. The caller fsyncs the file afterwards.
+func (l *Log) unmap(seg *segment) error {
+	if seg.m == nil {
+		return nil
+	}
+	err := seg.m.Close()
+	seg.m = nil
+	if err == nil {
+		err = seg.f.Truncate(seg.written)
+	}
+	if err != nil {
+		return fmt.Errorf("commitlog: cut %s to its %d written bytes: %w", seg.path, seg.written, err)
+	}
 	return nil
 }
 
@@ -673,6 +779,9 @@ func (l *Log) writePending() error {
 			if err = l.writeSeg(c.seg, c.data); err != nil {
 				break
 			}
+			if err = l.unmap(c.seg); err != nil {
+				break
+			}
 			if err = c.seg.f.Sync(); err != nil {
 				err = fmt.Errorf("commitlog: sync %s: %w", c.seg.path, err)
 				break
@@ -709,9 +818,16 @@ func (l *Log) writeSeg(seg *segment, data []byte) error {
 		}
 	}
 	l.lastSeg = seg
-	if _, err := seg.f.Write(data); err != nil {
+	var err error
+	if seg.m != nil {
+		_, err = seg.m.WriteAt(data, seg.written)
+	} else {
+		_, err = seg.f.Write(data)
+	}
+	if err != nil {
 		return fmt.Errorf("commitlog: write %s: %w", seg.path, err)
 	}
+	seg.written += int64(len(data))
 	return nil
 }
 
@@ -979,6 +1095,20 @@ func (l *Log) Close() error {
 		l.shut = true
 		segs := slices.Clone(l.segs)
 		l.mu.Unlock()
+		for _, s := range segs {
+			if s.m == nil {
+				continue
+			}
+			uerr := l.unmap(s)
+			if uerr == nil {
+				if serr := s.f.Sync(); serr != nil {
+					uerr = fmt.Errorf("commitlog: sync %s: %w", s.path, serr)
+				}
+			}
+			if uerr != nil && err == nil {
+				err = uerr
+			}
+		}
 		for _, s := range segs {
 			if s.f != nil {
 				if cerr := s.f.Close(); cerr != nil && !errors.Is(cerr, os.ErrClosed) && err == nil {

@@ -207,6 +207,29 @@ func validFrameAfter(data []byte, off int) bool {
 	return false
 }
 
+// holeAt reports whether the bad frame fr at off lies over a page that a
+// crash did not persist: the bytes from off to the end of its vfs.PageSize
+// page are all zero, or so is a whole later page the frame runs into (its
+// header's 8 bytes when its length is not trusted). A log's bytes are
+// written once, in order, so an older version of a page holds a prefix of
+// what it holds now, then zeros.
+func holeAt(data []byte, off int, fr frameResult) bool {
+	pageEnd := func(x int) int { return min((x/vfs.PageSize+1)*vfs.PageSize, len(data)) }
+	end := min(off+frameHead, len(data))
+	if fr.trusted {
+		end = fr.next
+	}
+	if allZero(data[off:pageEnd(off)]) {
+		return true
+	}
+	for p := pageEnd(off); p < end; p = pageEnd(p) {
+		if allZero(data[p:pageEnd(p)]) {
+			return true
+		}
+	}
+	return false
+}
+
 func allZero(b []byte) bool {
 	return len(bytes.TrimLeft(b, "\x00")) == 0
 }
@@ -215,6 +238,7 @@ func allZero(b []byte) bool {
 type scanner struct {
 	fs          vfs.FS
 	skipCorrupt bool
+	segSize     int64 // the log's SegmentSize: a mapped segment's file size
 	logger      *slog.Logger
 	replay      func(Position, Record) error
 }
@@ -264,10 +288,35 @@ func (s *scanner) scanSegment(path string, id uint64, newest, listed bool) (*seg
 			off = fr.next
 			continue
 		}
+		if newest && !fr.decode && int64(len(data)) == s.segSize && allZero(data[off:]) {
+			// What a mapped segment preallocated and never wrote: the
+			// process stopped without its Close.
+			s.logger.Info("commitlog: cutting the unwritten zero tail of the newest segment", "file", path,
+				"offset", off, "bytes", len(data)-off)
+			if err := truncateFile(s.fs, path, int64(off)); err != nil {
+				return nil, err
+			}
+			seg.size = int64(off)
+			return seg, nil
+		}
 		if newest && !fr.decode && !validFrameAfter(data, off) {
 			// Torn tail: the last write never completed.
 			s.logger.Warn("commitlog: truncating torn tail", "file", path, "offset", off,
 				"dropped_bytes", len(data)-off, "reason", fr.reason)
+			if err := truncateFile(s.fs, path, int64(off)); err != nil {
+				return nil, err
+			}
+			seg.size = int64(off)
+			return seg, nil
+		}
+		if newest && !fr.decode && holeAt(data, off, fr) {
+			// A hole: a page of this frame never reached the disk, but a
+			// later page did. The disk persisted the writeback out of
+			// order during the fsync the crash cut short, so nothing from
+			// here on was covered by a completed fsync: none of it was
+			// acknowledged as durable.
+			s.logger.Warn("commitlog: cutting the newest segment at a hole the crash left (pages written back out of order); the records after it were not yet durable",
+				"file", path, "offset", off, "dropped_bytes", len(data)-off, "reason", fr.reason)
 			if err := truncateFile(s.fs, path, int64(off)); err != nil {
 				return nil, err
 			}
