@@ -31,7 +31,12 @@ type Config struct {
 	CommitLogSyncPeriodMS  int    `yaml:"commitlog_sync_period_in_ms"`       // default 10000
 	CommitLogGroupWindowMS int    `yaml:"commitlog_sync_group_window_in_ms"` // default 2
 	CommitLogSegmentSizeMB int    `yaml:"commitlog_segment_size_in_mb"`      // default 32
-	MemtableFlushMB        int    `yaml:"memtable_flush_size_in_mb"`         // default 64
+	// CommitLogDiskAccessMode is how appends reach the segments: "mmap"
+	// (preallocated, mapped segments: no system call per append), "standard"
+	// (write(2)) or "auto" (the default; also spelled "legacy", Cassandra
+	// 5's default): mmap where the filesystem can map files.
+	CommitLogDiskAccessMode string `yaml:"commitlog_disk_access_mode"`
+	MemtableFlushMB         int    `yaml:"memtable_flush_size_in_mb"` // default 64
 	// MemtableHeapSpaceMB bounds the memtables of all tables together
 	// (Cassandra's memtable_heap_space_in_mb): when those being written
 	// reach half of it, the largest is flushed. 0 (or absent) is
@@ -185,6 +190,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if _, err := commitlog.ParseSyncMode(c.CommitLogSync); err != nil {
 		return c, fmt.Errorf("node: commitlog_sync: %w", err)
+	}
+	if c.CommitLogDiskAccessMode == "" {
+		c.CommitLogDiskAccessMode = "auto"
+	}
+	if _, err := commitlog.ParseAccessMode(c.CommitLogDiskAccessMode); err != nil {
+		return c, fmt.Errorf("node: commitlog_disk_access_mode: %w", err)
 	}
 	// An empty counter_leader is the default: random for vanilla tables,
 	// each counter design's own for the others (FBF: first).

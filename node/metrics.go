@@ -233,6 +233,9 @@ type timedFile struct {
 	m *metrics.Metrics
 }
 
+// Unwrap lets vfs.Map map the file beneath (the commit log's segments).
+func (f timedFile) Unwrap() vfs.File { return f.File }
+
 func (f timedFile) Sync() error {
 	start := time.Now()
 	err := f.File.Sync()

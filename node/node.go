@@ -191,6 +191,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 	cfg.logIgnored(logger)
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x1de4))
 	mode, _ := commitlog.ParseSyncMode(cfg.CommitLogSync)
+	access, _ := commitlog.ParseAccessMode(cfg.CommitLogDiskAccessMode)
 	// One node per data directory: a second one would share the host id
 	// and the commit log. Only the operating system's files are locked.
 	var dirLock *os.File
@@ -215,7 +216,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		Dir: cfg.DataDirectory, FS: syncTimedFS{FS: opts.FS, dir: cmp.Or(cfg.CommitLogDirectory, filepath.Join(cfg.DataDirectory, "commitlog")), m: mtr},
 		CommitLog: commitlog.Options{
 			Dir:  cfg.CommitLogDirectory, // "": inside the data directory
-			Sync: mode, SyncPeriod: ms(cfg.CommitLogSyncPeriodMS), GroupWindow: ms(cfg.CommitLogGroupWindowMS),
+			Sync: mode, Access: access, SyncPeriod: ms(cfg.CommitLogSyncPeriodMS), GroupWindow: ms(cfg.CommitLogGroupWindowMS),
 			SegmentSize: int64(cfg.CommitLogSegmentSizeMB) << 20,
 		},
 		MemtableFlushBytes:  int64(cfg.MemtableFlushMB) << 20,
