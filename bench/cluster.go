@@ -34,6 +34,7 @@ type ClusterConfig struct {
 	// Cassandra, so a slow write surfaces as a write timeout).
 	CounterWriteTimeout time.Duration
 	Sync                string       // commit log sync mode (default periodic)
+	Access              string       // commit log disk access mode (default auto)
 	Leader              string       // vanilla counter leader rule: random (default) or first
 	Logger              *slog.Logger // default: discard
 	Log                 *FaultLog    // where faults are logged; default a new log
@@ -102,7 +103,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			StoragePort:   c.cfg.Port, NativeTransportPort: c.cfg.Port + 1,
 			Seeds:         []string{fmt.Sprintf("127.0.0.1:%d", c.cfg.Port)},
 			NumTokens:     16,
-			CommitLogSync: cfg.Sync, CounterLeader: cfg.Leader,
+			CommitLogSync: cfg.Sync, CommitLogDiskAccessMode: cfg.Access, CounterLeader: cfg.Leader,
 			CounterWriteTimeoutMS: int(cfg.CounterWriteTimeout / time.Millisecond),
 			GossipIntervalMS:      200, PhiConvictThreshold: 12, HintDeliveryMS: 500,
 		})

@@ -33,6 +33,7 @@ import (
 type DurableConfig struct {
 	Dir     string   // data directory; a temporary one when empty
 	Modes   []string // commit log sync modes (default periodic, batch, group)
+	Access  string   // commit log disk access mode (default auto)
 	Clients []int    // gocql clients per row (default 1, 4, 16)
 	Nodes   int      // ring size (default 3, RF = min(3, Nodes))
 	Keys    int      // distinct counter keys, uniform (default 10,000)
@@ -247,6 +248,9 @@ type countedFile struct {
 	c *syncCounter
 }
 
+// Unwrap lets the commit log map the file beneath (vfs.Map).
+func (f countedFile) Unwrap() vfs.File { return f.File }
+
 func (f countedFile) Sync() error {
 	start := time.Now()
 	err := f.File.Sync()
@@ -260,7 +264,7 @@ func runDurableMode(ctx context.Context, cfg DurableConfig, dir, mode string, sa
 	for i := range counters {
 		counters[i] = &syncCounter{}
 	}
-	c, err := StartCluster(ctx, ClusterConfig{Nodes: cfg.Nodes, Dir: dir, Seed: cfg.Seed + salt, Sync: mode,
+	c, err := StartCluster(ctx, ClusterConfig{Nodes: cfg.Nodes, Dir: dir, Seed: cfg.Seed + salt, Sync: mode, Access: cfg.Access,
 		CounterWriteTimeout: cfg.Timeout,
 		FS:                  func(i int) vfs.FS { return countingFS{FS: vfs.Default, c: counters[i-1]} }})
 	if err != nil {
@@ -449,6 +453,7 @@ the defaults.
 `)
 	dir := fs.String("dir", "", "data directory (default: a temporary one, removed afterwards)")
 	modes := fs.String("modes", "periodic,batch,group", "commit log sync modes, comma-separated")
+	access := fs.String("commitlog-access", "auto", "the nodes' commit log disk access mode: auto, mmap or standard")
 	clients := fs.String("clients", "1,4,16", "gocql client counts, comma-separated")
 	nodes := fs.Int("nodes", 3, "nodes of the embedded ring (RF is min(3, nodes))")
 	keys := fs.Int("keys", 10000, "distinct counter keys (uniform)")
@@ -469,7 +474,7 @@ the defaults.
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg := DurableConfig{Dir: *dir, Nodes: *nodes, Keys: *keys, Duration: *dur, Warmup: *warm, Ops: *ops, FsyncSamples: *fsyncs,
-		Timeout: *timeout, Seed: *seed, Coalesce: *coalesce}
+		Timeout: *timeout, Seed: *seed, Coalesce: *coalesce, Access: *access}
 	if *coalesce < 0 {
 		return errors.New("--gocql-coalesce must not be negative")
 	}

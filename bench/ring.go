@@ -46,6 +46,7 @@ type RingConfig struct {
 	Warmup   time.Duration
 	Seed     uint64
 	Sync     string // commit log sync mode of every node
+	Access   string // commit log disk access mode of every node (default auto)
 	Leader   string // counter leader rule: random or first
 	// Via are the client paths measured side by side on the same ring,
 	// keys and writers: "coordinator" (each writer calls a random node's
@@ -196,7 +197,7 @@ func StartRing(ctx context.Context, cfg RingConfig, logger *slog.Logger) ([]*nod
 			ListenAddress: fmt.Sprintf("127.0.0.%d", i),
 			StoragePort:   port, NativeTransportPort: port + 1,
 			Seeds:         []string{fmt.Sprintf("127.0.0.1:%d", port)},
-			CommitLogSync: cfg.Sync, CounterLeader: cfg.Leader,
+			CommitLogSync: cfg.Sync, CommitLogDiskAccessMode: cfg.Access, CounterLeader: cfg.Leader,
 			GossipIntervalMS: 200, PhiConvictThreshold: 12,
 		}, node.Options{Logger: logger, Seed: cfg.Seed + uint64(i)})
 		if err != nil {

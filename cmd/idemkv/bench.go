@@ -243,6 +243,7 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	dur := fs.Duration("duration", 3*time.Second, "measured time of each run")
 	warm := fs.Duration("warmup", 500*time.Millisecond, "unmeasured time before each run")
 	syncMode := fs.String("commitlog-sync", "periodic", "commit log sync mode of the nodes")
+	access := fs.String("commitlog-access", "auto", "commit log disk access mode of the nodes: auto, mmap or standard")
 	leader := fs.String("counter-leader", "", "counter leader rule of every table without its own: random (Cassandra's) or first (default: random, and first for FBF tables)")
 	seed := fs.Uint64("seed", 1, "seed of key, coordinator and leader choices")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -313,14 +314,14 @@ func runBenchRing(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --tables %s --fbf2-options %s --via %s --route %s --writers %d --duration %s --warmup %s --commitlog-sync %s --counter-leader %s --gocql-coalesce %s --seed %d\n",
-		*nodes, *rf, *levels, *keys, *tables, *fbf2, *via, *route, *writers, *dur, *warm, *syncMode, *leader, *coalesce, *seed)
+	fmt.Fprintf(stdout, "# idemkv bench ring --nodes %d --rf %d --cl %s --keys %s --tables %s --fbf2-options %s --via %s --route %s --writers %d --duration %s --warmup %s --commitlog-sync %s --commitlog-access %s --counter-leader %s --gocql-coalesce %s --seed %d\n",
+		*nodes, *rf, *levels, *keys, *tables, *fbf2, *via, *route, *writers, *dur, *warm, *syncMode, *access, *leader, *coalesce, *seed)
 	fmt.Fprintln(stdout, "# counter increments of an embedded ring (nodes talk over TCP on 127.0.0.i), via random coordinators called in")
 	fmt.Fprintf(stdout, "# process (coordinator) or through gocql and the nodes' CQL servers (cql; %s);\n", bench.CoalesceSummary(*coalesce))
 	fmt.Fprintln(stdout, "# fbf: every update carries a fresh op id and the FBF tables lead on the first live replica")
 	results, err := bench.RunRing(ctx, bench.RingConfig{
 		Nodes: *nodes, RF: *rf, Levels: cls, Keys: ks, Tables: strings.Split(*tables, ","), Writers: *writers, Duration: *dur, Warmup: *warm,
-		Via: strings.Split(*via, ","), Route: *route, Breakdown: *breakdown, ProfileDir: *profileDir, Coalesce: *coalesce, Seed: *seed, Sync: *syncMode, Leader: *leader, Progress: stderr,
+		Via: strings.Split(*via, ","), Route: *route, Breakdown: *breakdown, ProfileDir: *profileDir, Coalesce: *coalesce, Seed: *seed, Sync: *syncMode, Access: *access, Leader: *leader, Progress: stderr,
 		WindowOptions: fbf2Opts,
 	})
 	if err != nil {
