@@ -1,7 +1,12 @@
 package commitlog
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +106,84 @@ func TestAccessModeParse(t *testing.T) {
 	}
 	if _, err := Open(Options{Dir: t.TempDir(), Access: AccessMode(9)}, nil); err == nil || errors.Is(err, ErrClosed) {
 		t.Errorf("Open with an unknown access mode: %v", err)
+	}
+}
+
+// childDirEnv makes the test binary an appender for
+// TestLogSurvivesSIGKILL: it appends to the log in that directory and prints
+// each acknowledged record's sequence number.
+const childDirEnv = "IDEMKV_COMMITLOG_CHILD_DIR"
+
+// TestLogSurvivesSIGKILL kills a real process that appends to a periodic
+// log (fsync every hour: none happens) with SIGKILL after a seeded number of
+// acknowledged appends, and checks that the log, reopened, replays every
+// record the process had acknowledged, in order, with mmap access (stores in
+// the page cache) as with write(2).
+func TestLogSurvivesSIGKILL(t *testing.T) {
+	if dir := os.Getenv(childDirEnv); dir != "" {
+		appendForever(dir, os.Getenv(childDirEnv+"_ACCESS"))
+		return
+	}
+	if testing.Short() {
+		t.Skip("runs a child process")
+	}
+	rng := testRand(t)
+	for _, access := range []AccessMode{AccessMmap, AccessStandard} {
+		t.Run(access.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestLogSurvivesSIGKILL$")
+			cmd.Env = append(os.Environ(), childDirEnv+"="+dir, childDirEnv+"_ACCESS="+access.String())
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			want := 1000 + rng.IntN(20000)
+			sc := bufio.NewScanner(out)
+			acked := -1
+			for acked < want && sc.Scan() {
+				if n, err := strconv.Atoi(sc.Text()); err == nil {
+					acked = n
+				}
+			}
+			cmd.Process.Kill() // SIGKILL
+			cmd.Wait()
+			if acked < want {
+				t.Fatalf("the child stopped after acknowledging %d appends: %v", acked, sc.Err())
+			}
+			next := 0
+			mustOpen(t, Options{Dir: dir}, func(_ Position, r Record) error {
+				if n, _ := strconv.Atoi(string(r.Key)); n == next {
+					next++
+				}
+				return nil
+			}).Close()
+			if next <= acked {
+				t.Errorf("replayed records 0..%d in order; the killed process had acknowledged 0..%d", next-1, acked)
+			}
+			t.Logf("killed after %d acknowledged appends; %d replayed", acked+1, next)
+		})
+	}
+}
+
+// appendForever is the child of TestLogSurvivesSIGKILL.
+func appendForever(dir, access string) {
+	mode, err := ParseAccessMode(access)
+	if err != nil {
+		panic(err)
+	}
+	l, err := Open(Options{Dir: dir, Sync: SyncPeriodic, SyncPeriod: time.Hour, Access: mode,
+		SegmentSize: 256 << 10, Logger: quietLogger()}, nil)
+	if err != nil {
+		panic(err)
+	}
+	for seq := 0; ; seq++ {
+		r := Record{Kind: PayloadShard, Key: []byte(strconv.Itoa(seq)), Payload: make([]byte, 64)}
+		if _, err := l.Append(&r); err != nil {
+			panic(err)
+		}
+		fmt.Fprintln(os.Stdout, seq)
 	}
 }
