@@ -967,6 +967,18 @@ func (l *Log) Sync() error {
 	return l.syncNow()
 }
 
+// Access returns the access mode the log's appends use now: AccessMmap,
+// or AccessStandard (asked for, or fallen back to where segments cannot be
+// mapped).
+func (l *Log) Access() AccessMode {
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	if l.mapped {
+		return AccessMmap
+	}
+	return AccessStandard
+}
+
 // Durable returns a position such that every record strictly before it is
 // fsynced.
 func (l *Log) Durable() Position {

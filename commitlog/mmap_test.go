@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -24,7 +25,7 @@ func TestMappedSegments(t *testing.T) {
 	dir := t.TempDir()
 	const segSize = 2048
 	l := mustOpen(t, Options{Dir: dir, Sync: SyncPeriodic, SyncPeriod: time.Hour, Access: AccessMmap, SegmentSize: segSize}, nil)
-	if !l.mapped {
+	if l.Access() != AccessMmap {
 		t.Skip("the temporary directory's filesystem cannot map segments")
 	}
 	rng := testRand(t)
@@ -94,12 +95,38 @@ func TestMappedTailOfAnotherSize(t *testing.T) {
 	}
 }
 
-// TestAccessModeParse covers ParseAccessMode and an invalid Options.Access.
+// TestAccessModeParse covers ParseAccessMode, an invalid Options.Access
+// and the mode Access reports.
 func TestAccessModeParse(t *testing.T) {
+	for _, c := range []struct{ asked, got AccessMode }{{AccessAuto, AccessMmap}, {AccessMmap, AccessMmap}, {AccessStandard, AccessStandard}} {
+		l := mustOpen(t, Options{Dir: crashDir, FS: vfs.NewMem(), Access: c.asked}, nil)
+		if got := l.Access(); got != c.got {
+			t.Errorf("a log on a MemFS opened with %v uses %v, want %v", c.asked, got, c.got)
+		}
+		l.Close()
+	}
 	for s, want := range map[string]AccessMode{"auto": AccessAuto, "legacy": AccessAuto, "mmap": AccessMmap, "standard": AccessStandard} {
 		if got, err := ParseAccessMode(s); err != nil || got != want {
 			t.Errorf("ParseAccessMode(%q) = %v, %v; want %v", s, got, err, want)
 		}
+	}
+	for _, c := range []struct {
+		asked AccessMode
+		level string
+	}{{AccessAuto, "INFO"}, {AccessMmap, "WARN"}} {
+		var logs logBuffer
+		l := mustOpen(t, Options{Dir: crashDir, FS: noMapFS{vfs.NewMem()}, Access: c.asked, Logger: newLogger(&logs)}, nil)
+		if got := l.Access(); got != AccessStandard {
+			t.Errorf("a log whose files cannot be mapped, opened with %v, uses %v", c.asked, got)
+		}
+		if want := "level=" + c.level + " msg=\"commitlog: segments cannot be mapped here"; !strings.Contains(logs.String(), want) {
+			t.Errorf("falling back from %v logged:\n%s\nwant %s", c.asked, logs.String(), want)
+		}
+		r := Record{Kind: PayloadShard, Payload: []byte("x")}
+		if _, err := l.Append(&r); err != nil {
+			t.Errorf("append after falling back from %v: %v", c.asked, err)
+		}
+		l.Close()
 	}
 	if _, err := ParseAccessMode("direct"); err == nil {
 		t.Error("ParseAccessMode accepted direct")
@@ -186,4 +213,18 @@ func appendForever(dir, access string) {
 		}
 		fmt.Fprintln(os.Stdout, seq)
 	}
+}
+
+// noMapFS is a MemFS whose files hide what they are, so that vfs.Map
+// cannot map them (as on a filesystem without fallocate).
+type noMapFS struct{ vfs.FS }
+
+type hiddenFile struct{ vfs.File }
+
+func (f noMapFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return hiddenFile{file}, nil
 }
