@@ -151,7 +151,11 @@ func (h *Hints) queue(target string) (*hintQueue, error) {
 		// failed is counted as done, since a queued hint of an FBF update
 		// is what puts it in doubt after the leader restarts (and hints are
 		// written only while a replica is unreachable).
-		Sync:   commitlog.SyncGroup,
+		Sync: commitlog.SyncGroup,
+		// Written only while a replica is unreachable: a mapped segment
+		// would hold its full size on disk (and in memory) for every
+		// target ever hinted, to save a system call per group.
+		Access: commitlog.AccessStandard,
 		Logger: h.logger,
 	}, func(_ commitlog.Position, rec commitlog.Record) error {
 		q.pending = append(q.pending, recordMutation(rec))
