@@ -142,7 +142,7 @@ func (a adminNode) Info() admin.Info {
 		Gossip: !n.drained.Load() && !n.stepped, NativeProtocol: n.cql != nil && !n.drained.Load(),
 		Tokens: len(self.Tokens), Generation: self.Generation,
 		Started: n.started, UptimeSeconds: time.Since(n.started).Seconds(),
-		LoadBytes: dirSize(n.fsys, n.cfg.DataDirectory), HeapUsedBytes: ms.HeapAlloc, HeapSysBytes: ms.HeapSys,
+		LoadBytes: n.load(), HeapUsedBytes: ms.HeapAlloc, HeapSysBytes: ms.HeapSys,
 		CounterCache:   counterCache(n.replica.CellCache().Stats()),
 		CommitLogBytes: a.commitLogBytes(), HintsPending: pending, CorruptBlocks: st.CorruptBlocks,
 		CQLConnections: n.CQLStats().ConnectionsOpen,

@@ -694,12 +694,12 @@ func (n *Node) WaitSchemaAgreement(ctx context.Context) error {
 	}
 }
 
-// reportLoad gossips the bytes the data directory holds, every 10 s.
+// reportLoad gossips the node's load every 10 s.
 func (n *Node) reportLoad(ctx context.Context) {
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
 	for {
-		size := dirSize(n.fsys, n.cfg.DataDirectory)
+		size := n.load()
 		n.gossip.UpdateSelf(func(s *gossip.NodeState) { s.Load = size })
 		select {
 		case <-ctx.Done():
@@ -708,6 +708,12 @@ func (n *Node) reportLoad(ctx context.Context) {
 		}
 	}
 }
+
+// load is the bytes of the node's tables on disk (SSTables and their
+// manifests, below data/), as Cassandra's Load counts live SSTables: not the
+// commit log, whose active segment a mapped log preallocates to its full
+// size, nor hints or the node's small files.
+func (n *Node) load() int64 { return dirSize(n.fsys, filepath.Join(n.cfg.DataDirectory, "data")) }
 
 // dirSize is the bytes of the files below dir.
 func dirSize(fsys vfs.FS, dir string) int64 {

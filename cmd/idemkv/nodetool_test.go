@@ -150,8 +150,27 @@ func TestNodetool(t *testing.T) {
 		!strings.Contains(out, "\t\tColumn c: counter\n\t\t\tFilter bits in use: ") || !strings.Contains(out, "Filter false positive estimate: ") {
 		t.Errorf("tablestats: %d %s\n%s", code, errOut, out)
 	}
+	// Load counts the tables on disk, as Cassandra's: not the commit log,
+	// whose mapped segment is preallocated to 32 MiB.
+	loadRE := regexp.MustCompile(`(?m)^Load                   : (\d+(\.\d+)?) (bytes|KiB|MiB|GiB)$`)
+	load := func(when string) float64 {
+		_, out, _ := nt(host, "info")
+		m := loadRE.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("info %s: no Load line:\n%s", when, out)
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v * map[string]float64{"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[m[3]]
+	}
+	before := load("before the flush")
+	if before >= 1<<20 {
+		t.Errorf("Load before any flush is %.0f bytes: it counts the commit log", before)
+	}
 	if code, _, errOut = nt(host, "flush", "ks", "t"); code != 0 {
 		t.Fatalf("flush: %d %s", code, errOut)
+	}
+	if after := load("after the flush"); after <= before {
+		t.Errorf("Load %.0f bytes after the flush, %.0f before: the SSTable is not counted", after, before)
 	}
 	_, out, _ = nt(host, "tablestats", "ks")
 	t.Logf("nodetool tablestats ks:\n%s", out)
