@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/idemkv/idemkv/vfs"
 )
 
 func FuzzDecodeRecord(f *testing.F) {
@@ -41,6 +43,9 @@ func segmentBody(n int) []byte {
 	return b
 }
 
+// fuzzSegSize is the SegmentSize FuzzSegmentReplay opens with.
+const fuzzSegSize = vfs.PageSize
+
 func FuzzSegmentReplay(f *testing.F) {
 	body := segmentBody(4)
 	f.Add(true, false, body)
@@ -54,6 +59,19 @@ func FuzzSegmentReplay(f *testing.F) {
 	f.Add(false, false, append(appendHeader(nil, 1), body...))
 	f.Add(false, false, []byte("IDCL"))
 	f.Add(true, false, []byte{0, 0, 0, 0, 0, 0, 0, 0})
+	// A mapped segment that did not close: frames, then zeros to exactly
+	// fuzzSegSize bytes.
+	pre := append(bytes.Clone(body), make([]byte, fuzzSegSize-HeaderSize-len(body))...)
+	f.Add(true, false, pre)
+	// A hole: a page of zeros between frames (pages persisted out of order).
+	var big []byte
+	for i := 0; i < 6; i++ {
+		r := Record{Table: uint64(i), Key: []byte{byte(i)}, Kind: PayloadShard, Payload: bytes.Repeat([]byte{byte(i + 1)}, 1500)}
+		big = appendFrame(big, &r)
+	}
+	holed := bytes.Clone(big)
+	clear(holed[vfs.PageSize-HeaderSize : 2*vfs.PageSize-HeaderSize])
+	f.Add(true, false, holed)
 	f.Fuzz(func(t *testing.T, withHeader, skip bool, data []byte) {
 		if withHeader {
 			data = append(appendHeader(nil, 1), data...)
@@ -77,7 +95,9 @@ func FuzzSegmentReplay(f *testing.F) {
 			}
 			return nil
 		}
-		l, err := Open(Options{Dir: dir, SkipCorrupt: skip, Logger: quietLogger()}, replay)
+		// write(2): the new segment Open starts need not be preallocated
+		// for every input.
+		l, err := Open(Options{Dir: dir, SkipCorrupt: skip, SegmentSize: fuzzSegSize, Access: AccessStandard, Logger: quietLogger()}, replay)
 		if err != nil {
 			return
 		}
