@@ -41,7 +41,8 @@ var ErrMapUnsupported = errors.New("vfs: file cannot be mapped for writing")
 // a File that wraps one of them (one that adds to a method, such as timing
 // its Sync) if it says so with an Unwrap method (see Unwrapper): the
 // mapping's writes go to the wrapped file directly. Any other File, or a
-// filesystem without fallocate, gets ErrMapUnsupported.
+// filesystem without fallocate or mmap, gets ErrMapUnsupported, and the
+// file is left at its size.
 func Map(f File, size int64) (Mapping, error) {
 	if size <= 0 || int64(int(size)) != size {
 		return nil, fmt.Errorf("vfs: map %s: invalid size %d", f.Name(), size)

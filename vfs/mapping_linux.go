@@ -21,6 +21,11 @@ func mapOS(f *os.File, size int64) (Mapping, error) {
 	var b []byte
 	var opErr error
 	err = rc.Control(func(fd uintptr) {
+		var st syscall.Stat_t
+		if opErr = syscall.Fstat(int(fd), &st); opErr != nil {
+			opErr = fmt.Errorf("fstat: %w", opErr)
+			return
+		}
 		for {
 			opErr = syscall.Fallocate(int(fd), 0, 0, size)
 			if opErr != syscall.EINTR {
@@ -37,7 +42,17 @@ func mapOS(f *os.File, size int64) (Mapping, error) {
 		}
 		b, opErr = syscall.Mmap(int(fd), 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 		if opErr != nil {
-			opErr = fmt.Errorf("mmap: %w", opErr)
+			// Leave the file as it was, so that a caller falling back to
+			// writes does not write ahead of a preallocated tail.
+			if terr := syscall.Ftruncate(int(fd), st.Size); terr != nil {
+				opErr = fmt.Errorf("mmap: %w (and cutting the preallocation back: %v)", opErr, terr)
+				return
+			}
+			if errors.Is(opErr, syscall.ENODEV) {
+				opErr = fmt.Errorf("mmap: %w (%w)", opErr, ErrMapUnsupported)
+			} else {
+				opErr = fmt.Errorf("mmap: %w", opErr)
+			}
 		}
 	})
 	if err == nil {
