@@ -410,7 +410,7 @@ func Start(cfg Config, opts Options) (*Node, error) {
 		n.reportLoad(ctx)
 	}()
 	logger.Info("node started", "host_id", hostID, "peer", cfg.PeerAddr(), "cql", cfg.CQLAddr(), "dc", cfg.DC, "rack", cfg.Rack, "tokens", len(tokens), "status", status,
-		"commitlog", cfg.CommitLogSync+", "+rep.CommitLogAccess().String())
+		"commitlog", cfg.CommitLogSync+", "+rep.CommitLog().Access().String())
 	if bootstrap {
 		// As Cassandra's, Start returns once the node is normal: a
 		// failed bootstrap stops it (the next start streams again).

@@ -1079,10 +1079,6 @@ func (r *Replica) SSTableCount(tableID uint64) (int, error) {
 // The stop is marked clean unless updates are still in doubt (see InDoubt).
 func (r *Replica) Close() error { return r.close(true) }
 
-// CommitLogAccess is the access mode the commit log's appends use (see
-// commitlog.Log.Access).
-func (r *Replica) CommitLogAccess() commitlog.AccessMode { return r.log.Access() }
-
 // Crash closes the replica as a crashed process leaves it: everything
 // appended is written and the files are closed, but the stop is not marked
 // clean, so the next Open renews the counter id and holds the FBF updates
