@@ -102,14 +102,10 @@ func (f *memFile) mapFile(size int64) (Mapping, error) {
 	if f.fs.writeMatch != nil && f.fs.writeMatch(f.name) {
 		return nil, fmt.Errorf("vfs: %w", pathErr("fallocate", f.name, f.fs.writeErr))
 	}
-	n := f.node
-	if old := int64(len(n.data)); size > old {
-		n.touch(old, size)
-		grown := make([]byte, size)
-		copy(grown, n.data)
-		n.data = grown
+	if size > int64(len(f.node.data)) {
+		f.node.grow(size)
 	}
-	return &memMapping{fs: f.fs, node: n, name: f.name, size: size}, nil
+	return &memMapping{fs: f.fs, node: f.node, name: f.name, size: size}, nil
 }
 
 // WriteAt copies p into the file's current bytes. A write error cannot be

@@ -94,6 +94,14 @@ func (n *memNode) sync() {
 	n.dirty = false
 }
 
+// grow extends data to size with zeros (size above its length).
+func (n *memNode) grow(size int64) {
+	n.touch(int64(len(n.data)), size)
+	grown := make([]byte, size)
+	copy(grown, n.data)
+	n.data = grown
+}
+
 // shrink cuts data to size, copying it out of a much larger array so that
 // a file cut short (a preallocated segment trimmed) does not keep the
 // array alive.
@@ -753,10 +761,7 @@ func (f *memFile) Truncate(size int64) error {
 	if size <= int64(len(n.data)) {
 		n.shrink(size)
 	} else {
-		n.touch(int64(len(n.data)), size)
-		grown := make([]byte, size)
-		copy(grown, n.data)
-		n.data = grown
+		n.grow(size)
 	}
 	return nil
 }
