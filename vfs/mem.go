@@ -449,22 +449,13 @@ func tear(synced, data []byte, rng *rand.Rand) []byte {
 	if len(data) < len(synced) {
 		return synced
 	}
-	first, last := -1, len(data)
-	for i := range synced {
-		if synced[i] != data[i] {
-			first = i
-			break
-		}
-	}
-	if first < 0 {
-		if len(data) == len(synced) {
-			return synced
-		}
-		first = len(synced)
+	first := firstDiff(synced, data[:len(synced)])
+	last := len(data)
+	if first == len(synced) && len(data) == len(synced) {
+		return synced
 	}
 	if len(data) == len(synced) {
-		for last = len(data); synced[last-1] == data[last-1]; last-- {
-		}
+		last = lastDiff(synced, data) + 1
 	}
 	keep := rng.IntN(last - first + 1)
 	if end := first + keep; end > len(synced) {
@@ -472,6 +463,33 @@ func tear(synced, data []byte, rng *rand.Rand) []byte {
 	}
 	copy(synced[first:], data[first:first+keep])
 	return synced
+}
+
+// firstDiff is the index of the first byte where a and b (of one length)
+// differ, or their length. It compares a page at a time (a memory
+// comparison, not a loop over bytes: a preallocated file is tens of MiB).
+func firstDiff(a, b []byte) int {
+	p := 0
+	for p+PageSize <= len(a) && string(a[p:p+PageSize]) == string(b[p:p+PageSize]) {
+		p += PageSize
+	}
+	for p < len(a) && a[p] == b[p] {
+		p++
+	}
+	return p
+}
+
+// lastDiff is the index of the last byte where a and b (of one length, not
+// equal) differ.
+func lastDiff(a, b []byte) int {
+	q := len(a)
+	for q-PageSize >= 0 && string(a[q-PageSize:q]) == string(b[q-PageSize:q]) {
+		q -= PageSize
+	}
+	for a[q-1] == b[q-1] {
+		q--
+	}
+	return q - 1
 }
 
 // PageSize is the unit in which CrashOptions.TearPages keeps or drops
