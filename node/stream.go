@@ -606,6 +606,39 @@ func (n *Node) settle(ctx context.Context) error {
 	}
 }
 
+// bootstrapSchemaDelay is how long a joining node waits for the ring to
+// agree on its schema before it gives up: Cassandra's default for the same
+// wait (cassandra.schema_delay_ms, 30 s). A loaded ring gossips a new
+// version late; a join that gave up after a couple of seconds would fail
+// where a retry a moment later succeeds.
+const bootstrapSchemaDelay = 30 * time.Second
+
+// awaitBootstrapSchema pulls the schema from a ring node and waits until
+// every live node gossips the same version, pulling again (at most once a
+// second) from a node that gossips another one: a pull lost to a timeout
+// or a schema change made meanwhile is fetched again instead of waited on.
+func (n *Node) awaitBootstrapSchema(ctx context.Context, from transport.Addr) error {
+	ctx, cancel := context.WithTimeout(ctx, bootstrapSchemaDelay)
+	defer cancel()
+	n.pullSchema(ctx, from)
+	for {
+		actx, acancel := context.WithTimeout(ctx, time.Second)
+		err := n.WaitSchemaAgreement(actx)
+		acancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		v := n.schema.Version()
+		for _, p := range n.gossip.Nodes() {
+			if p.HostID != n.HostID() && p.Up && p.SchemaVersion != "" && p.SchemaVersion != v {
+				n.logger.Info("bootstrap: waiting for schema agreement", "peer", p.Addr, "its_version", p.SchemaVersion, "ours", v)
+				n.pullSchema(ctx, p.Addr)
+				break
+			}
+		}
+	}
+}
+
 // afterBootstrapStream (tests) is called with a bootstrapping node once it
 // has streamed every range, before it flushes and announces normal.
 var afterBootstrapStream atomic.Pointer[func(*Node)]
@@ -643,11 +676,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		n.logger.Info("bootstrap: no ring found through the seeds; starting as its first node")
 		return n.finishBootstrap(0)
 	}
-	n.pullSchema(ctx, from)
-	actx, cancel := context.WithTimeout(ctx, wait)
-	err := n.WaitSchemaAgreement(actx)
-	cancel()
-	if err != nil {
+	if err := n.awaitBootstrapSchema(ctx, from); err != nil {
 		return fmt.Errorf("node: bootstrap: %w", err)
 	}
 	if len(n.replica.Tables()) == 0 {
