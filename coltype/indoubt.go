@@ -62,6 +62,11 @@ type InDoubtOp struct {
 	CounterID counters.ID
 	Clock     int64
 	Delta     int64
+	// CountedBy are the other leaders (their counter ids) whose counted
+	// replication of the same op reached this replica while it held the op
+	// in doubt: each of them counted a retry of it (see Decide's third
+	// rule). Kept with the doubt, not sent in questions.
+	CountedBy []counters.ID
 }
 
 // OpAnswer is a replica's answer about one op on one cell.
@@ -99,7 +104,13 @@ func (a OpAnswer) String() string {
 //
 //  1. a replica led the op and kept it;
 //  2. a replica holds the op in doubt too and its counter id is lower;
-//  3. a replica's filter has the op id and its cell holds no shard, of
+//  3. another leader's counted replication of the op reached this replica
+//     while it held the op in doubt (self.CountedBy), and no answer shows
+//     that leader took it back or holds it in doubt too (rule 2 decides
+//     then): the other leader counts it, though it may have forgotten
+//     leading it by now (its record of the ops it led lasts one filter
+//     window, and a settlement can come later: a replica down, restarts);
+//  4. a replica's filter has the op id and its cell holds no shard, of
 //     this leader or of a replica that led the op, at or past the clock
 //     that counted it: the op reached it from a leader that did not answer
 //     as one (it never restarted), so that leader counts it.
@@ -108,6 +119,18 @@ func (a OpAnswer) String() string {
 func Decide(self InDoubtOp, answers []OpAnswer) (keep bool, reason string) {
 	if drop, reason := DecideEarly(self, answers); drop {
 		return false, reason
+	}
+	for _, id := range self.CountedBy {
+		answered := false
+		for _, a := range answers {
+			if a.CounterID == id && (a.Status == OpDropped || a.Status == OpPending) {
+				answered = true
+				break
+			}
+		}
+		if !answered {
+			return false, fmt.Sprintf("leader %s replicated it counted while it was in doubt here", id)
+		}
 	}
 	type counted struct {
 		id    counters.ID

@@ -240,7 +240,7 @@ func (c *Coordinator) resolveCell(ctx context.Context, st inDoubtStore, k inDoub
 		ms = append(ms, m)
 		c.logger.Info("update in doubt settled", "table", op.Table, "column", op.Column, "op", fmt.Sprintf("%x", op.OpID),
 			"delta", op.Delta, "kept", keep, "why", reason, "counter_id", op.CounterID.String(), "clock", op.Clock,
-			"answers", fmt.Sprint(answers[i]))
+			"answers", fmt.Sprint(answers[i]), "counted_by", fmt.Sprint(op.CountedBy))
 		c.stats.inDoubtResolved.Add(1)
 		if !keep {
 			c.stats.inDoubtDropped.Add(1)

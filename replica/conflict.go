@@ -2,6 +2,7 @@ package replica
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/idemkv/idemkv/coltype"
@@ -48,10 +49,25 @@ func (r *Replica) CountsLedOp(table uint64, key []byte, column string, opID [16]
 // reports, as CountsLedOp, whether this replica led the same op itself and
 // counts it: from the filter's own test-and-add of the op id (a fresh op's
 // replication, the common case, reads nothing more), and before applying.
+//
+// A replication of an op this replica holds in doubt is evidence for its
+// settlement: the sender counted a retry of it (coltype.Decide's third
+// rule). It is kept with the doubt, and the in_doubt file is written before
+// the answer: the sender will not send it again, and by the time the doubt
+// is settled the sender may have forgotten leading the op.
 func (r *Replica) ApplyCounted(m coltype.Mutation) (counters.ID, bool, error) {
 	seen, err := r.applyMutation(m)
-	if err != nil || !seen {
+	if err != nil {
 		return counters.ID{}, false, err
+	}
+	if r.led.pending.Load() > 0 && r.led.countedElsewhere(m) {
+		if err := r.SaveInDoubt(); err != nil {
+			return counters.ID{}, false, err
+		}
+		return counters.ID{}, false, nil
+	}
+	if !seen {
+		return counters.ID{}, false, nil
 	}
 	id, counts := r.countsLed(m.Table, m.Key, m.Cell.Column, m.OpID)
 	return id, counts, nil
@@ -130,4 +146,39 @@ func (r *Replica) TakeBackLedOp(op coltype.InDoubtOp) (coltype.Mutation, bool, e
 		}
 	}
 	return m, true, nil
+}
+
+// countedElsewhere records a counted replication from another leader of an
+// op this replica holds in doubt (see ApplyCounted), and reports whether
+// the op is in doubt here.
+func (l *ledOps) countedElsewhere(m coltype.Mutation) bool {
+	id, ok := replicatedShard(m.Cell)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	op, found := l.ops[ledKey{m.Table, m.Cell.Column, string(m.Key), m.OpID}]
+	if !found || op.status != coltype.OpPending {
+		return false
+	}
+	if ok && id != op.CounterID && !slices.Contains(op.CountedBy, id) {
+		op.CountedBy = append(op.CountedBy, id)
+		l.dirty = true
+	}
+	return true
+}
+
+// replicatedShard returns the counter id of a leader's replicated shard: a
+// counted replication's cell holds that shard alone.
+func replicatedShard(cell row.Cell) (counters.ID, bool) {
+	if cell.Tombstone {
+		return counters.ID{}, false
+	}
+	ctx, err := counters.Decode(cell.Value)
+	if err != nil {
+		return counters.ID{}, false
+	}
+	shards := ctx.Shards()
+	if len(shards) != 1 {
+		return counters.ID{}, false
+	}
+	return shards[0].ID, true
 }

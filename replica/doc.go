@@ -61,14 +61,18 @@
 // highest clock of its led updates whose doubt the file accounts for.
 // Bytes (integers big-endian, lengths uvarint):
 //
-//	"IDKVDBT2"                      magic and version
+//	"IDKVDBT3"                      magic and version
 //	uvarint n; n × run:             counter id (16 bytes), clock (int64)
 //	uvarint m; m × update:          table (uint64), key (length, bytes),
 //	                                column (length, bytes), op id (16 bytes),
 //	                                op time (int64, unix nanoseconds),
 //	                                counter id (16 bytes), clock (int64),
-//	                                delta (int64)
-//	uvarint s; s × settled update:  an update as above, decision (1 byte:
+//	                                delta (int64), uvarint c; c × counter
+//	                                id (16 bytes) of another leader whose
+//	                                counted replication of the op arrived
+//	                                while it was in doubt here
+//	uvarint s; s × settled update:  an update without the c counter ids
+//	                                that follow one in doubt, decision (1 byte:
 //	                                1 kept, 0 taken back), answered until
 //	                                (int64, unix nanoseconds)
 //	CRC-32C (Castagnoli) of all the bytes before it (uint32)
@@ -77,8 +81,9 @@
 // their bytes, and the settled updates by op time, then their bytes. The
 // settled updates are those this node settled, answered with their
 // decision for three hours, also after a restart (another leader may hold
-// the same op in doubt). Version 1 ("IDKVDBT1") has no settled updates and
-// is still read. A file that does not decode stops Open with an error
+// the same op in doubt). Version 1 ("IDKVDBT1") has no settled updates,
+// version 2 ("IDKVDBT2") no other leaders' counter ids after an update in
+// doubt; both are still read. A file that does not decode stops Open with an error
 // naming it.
 //
 // # Cells

@@ -274,6 +274,7 @@ func (l *ledOps) afterReplay(f inDoubtState, unclean bool, span time.Duration, n
 			l.ops[k] = e
 		}
 		if e.status == coltype.OpKept { // a compensation in the log settled it (OpDropped)
+			e.CountedBy = op.CountedBy
 			l.pend(e)
 		}
 	}
@@ -346,7 +347,9 @@ func (l *ledOps) snapshot(now time.Time) inDoubtState {
 	for _, op := range l.ops {
 		switch {
 		case op.status == coltype.OpPending:
-			s.ops = append(s.ops, op.InDoubtOp)
+			o := op.InDoubtOp
+			o.CountedBy = slices.Clone(o.CountedBy)
+			s.ops = append(s.ops, o)
 		case op.settledUntil > now.UnixNano():
 			s.settled = append(s.settled, settledOp{op: op.InDoubtOp, kept: op.status == coltype.OpKept, until: op.settledUntil})
 		}
@@ -434,7 +437,9 @@ func (r *Replica) InDoubt() []coltype.InDoubtOp {
 	var out []coltype.InDoubtOp
 	for _, op := range l.ops {
 		if op.status == coltype.OpPending {
-			out = append(out, op.InDoubtOp)
+			o := op.InDoubtOp
+			o.CountedBy = slices.Clone(o.CountedBy)
+			out = append(out, o)
 		}
 	}
 	slices.SortFunc(out, func(a, b coltype.InDoubtOp) int {

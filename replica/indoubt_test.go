@@ -43,24 +43,38 @@ func TestDecide(t *testing.T) {
 		answers []coltype.OpAnswer
 		keep    bool
 		early   bool // DecideEarly drops it: one of the answers settles it alone
+		// countedBy: other leaders' counted replications of the op received
+		// while it was in doubt here.
+		countedBy []counters.ID
 	}{
-		{"nobody else saw it", []coltype.OpAnswer{{}, {}}, true, false},
+		{"nobody else saw it", []coltype.OpAnswer{{}, {}}, true, false, nil},
 		{"my replication reached them", []coltype.OpAnswer{
 			{Seen: true, Found: true, Cell: ctxCell(t, mine(7))},
-			{Seen: true, Found: true, Cell: ctxCell(t, mine(9), theirs(other, 1))}}, true, false},
+			{Seen: true, Found: true, Cell: ctxCell(t, mine(9), theirs(other, 1))}}, true, false, nil},
 		{"seen, but only my older shard: another leader counted it", []coltype.OpAnswer{
-			{Seen: true, Found: true, Cell: ctxCell(t, mine(6), theirs(other, 4))}, {}}, false, false},
-		{"seen without my shard at all", []coltype.OpAnswer{{Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 4))}}, false, false},
-		{"seen with no cell: a false positive, no evidence", []coltype.OpAnswer{{Seen: true}}, true, false},
-		{"another leader kept it", []coltype.OpAnswer{{Status: coltype.OpKept, CounterID: other, Clock: 2}}, false, true},
-		{"another leader kept it, the other replica saw nothing", []coltype.OpAnswer{{}, {Status: coltype.OpKept, CounterID: other, Clock: 2}}, false, true},
-		{"another leader in doubt with a lower id", []coltype.OpAnswer{{Status: coltype.OpPending, CounterID: third, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(third, 2))}}, false, true},
+			{Seen: true, Found: true, Cell: ctxCell(t, mine(6), theirs(other, 4))}, {}}, false, false, nil},
+		{"seen without my shard at all", []coltype.OpAnswer{{Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 4))}}, false, false, nil},
+		{"seen with no cell: a false positive, no evidence", []coltype.OpAnswer{{Seen: true}}, true, false, nil},
+		{"another leader kept it", []coltype.OpAnswer{{Status: coltype.OpKept, CounterID: other, Clock: 2}}, false, true, nil},
+		{"another leader kept it, the other replica saw nothing", []coltype.OpAnswer{{}, {Status: coltype.OpKept, CounterID: other, Clock: 2}}, false, true, nil},
+		{"another leader in doubt with a lower id", []coltype.OpAnswer{{Status: coltype.OpPending, CounterID: third, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(third, 2))}}, false, true, nil},
 		{"another leader in doubt with a higher id, its copy explains itself", []coltype.OpAnswer{
 			{Status: coltype.OpPending, CounterID: other, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 2))},
-			{Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 2))}}, true, false},
+			{Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 2))}}, true, false, nil},
 		{"a leader that took it back explains its own copy", []coltype.OpAnswer{
-			{Status: coltype.OpDropped, CounterID: other, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 3))}}, true, false},
+			{Status: coltype.OpDropped, CounterID: other, Clock: 2, Seen: true, Found: true, Cell: ctxCell(t, theirs(other, 3))}}, true, false, nil},
+		{"another leader replicated it counted, and has forgotten it since", []coltype.OpAnswer{{}, {}}, false, false, []counters.ID{other}},
+		{"another leader replicated it counted, and took it back since", []coltype.OpAnswer{
+			{Status: coltype.OpDropped, CounterID: other, Clock: 2}, {}}, true, false, []counters.ID{other}},
+		{"another leader replicated it counted, and holds it in doubt with a higher id", []coltype.OpAnswer{
+			{Status: coltype.OpPending, CounterID: other, Clock: 2}, {}}, true, false, []counters.ID{other}},
+		{"another leader replicated it counted, and holds it in doubt with a lower id", []coltype.OpAnswer{
+			{Status: coltype.OpPending, CounterID: third, Clock: 2}, {}}, false, true, []counters.ID{third}},
+		{"two leaders replicated it counted, one took it back", []coltype.OpAnswer{
+			{Status: coltype.OpDropped, CounterID: other, Clock: 2}, {}}, false, false, []counters.ID{other, third}},
 	} {
+		self := self
+		self.CountedBy = tc.countedBy
 		if keep, why := coltype.Decide(self, tc.answers); keep != tc.keep {
 			t.Errorf("%s: keep %v (%s), want %v", tc.name, keep, why, tc.keep)
 		}
@@ -210,6 +224,74 @@ func TestInDoubtResolution(t *testing.T) {
 		t.Fatalf("in doubt after a crash that followed the file's rewrite: %+v, want none", again)
 	}
 	check("after a third unclean restart")
+}
+
+// TestCountedElsewhereWhileInDoubt: another leader's counted replication
+// of an op this replica holds in doubt is kept as evidence (the op's
+// CountedBy), in the in_doubt file before the mutation is acknowledged, so
+// that it outlives a crash and the other leader's memory of the op; a
+// replication of another op, or one without the leader's mark, is not.
+func TestCountedElsewhereWhileInDoubt(t *testing.T) {
+	dir := t.TempDir()
+	r := mustOpen(t, testConfig(dir))
+	if err := r.CreateTable(fbfTable); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Apply(fbfUpdate("a", 5, op(1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, cleanShutdownFile)); err != nil {
+		t.Fatal(err)
+	}
+	r = mustOpen(t, testConfig(dir))
+	defer func() { r.Close() }()
+	if ops := r.InDoubt(); len(ops) != 1 || len(ops[0].CountedBy) != 0 {
+		t.Fatalf("in doubt after the unclean restart: %+v, want one op without evidence", ops)
+	}
+	other := counters.ID{0xee}
+	replication := func(id counters.ID, opID [16]byte, led bool) coltype.Mutation {
+		return coltype.Mutation{Table: fbfTable.ID, Key: []byte("a"), Cell: ctxCell(t, counters.Shard{ID: id, Clock: 3, Count: 5, Kind: counters.Global}),
+			HasOp: true, OpID: opID, Log: coltype.LeaderLog{Led: led, Delta: 5}}
+	}
+	for _, m := range []coltype.Mutation{
+		replication(other, op(1, 2), true),              // another op
+		replication(counters.ID{0xdd}, op(1, 1), false), // not marked counted: a settlement, a repair
+	} {
+		if m.Log.Led {
+			if _, _, err := r.ApplyCounted(m); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := r.ApplyMutation(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ops := r.InDoubt(); len(ops[0].CountedBy) != 0 {
+		t.Fatalf("evidence from other mutations: %v", ops[0].CountedBy)
+	}
+	for range 2 { // the second is a duplicate
+		if _, counts, err := r.ApplyCounted(replication(other, op(1, 1), true)); err != nil || counts {
+			t.Fatalf("ApplyCounted of a retry of the op in doubt: counts %v, %v; want false, nil (the resolver settles it)", counts, err)
+		}
+	}
+	if ops := r.InDoubt(); len(ops) != 1 || len(ops[0].CountedBy) != 1 || ops[0].CountedBy[0] != other {
+		t.Fatalf("in doubt after the retry's replication: %+v, want the other leader as evidence", ops)
+	}
+	// Written before the answer: a crash at once keeps it.
+	if err := r.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	r = mustOpen(t, testConfig(dir))
+	ops := r.InDoubt()
+	if len(ops) != 1 || len(ops[0].CountedBy) != 1 || ops[0].CountedBy[0] != other {
+		t.Fatalf("in doubt after a crash: %+v, want the evidence kept", ops)
+	}
+	// The other leader has forgotten it: the update is taken back.
+	if keep, why := coltype.Decide(ops[0], []coltype.OpAnswer{{}, {}}); keep {
+		t.Fatalf("kept (%s), want taken back", why)
+	}
 }
 
 // TestOpStatusReserves: a replica asked about an op its filter has not

@@ -47,10 +47,13 @@ import (
 // The package documentation gives its bytes.
 const inDoubtFile = "in_doubt"
 
-// inDoubtMagic is the file's magic and version; inDoubtMagicV1, the first
-// version's, without the settled updates, is still read.
+// inDoubtMagic is the file's magic and version. The earlier versions are
+// still read: version 1 without the settled updates, version 2 without the
+// other leaders that counted an update in doubt (coltype.InDoubtOp's
+// CountedBy).
 const (
-	inDoubtMagic   = "IDKVDBT2"
+	inDoubtMagic   = "IDKVDBT3"
+	inDoubtMagicV2 = "IDKVDBT2"
 	inDoubtMagicV1 = "IDKVDBT1"
 )
 
@@ -85,7 +88,12 @@ func encodeInDoubt(s inDoubtState) []byte {
 	}
 	ops := make([]encoded, len(s.ops))
 	for i, op := range s.ops {
-		ops[i] = encoded{op, appendInDoubtOp(nil, op)}
+		e := appendInDoubtOp(nil, op)
+		e = binary.AppendUvarint(e, uint64(len(op.CountedBy)))
+		for _, id := range op.CountedBy {
+			e = append(e, id[:]...)
+		}
+		ops[i] = encoded{op, e}
 	}
 	slices.SortFunc(ops, func(a, b encoded) int {
 		if c := cmp.Compare(a.op.OpTime, b.op.OpTime); c != 0 {
@@ -207,8 +215,15 @@ func decodeInDoubt(b []byte) (inDoubtState, error) {
 	if len(b) < len(inDoubtMagic)+4 {
 		return s, errors.New("not an in_doubt file (magic)")
 	}
-	v1 := string(b[:len(inDoubtMagicV1)]) == inDoubtMagicV1
-	if !v1 && string(b[:len(inDoubtMagic)]) != inDoubtMagic {
+	var version int
+	switch string(b[:len(inDoubtMagic)]) {
+	case inDoubtMagicV1:
+		version = 1
+	case inDoubtMagicV2:
+		version = 2
+	case inDoubtMagic:
+		version = 3
+	default:
 		return s, errors.New("not an in_doubt file (magic)")
 	}
 	body := b[:len(b)-4]
@@ -230,9 +245,18 @@ func decodeInDoubt(b []byte) (inDoubtState, error) {
 	const opMin = 8 + 1 + 1 + 16 + 8 + counters.IDLen + 8 + 8
 	m := d.count(opMin)
 	for range m {
-		s.ops = append(s.ops, d.inDoubtOp())
+		op := d.inDoubtOp()
+		if version >= 3 {
+			n := d.count(counters.IDLen)
+			for range n {
+				var id counters.ID
+				copy(id[:], d.take(counters.IDLen))
+				op.CountedBy = append(op.CountedBy, id)
+			}
+		}
+		s.ops = append(s.ops, op)
 	}
-	if !v1 {
+	if version >= 2 {
 		m := d.count(opMin + 1 + 8)
 		for range m {
 			o := settledOp{op: d.inDoubtOp()}
