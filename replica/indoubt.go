@@ -39,7 +39,10 @@ import (
 //
 // Each replica answers from what it holds (coltype.OpAnswer): whether its filter
 // has the op id, its copy of the cell, and whether it led the op itself and
-// in which shard at which clock. The update stays counted unless another
+// in which shard at which clock. Another leader's counted replication of
+// the op that reaches this node while it holds the op in doubt (a retry's)
+// is evidence too, kept with the doubt (ApplyCounted, coltype.InDoubtOp's
+// CountedBy). The update stays counted unless another
 // leader counted it too (coltype.Decide); if so, the restarted leader takes its
 // delta back under its current counter id with a compensation record in its
 // commit log, which a later restart reads as the decision. When two
