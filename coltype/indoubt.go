@@ -188,3 +188,21 @@ func DecideEarly(self InDoubtOp, answers []OpAnswer) (drop bool, reason string) 
 	}
 	return false, ""
 }
+
+// ReplicatedLeader returns the counter id of the shard a leader's counted
+// replication carries: such a mutation's cell holds the leader's shard
+// alone. It reports false for any other cell.
+func ReplicatedLeader(cell row.Cell) (counters.ID, bool) {
+	if cell.Tombstone {
+		return counters.ID{}, false
+	}
+	ctx, err := counters.Decode(cell.Value)
+	if err != nil {
+		return counters.ID{}, false
+	}
+	shards := ctx.Shards()
+	if len(shards) != 1 {
+		return counters.ID{}, false
+	}
+	return shards[0].ID, true
+}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/counters"
-	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/transport"
 )
 
@@ -69,25 +68,8 @@ func (c *Coordinator) applyCounted(m coltype.Mutation) (mine, theirs counters.ID
 	if err != nil || !counts {
 		return mine, theirs, false, err
 	}
-	theirs, ok = leaderShard(m.Cell)
+	theirs, ok = coltype.ReplicatedLeader(m.Cell)
 	return mine, theirs, ok && mine != theirs, nil
-}
-
-// leaderShard returns the counter id of a leader's replicated shard: a
-// counted mutation's cell holds that shard alone.
-func leaderShard(cell row.Cell) (counters.ID, bool) {
-	if cell.Tombstone {
-		return counters.ID{}, false
-	}
-	ctx, err := counters.Decode(cell.Value)
-	if err != nil {
-		return counters.ID{}, false
-	}
-	shards := ctx.Shards()
-	if len(shards) != 1 {
-		return counters.ID{}, false
-	}
-	return shards[0].ID, true
 }
 
 // stillCounted reports whether this node still counts the op of a

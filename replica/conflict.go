@@ -152,7 +152,7 @@ func (r *Replica) TakeBackLedOp(op coltype.InDoubtOp) (coltype.Mutation, bool, e
 // op this replica holds in doubt (see ApplyCounted), and reports whether
 // the op is in doubt here.
 func (l *ledOps) countedElsewhere(m coltype.Mutation) bool {
-	id, ok := replicatedShard(m.Cell)
+	id, ok := coltype.ReplicatedLeader(m.Cell)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	op, found := l.ops[ledKey{m.Table, m.Cell.Column, string(m.Key), m.OpID}]
@@ -164,21 +164,4 @@ func (l *ledOps) countedElsewhere(m coltype.Mutation) bool {
 		l.dirty = true
 	}
 	return true
-}
-
-// replicatedShard returns the counter id of a leader's replicated shard: a
-// counted replication's cell holds that shard alone.
-func replicatedShard(cell row.Cell) (counters.ID, bool) {
-	if cell.Tombstone {
-		return counters.ID{}, false
-	}
-	ctx, err := counters.Decode(cell.Value)
-	if err != nil {
-		return counters.ID{}, false
-	}
-	shards := ctx.Shards()
-	if len(shards) != 1 {
-		return counters.ID{}, false
-	}
-	return shards[0].ID, true
 }
