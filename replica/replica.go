@@ -1282,8 +1282,10 @@ func (r *Replica) Scan(tableID uint64, after *row.Key, startToken, endToken int6
 }
 
 // needsOpIDs is the commit log's retention hook: a segment holding op ids
-// of deduplicating columns (FBF) younger than the longest window is kept,
-// so that a restart can rebuild the filters from it.
+// of deduplicating columns (FBF) or of columns that keep their op ids
+// beside the cells (opIDKeeper: reset_counter) younger than the longest
+// window is kept, so that a restart can rebuild the filters and the op id
+// sets from it.
 func (r *Replica) needsOpIDs(s commitlog.SegmentInfo) bool {
 	if s.OpRecords == 0 {
 		return false
@@ -1296,6 +1298,11 @@ func (r *Replica) needsOpIDs(s commitlog.SegmentInfo) bool {
 	for _, t := range *tables {
 		for _, d := range t.dedups() {
 			longest = max(longest, d.Window())
+		}
+		for _, c := range t.colset.Load().cols {
+			if k, ok := c.(opIDKeeper); ok {
+				longest = max(longest, k.OpIDWindow())
+			}
 		}
 	}
 	return longest > 0 && r.cfg.Now().Sub(time.Unix(0, s.MaxOpTime)) < longest
@@ -1515,4 +1522,13 @@ func (r *Replica) JoinablePending(peers []counters.ID) (held int, err error) {
 		err = errors.Join(err, e)
 	})
 	return held, err
+}
+
+// opIDKeeper is implemented by column types that remember the op ids of
+// the writes they applied in memory and learn them again at a start from
+// the records the commit log replays (coltype.Replayer): the log must keep
+// a record that carries an op id (commitlog.Record.HasOp, its OpTime) for
+// OpIDWindow.
+type opIDKeeper interface {
+	OpIDWindow() time.Duration
 }

@@ -138,7 +138,7 @@ func runExperimentReset(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *only == "" || *only == "clients" {
-		fmt.Fprintf(stdout, "\n(f) state against clients: n distinct clients each increment one cell once with an op id, led by random replicas, delivered and healed; bytes per replica (mean of 3), within the op window (%s) and after it (one more increment delivered, which prunes)\n", resetcol.DefaultOpWindow)
+		fmt.Fprintf(stdout, "\n(f) state against clients: n distinct clients each increment one cell once with an op id, led by random replicas, delivered and healed; bytes of the stored cell per replica (mean of 3) and op ids the replica keeps in memory beside it, within the op window (%s) and after it (one more increment delivered, which expires the old ones)\n", resetcol.DefaultOpWindow)
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "cell	clients	bytes within window	op ids kept	bytes after window	op ids kept	counter entries")
 		for _, k := range []int{1, *mapKeys} {

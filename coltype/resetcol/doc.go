@@ -146,7 +146,11 @@
 //
 // An increment with a client op id carries it on the channel
 // (EncodeChannelOp); every replica remembers the op ids of the increments
-// it applied (Blob.Recent) for the op window. A leader that meets a retry
+// it applied for the op window, beside its cells (recentOps): a blob holds
+// the op ids of its own write only (Blob.Recent), and its commit log record
+// the newest op time, so that the log keeps it for the window
+// (Column.OpIDWindow) and a start learns the window's op ids again from
+// the records it replays. A leader that meets a retry
 // returns a dismissed mutation; the coordinator re-sends the leader's cell
 // to the other replicas, which take the ops they lack from its outbox.
 //

@@ -36,8 +36,10 @@ type Blob struct {
 	State   *reset.State
 	Out     map[reset.ID]*reset.Outbox // to each peer: ops not acknowledged
 	In      map[reset.ID]*reset.Inbox  // from each origin: ops delivered
-	// Recent are the client op ids of the increments applied here (led or
-	// delivered) within the op window, ascending id: a retry is dismissed.
+	// Recent are the client op ids of the increments the write of this
+	// version applied (led or delivered), ascending id. The op ids of the
+	// whole window are kept beside the cells (recentOps), learnt from these
+	// at a start; a blob written before that held all of them.
 	Recent []OpRecord
 }
 
@@ -76,7 +78,8 @@ func (b *Blob) Pending() int {
 //	         after FormatCell; a map, KindMap, after FormatMapCell)
 //	uvarint  n, then n × (peer id [16], uvarint length, reset.Outbox bytes), ascending id
 //	uvarint  n, then n × (origin id [16], uvarint length, reset.Inbox bytes), ascending id
-//	uvarint  n, then n × (client op id [16], uvarint time ≥ 0), ascending op id
+//	uvarint  n, then n × (client op id [16], uvarint time ≥ 0), ascending op id:
+//	         the op ids the write of this version applied (Blob.Recent)
 func EncodeCell(b *Blob) ([]byte, error) {
 	st, err := b.State.MarshalBinary()
 	if err != nil {

@@ -108,7 +108,7 @@ func (col *Column) SnapshotFor(l coltype.Leader, key []byte, name string, joiner
 		}
 		col.MarkDirty(col.id.CellRef(key, name))
 	}
-	snap := &Blob{State: b.State.CloneAs(j), Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}, Recent: slices.Clone(b.Recent)}
+	snap := &Blob{State: b.State.CloneAs(j), Out: map[reset.ID]*reset.Outbox{}, In: map[reset.ID]*reset.Inbox{}, Recent: col.recent.list(col.id.CellKey(key, name), col.horizon())}
 	for k, in := range b.In {
 		if k != j {
 			snap.In[k] = reset.InboxAt(in.Delivered())

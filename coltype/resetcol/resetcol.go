@@ -105,7 +105,7 @@ func configure(env coltype.Env, d coltype.TableDef, column string, isMap bool) (
 		window = w
 	}
 	return &Column{env: env, self: reset.ID(env.HostID()), id: coltype.ColumnID{Table: d.ID, Column: column}, window: window, isMap: isMap,
-		cells: cellcache.Of(env), ns: cellcache.NewNamespace()}, nil
+		cells: cellcache.Of(env), ns: cellcache.NewNamespace(), recent: &recentOps{}}, nil
 }
 
 // DefaultOpWindow is how long a replica remembers the client op ids of the
@@ -259,6 +259,10 @@ type Column struct {
 	window time.Duration
 	isMap  bool // a *MapColumn's: the cells hold maps of counters
 
+	// recent are the op ids applied within the window, per cell (see
+	// recentOps); the blobs hold only those of their last write.
+	recent *recentOps
+
 	// cells are this replica's blobs of the column's cells in the
 	// replica's bounded cell cache (namespace ns, partition key → *cell).
 	// Every blob is written before the cell is unlocked (or the cell is
@@ -374,6 +378,10 @@ func (col *Column) load(l coltype.Leader, key []byte, name string, c *cell) erro
 			return fmt.Errorf("%w: column %s: the stored cell's kind is not the column's", ErrCorrupt, col.id.Column)
 		}
 		b, c.size = sb, len(stored.Value)
+		// The op ids its last write applied (all of the window's, in a
+		// blob written before recentOps): durable, so remembered.
+		col.recent.add(col.id.CellKey(key, name), b.Recent, col.horizon())
+		b.Recent = nil
 	}
 	c.b, c.loaded = b, true
 	col.track(key, name, b)
@@ -398,14 +406,28 @@ func (col *Column) track(key []byte, name string, b *Blob) {
 // write stores the cell's blob with a new version. On error the cell is
 // reloaded from storage on next use (its in-memory blob may be ahead).
 // c.mu is held.
+//
+// The blob carries the op ids this write applies (c.b.Recent, which the
+// write empties), and the record the newest op time of them, so that the
+// commit log keeps it for the op window (OpIDWindow); once the write is
+// durable they join the column's recent op ids.
 func (col *Column) write(l coltype.Leader, key []byte, name string, c *cell, ts int64) error {
+	applied := c.b.Recent
+	c.b.Recent = nil
 	c.b.Version++
-	enc, err := EncodeCell(c.b)
+	b := *c.b
+	b.Recent = applied
+	enc, err := EncodeCell(&b)
 	if err == nil {
 		if ts == 0 {
 			ts = col.env.Now().UnixMicro()
 		}
 		m := coltype.Mutation{Table: col.id.Table, Key: key, Cell: row.Cell{Column: col.id.CellName(name), Value: enc, Timestamp: ts}}
+		for _, r := range applied {
+			if !m.HasOp || r.Time > m.OpTime {
+				m.HasOp, m.OpID, m.OpTime = true, r.ID, r.Time
+			}
+		}
 		err = l.Write(row.Key{Token: ring.Token(key), Partition: key}, m, commitlog.PayloadShard)
 	}
 	if err != nil {
@@ -414,9 +436,19 @@ func (col *Column) write(l coltype.Leader, key []byte, name string, c *cell, ts 
 	}
 	c.size = len(enc)
 	col.writes.Add(1)
+	col.recent.add(col.id.CellKey(key, name), applied, col.horizon())
 	col.track(key, name, c.b)
 	return nil
 }
+
+// horizon is the oldest op time within the op window now (unix
+// nanoseconds).
+func (col *Column) horizon() int64 { return col.env.Now().Add(-col.window).UnixNano() }
+
+// OpIDWindow is how long the commit log must keep a record of the column
+// that carries op ids (package replica keeps its segment): a start learns
+// the window's op ids from them again (Replayed).
+func (col *Column) OpIDWindow() time.Duration { return col.window }
 
 // Lead implements coltype.Leading: the increment is generated and applied
 // here, pushed to every other replica's outbox and written durably; the
@@ -439,8 +471,7 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 	defer unlock()
 	var rec *OpRecord
 	if u.HasOp {
-		col.prune(c)
-		if col.seen(c, u.OpID) {
+		if col.seen(u.Key, u.Column, u.OpID) {
 			// A retry of an increment applied here (led or delivered):
 			// nothing is applied; the replica answers with its cell,
 			// which the coordinator re-sends to the other replicas
@@ -464,24 +495,17 @@ func (col *Column) Lead(l coltype.Leader, u coltype.Update) (coltype.Mutation, e
 }
 
 // seen reports whether a client op id is among the cell's recent ones.
-func (col *Column) seen(c *cell, id [16]byte) bool {
-	_, found := slices.BinarySearchFunc(c.b.Recent, id, func(r OpRecord, id [16]byte) int { return bytes.Compare(r.ID[:], id[:]) })
-	return found
+func (col *Column) seen(key []byte, name string, id [16]byte) bool {
+	return col.recent.has(col.id.CellKey(key, name), id, col.horizon())
 }
 
-// remember adds an op id to a blob's recent ones (kept sorted by id).
+// remember adds an op id to the ones a blob's next write applies (kept
+// sorted by id).
 func remember(b *Blob, r OpRecord) {
 	i, found := slices.BinarySearchFunc(b.Recent, r.ID, func(x OpRecord, id [16]byte) int { return bytes.Compare(x.ID[:], id[:]) })
 	if !found {
 		b.Recent = slices.Insert(b.Recent, i, r)
 	}
-}
-
-// prune drops the op ids older than the window. c.mu is held; the change
-// is written with the cell's next write.
-func (col *Column) prune(c *cell) {
-	horizon := col.env.Now().Add(-col.window).UnixNano()
-	c.b.Recent = slices.DeleteFunc(c.b.Recent, func(r OpRecord) bool { return r.Time < horizon })
 }
 
 // Delete implements coltype.Deleter: a reset of what the deletion's
@@ -708,9 +732,6 @@ func (col *Column) receive(l coltype.Leader, key []byte, name string, c *cell, o
 			remember(c.b, *rec)
 		}
 	}
-	if in.Delivered() != before {
-		col.prune(c)
-	}
 	n := in.Delivered() - before
 	if n == 0 && !force {
 		return nil
@@ -805,6 +826,7 @@ func (col *Column) TakeDirty() []coltype.CellRef {
 // Sweep implements coltype.AntiEntropy: every cell whose outboxes hold ops
 // goes back into the next round; held is the ops they hold.
 func (col *Column) Sweep(coltype.Leader) (held int, err error) {
+	col.recent.sweep(col.env.Now(), col.window)
 	col.dirtyMu.Lock()
 	refs := slices.Collect(maps.Values(col.pending))
 	col.dirtyMu.Unlock()
@@ -829,6 +851,9 @@ func (col *Column) Replayed(rec commitlog.Record) error {
 	if b.Pending() > 0 {
 		col.MarkDirty(col.id.CellRef(rec.Key, rec.Column))
 	}
+	// The op ids the write applied: the log keeps the record for the op
+	// window (OpIDWindow), so every op id of the window is replayed.
+	col.recent.add(col.id.CellKey(rec.Key, rec.Column), b.Recent, col.horizon())
 	return nil
 }
 
@@ -843,12 +868,14 @@ type Stats struct {
 	Bytes     int    // bytes of their stored blobs
 	Entries   int    // counter entries (M) in them
 	Pending   int    // ops in their outboxes
+	Recent    int    // client op ids remembered within the op window, every cell
 }
 
 // Stats returns the column's running counts and what its cells in memory
 // hold.
 func (col *Column) Stats() Stats {
-	s := Stats{Generated: col.generated.Load(), Delivered: col.delivered.Load(), Writes: col.writes.Load(), Syncs: col.syncs.Load(), Dismissed: col.dismissed.Load()}
+	s := Stats{Generated: col.generated.Load(), Delivered: col.delivered.Load(), Writes: col.writes.Load(), Syncs: col.syncs.Load(), Dismissed: col.dismissed.Load(),
+		Recent: col.recent.len()}
 	for _, v := range col.cells.Values(col.ns) {
 		c := v.(*cell)
 		c.mu.Lock()
@@ -872,7 +899,7 @@ func (col *Column) Stats() Stats {
 func (col *Column) MetricsStats() Stats {
 	s := col.statsScan.Get(col.env.Now(), col.Stats)
 	s.Generated, s.Delivered, s.Writes = col.generated.Load(), col.delivered.Load(), col.writes.Load()
-	s.Syncs, s.Dismissed = col.syncs.Load(), col.dismissed.Load()
+	s.Syncs, s.Dismissed, s.Recent = col.syncs.Load(), col.dismissed.Load(), col.recent.len()
 	return s
 }
 
@@ -904,6 +931,7 @@ func ReplicaStats(r ColumnLister) Stats {
 		out.Bytes += s.Bytes
 		out.Entries += s.Entries
 		out.Pending += s.Pending
+		out.Recent += s.Recent
 	}
 	return out
 }
