@@ -214,6 +214,13 @@ type Mutation struct {
 	// that one that counted the same op as leader can tell (package
 	// coordinator, conflict.go); a replica never logs them as its own.
 	Log LeaderLog
+
+	// Acked, when a leader's type sets it, is called by the coordinator
+	// with a replica's host id once that replica has acknowledged the
+	// leader's replication of this mutation (not for hints). Neither
+	// logged nor replicated. A reset_counter trims its outbox to the
+	// replica with it instead of waiting for the next anti-entropy round.
+	Acked func(replica counters.ID)
 }
 
 // LeaderLog is the part of a leader's commit-log record that only the

@@ -784,6 +784,11 @@ func (c *Coordinator) replicate(ctx context.Context, e ring.Endpoint, m coltype.
 // the sends of one mutation to its replicas share; nil encodes it here.
 func (c *Coordinator) replicateEncoded(ctx context.Context, e ring.Endpoint, m coltype.Mutation, body []byte, acks chan<- string) {
 	if c.sendEncoded(ctx, e, m, body) == mutationAcked {
+		if m.Acked != nil {
+			if id, err := parseHostID(e.ID); err == nil {
+				m.Acked(id)
+			}
+		}
 		acks <- e.DC
 		return
 	}

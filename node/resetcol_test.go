@@ -177,3 +177,26 @@ func TestResetCounterConcurrentIncrementAndReset(t *testing.T) {
 		t.Fatalf("counting on: %s, want [2 2 2]", got)
 	}
 }
+
+// TestResetCounterOutboxesTrimmedByAnswers: with anti-entropy rounds an
+// hour apart, a leader's outboxes drain from the replicas' answers to its
+// replications alone (coltype.Mutation.Acked, called by the coordinator):
+// after increments at ALL through every coordinator, no outbox holds an
+// op. Before, they held every op until the next round.
+func TestResetCounterOutboxesTrimmedByAnswers(t *testing.T) {
+	c := newTestCluster(t, 3, func(i int, cfg *Config) { cfg.HandoffSyncMS = 3_600_000 })
+	c.createResetTable()
+	for i := range 30 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := c.node(1+i%3).Coordinator().CounterWrite(ctx, coltype.Update{Table: 43, Key: []byte(fmt.Sprintf("k%d", i%4)), Column: "c", Delta: 1}, coordinator.All)
+		cancel()
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	for i, nd := range c.nodes {
+		if st := resetcol.ReplicaStats(nd.Replica()); st.Pending != 0 || st.Generated == 0 {
+			t.Errorf("node %d: %d ops in its outboxes (%d generated), want none", i+1, st.Pending, st.Generated)
+		}
+	}
+}

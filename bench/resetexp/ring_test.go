@@ -1,6 +1,7 @@
 package resetexp
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -344,4 +345,72 @@ func TestRetryWithOpID(t *testing.T) {
 	}
 	heal(t, r)
 	wantAll(t, r, "k", 5)
+}
+
+// TestOutboxTrimmedByAck: a replica's answer to the replication of an op
+// (Mutation.Acked, which the coordinator calls) trims the leader's outbox
+// to it without an anti-entropy round, in memory at once and in storage
+// with the cell's next write; an op a replica holds beyond a gap is not
+// answered, so its outbox keeps it.
+func TestOutboxTrimmedByAck(t *testing.T) {
+	r := open(t, resetcol.TypeName)
+	pending := func() int { return resetcol.ReplicaStats(r.Reps[0]).Pending }
+	deliverAcked := func(ms []Msg) {
+		t.Helper()
+		for _, m := range ms {
+			if err := r.Reps[m.To].ApplyMutation(m.M); err != nil {
+				t.Fatal(err)
+			}
+			m.M.Acked(r.IDs[m.To])
+		}
+	}
+	deliverAcked(must(r.Inc(0, "k", 1)))
+	if n := pending(); n != 0 {
+		t.Fatalf("%d ops in the leader's outboxes after both replicas answered, want 0", n)
+	}
+	storedPending := func() int {
+		t.Helper()
+		b, err := r.Blob(0, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Pending()
+	}
+	// In storage the next anti-entropy exchange writes the trimmed cell.
+	if n := storedPending(); n != 2 {
+		t.Fatalf("the stored cell's outboxes hold %d ops before a write, want 2", n)
+	}
+	if _, err := r.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if n := storedPending(); n != 0 {
+		t.Fatalf("the stored cell's outboxes hold %d ops after an anti-entropy round, want 0", n)
+	}
+	// Replica 2 misses op 2, so op 3 is held there: not answered.
+	op2 := must(r.Inc(0, "k", 1))
+	op3 := must(r.Inc(0, "k", 1))
+	deliverAcked(op2[:1])
+	deliverAcked(op3[:1])
+	if err := r.Reps[2].ApplyMutation(op3[1].M); !errors.Is(err, resetcol.ErrHeld) {
+		t.Fatalf("op 3 before op 2 at replica 2: %v, want ErrHeld", err)
+	}
+	if n := pending(); n != 2 {
+		t.Fatalf("%d ops in the leader's outboxes, want replica 2's two", n)
+	}
+	// The cell's next write (op 4, which replica 2 holds too) stores the
+	// trimmed outboxes: op 4 to replica 1, ops 2-4 to replica 2. Untrimmed
+	// they held all four ops each.
+	deliverAcked(must(r.Inc(0, "k", 1))[:1])
+	if err := r.Restart(0, true); err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.Blob(0, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := b.Pending(); n != 4 {
+		t.Fatalf("after a restart, the stored cell's outboxes hold %d ops, want 4", n)
+	}
+	heal(t, r)
+	wantAll(t, r, "k", 4)
 }

@@ -27,7 +27,9 @@
 // blob durably, and returns a Mutation whose cell value is the
 // op with its sequence number on each peer's channel (EncodeOp). The
 // coordinator sends it to the other replicas and counts their acks for
-// the consistency level, or hints it. A replica receiving it
+// the consistency level, or hints it; a replica's ack trims the leader's
+// outbox to it (Mutation.Acked), in memory at once and in storage with the
+// cell's next write. A replica receiving it
 // (ApplyReplicated) feeds it to its Inbox for the origin, which restores
 // FIFO order and exactly-once: a duplicate, a retry, a hint replayed
 // after the direct message or a message that overtook an earlier one is
