@@ -714,6 +714,17 @@ func (r *Replica) ResolveInDoubt(op coltype.InDoubtOp, keep bool) (coltype.Mutat
 	}
 	e.settledUntil = r.cfg.Now().Add(settleEvidenceLifetime).UnixNano()
 	l.mu.Unlock()
+	if !keep {
+		// The file forgets the doubt at once (after syncing the log, so
+		// the compensation is durable first), not at the end of the
+		// resolver's round, which waits for the settled cell's replication:
+		// a crash in between listed the op in doubt again at the next
+		// start, and past the op's window, when its records are not
+		// replayed, it was taken back twice (TestRandomCluster, group).
+		if err := r.SaveInDoubt(); err != nil {
+			r.logger.Error("writing the updates in doubt after taking one back failed; the resolver's round writes them again", "err", err)
+		}
+	}
 	m := coltype.Mutation{Table: op.Table, Key: op.Key, HasOp: true, OpID: op.OpID, OpTime: op.OpTime}
 	rw, found, err := t.read(row.Key{Token: ring.Token(op.Key), Partition: op.Key})
 	if err != nil {

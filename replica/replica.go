@@ -472,7 +472,12 @@ func (r *Replica) replay(pos commitlog.Position, rec commitlog.Record, rs *repla
 		}
 		if d, ok := col.(coltype.Deduplicator); ok && rec.HasOp && rec.Led {
 			now, window := r.cfg.Now(), d.Window()
-			if now.Sub(time.Unix(0, rec.OpTime)) < window {
+			// A compensation is the decision on an op whatever its age: an
+			// in_doubt file not rewritten since (a crash right after the
+			// settlement) still lists the op in doubt, and past the window
+			// the op's own record is not remembered, so without this the op
+			// was settled, and taken back, a second time.
+			if now.Sub(time.Unix(0, rec.OpTime)) < window || rec.Compensation {
 				if err := r.led.remember(rec); err != nil {
 					return fmt.Errorf("replica: commit log record at %d:%d: %w", pos.Segment, pos.Offset, err)
 				}
