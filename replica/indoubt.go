@@ -238,6 +238,12 @@ func (l *ledOps) rememberOp(rec commitlog.Record, id counters.ID, o commitlog.Ca
 			l.ops[k] = op
 		}
 		op.status = coltype.OpDropped
+		// Answered for as long as a settlement is (settledUntil), from
+		// when it was taken back (the record's timestamp), not one window
+		// from the op: another leader of the op may ask later.
+		if rec.Timestamp > 0 {
+			op.settledUntil = max(op.settledUntil, time.UnixMicro(rec.Timestamp).Add(settleEvidenceLifetime).UnixNano())
+		}
 		return
 	}
 	if ok {
@@ -276,6 +282,7 @@ func (l *ledOps) afterReplay(f inDoubtState, unclean bool, span time.Duration, n
 			e = &ledOp{InDoubtOp: op, status: coltype.OpKept}
 			l.ops[k] = e
 		}
+		e.identify(op)
 		if e.status == coltype.OpKept { // a compensation in the log settled it (OpDropped)
 			e.CountedBy = op.CountedBy
 			l.pend(e)
@@ -307,6 +314,7 @@ func (l *ledOps) afterReplay(f inDoubtState, unclean bool, span time.Duration, n
 			e = &ledOp{InDoubtOp: o.op}
 			l.ops[k] = e
 		}
+		e.identify(o.op)
 		if e.status == coltype.OpPending {
 			continue
 		}
@@ -331,6 +339,24 @@ func (l *ledOps) afterReplay(f inDoubtState, unclean bool, span time.Duration, n
 		l.covered[op.CounterID] = max(c, op.Clock)
 	}
 	l.dirty = true
+}
+
+// identify gives an op known only from its compensation record (replayed
+// past the op's window: the record names the op, not the shard and clock
+// that counted it) the shard, clock and delta the in_doubt file holds for
+// it, so that this node's answers about it name the leader that counted
+// it: a replica's copy of the cell holding that shard then explains the
+// op id to a leader that asks (coltype.Decide's fourth rule). Without them
+// it answered "dropped" under no counter id, and the other leader of the
+// op took its own application back too (TestRandomCluster, batch).
+func (e *ledOp) identify(op coltype.InDoubtOp) {
+	if e.CounterID != (counters.ID{}) || op.CounterID == (counters.ID{}) {
+		return
+	}
+	e.CounterID, e.Clock, e.Delta = op.CounterID, op.Clock, op.Delta
+	if e.OpTime == 0 {
+		e.OpTime = op.OpTime
+	}
 }
 
 // pend puts an op in doubt; l.mu is held.

@@ -1,11 +1,13 @@
 package replica
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,6 +169,9 @@ func TestInDoubtResolution(t *testing.T) {
 	if !a.Seen || a.Status != coltype.OpPending || a.Clock == 0 {
 		t.Fatalf("coltype.OpStatus of a pending op: %+v", a)
 	}
+	// a's first: taking an update back rewrites the in_doubt file at once,
+	// and b, settled after it, is still listed in doubt by the file.
+	slices.SortFunc(ops, func(x, y coltype.InDoubtOp) int { return bytes.Compare(x.Key, y.Key) })
 	for _, o := range ops {
 		keep := string(o.Key) == "b"
 		m, err := r.ResolveInDoubt(o, keep)
@@ -198,11 +203,11 @@ func TestInDoubtResolution(t *testing.T) {
 		r = mustOpen(t, testConfig(dir))
 	}
 	crash()
-	// A crash before the in_doubt file was written again: the file still
-	// lists both ops. The op taken back is not in doubt again, its
-	// compensation record is the decision; the kept one is settled again
-	// (keeping is not logged: asked again, the replicas give the same
-	// answer).
+	// A crash before the in_doubt file was written again after b's
+	// settlement: the file still lists b's op. The op taken back is not in
+	// doubt again (the file was rewritten when it was, and its compensation
+	// record is the decision); the kept one is settled again (keeping is
+	// not logged: asked again, the replicas give the same answer).
 	again := r.InDoubt()
 	if len(again) != 1 || string(again[0].Key) != "b" {
 		t.Fatalf("in doubt after another unclean restart: %+v, want b's op alone", again)
@@ -1069,5 +1074,60 @@ func TestTakenBackOncePastTheWindow(t *testing.T) {
 	}
 	if v := value(t, r, fbfTable.ID, "a", "c"); v != 0 {
 		t.Fatalf("a = %d, want 0 (taken back once)", v)
+	}
+	// Known from its compensation alone, the op is answered for under the
+	// shard and clock that counted it (from the file), so that a replica's
+	// copy of the cell holding that shard explains the op id to another
+	// leader of it (TestRandomCluster, batch: answered under no counter id,
+	// the other leader took its application back too).
+	a, err := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1))
+	if err != nil || a.Status != coltype.OpDropped || a.CounterID != ops[0].CounterID || a.Clock != ops[0].Clock {
+		t.Fatalf("answer about the op past the window: %v %v, want dropped %s@%d", a, err, ops[0].CounterID, ops[0].Clock)
+	}
+}
+
+// TestSettledAnswerPastTheWindow: an update this node settled and took
+// back is answered for, after a restart past the op's window (its led
+// record no longer replayed, its compensation still is), under the shard
+// and clock that counted it, as the in_doubt file's settled entry holds
+// them.
+func TestSettledAnswerPastTheWindow(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	now := time.Now()
+	cfg := testConfig(dir)
+	cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r := mustOpen(t, cfg)
+	defer func() { r.Close() }()
+	if err := r.CreateTable(fbfTable); err != nil {
+		t.Fatal(err)
+	}
+	u := fbfUpdate("a", 5, op(1, 1))
+	u.OpTime = cfg.Now().UnixNano()
+	if _, err := r.Apply(u); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	r = mustOpen(t, cfg)
+	ops := r.InDoubt()
+	if len(ops) != 1 {
+		t.Fatalf("%d updates in doubt after the unclean restart, want 1", len(ops))
+	}
+	window, _ := r.DedupWindow(fbfTable.ID, "c")
+	if _, err := r.ResolveInDoubt(ops[0], false); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(window + time.Second)
+	mu.Unlock()
+	r = mustOpen(t, cfg)
+	a, err := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1))
+	if err != nil || a.Status != coltype.OpDropped || a.CounterID != ops[0].CounterID || a.Clock != ops[0].Clock {
+		t.Fatalf("answer about the op past the window: %v %v, want dropped %s@%d", a, err, ops[0].CounterID, ops[0].Clock)
 	}
 }
