@@ -3,6 +3,7 @@ package coltype
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/idemkv/idemkv/counters"
 	"github.com/idemkv/idemkv/row"
@@ -121,14 +122,9 @@ func Decide(self InDoubtOp, answers []OpAnswer) (keep bool, reason string) {
 		return false, reason
 	}
 	for _, id := range self.CountedBy {
-		answered := false
-		for _, a := range answers {
-			if a.CounterID == id && (a.Status == OpDropped || a.Status == OpPending) {
-				answered = true
-				break
-			}
-		}
-		if !answered {
+		if !slices.ContainsFunc(answers, func(a OpAnswer) bool {
+			return a.CounterID == id && (a.Status == OpDropped || a.Status == OpPending)
+		}) {
 			return false, fmt.Sprintf("leader %s replicated it counted while it was in doubt here", id)
 		}
 	}

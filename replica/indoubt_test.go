@@ -1007,127 +1007,85 @@ func TestSettledKeptOutlivesTheWindow(t *testing.T) {
 	}
 }
 
-// TestTakenBackOncePastTheWindow: an update in doubt is taken back, and the
-// node crashes before the resolver's round rewrote the in_doubt file (the
-// round waits for the settled cell's replication); it restarts after the
-// op's filter window, when the op's own led record is no longer replayed.
-// The compensation in the log is still the decision: the op is not put in
-// doubt again from the stale file, and not taken back a second time
-// (TestRandomCluster, group, read 38 for 39: two compensations of one op).
-// ResolveInDoubt now also rewrites the file at once when it takes one back.
+// TestTakenBackOncePastTheWindow: an update in doubt is taken back, the
+// node crashes and restarts after the op's filter window, when the op's own
+// led record is no longer replayed. ResolveInDoubt rewrote the in_doubt
+// file at once (the op settled, taken back); with the file as it was
+// before (a crash before the rewrite: the resolver's round used to rewrite
+// it only after the settled cell's replication), the compensation in the
+// log is still the decision: the op is not put in doubt again, and not
+// taken back a second time (TestRandomCluster, group, read 38 for 39: two
+// compensations of one op). Either way the op is answered for under the
+// shard and clock that counted it, so that a replica's copy of the cell
+// holding that shard explains the op id to another leader of it
+// (TestRandomCluster, batch: answered under no counter id, the other
+// leader took its application back too).
 func TestTakenBackOncePastTheWindow(t *testing.T) {
-	dir := t.TempDir()
-	var mu sync.Mutex
-	now := time.Now()
-	cfg := testConfig(dir)
-	cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	r := mustOpen(t, cfg)
-	defer func() { r.Close() }()
-	if err := r.CreateTable(fbfTable); err != nil {
-		t.Fatal(err)
-	}
-	u := fbfUpdate("a", 5, op(1, 1))
-	u.OpTime = cfg.Now().UnixNano()
-	if _, err := r.Apply(u); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Crash(); err != nil {
-		t.Fatal(err)
-	}
-	r = mustOpen(t, cfg)
-	ops := r.InDoubt()
-	if len(ops) != 1 {
-		t.Fatalf("%d updates in doubt after the unclean restart, want 1", len(ops))
-	}
-	stale, err := os.ReadFile(filepath.Join(dir, inDoubtFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	window, ok := r.DedupWindow(fbfTable.ID, "c")
-	if !ok || window <= 0 {
-		t.Fatalf("the FBF column's window: %v %v", window, ok)
-	}
-	if _, err := r.ResolveInDoubt(ops[0], false); err != nil {
-		t.Fatal(err)
-	}
-	// Rewritten at once: the op is settled (taken back), not in doubt.
-	b, err := os.ReadFile(filepath.Join(dir, inDoubtFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s, err := decodeInDoubt(b); err != nil || len(s.ops) != 0 || len(s.settled) != 1 || s.settled[0].kept {
-		t.Fatalf("the in_doubt file after taking the op back: %+v, %v; want it settled, taken back", s, err)
-	}
-	if err := r.Crash(); err != nil {
-		t.Fatal(err)
-	}
-	// The crash came before the rewrite: the stale file lists the op in doubt.
-	if err := os.WriteFile(filepath.Join(dir, inDoubtFile), stale, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	now = now.Add(window + time.Second)
-	mu.Unlock()
-	r = mustOpen(t, cfg)
-	if again := r.InDoubt(); len(again) != 0 {
-		t.Fatalf("in doubt again past the window: %+v, want none (the compensation decided)", again)
-	}
-	if v := value(t, r, fbfTable.ID, "a", "c"); v != 0 {
-		t.Fatalf("a = %d, want 0 (taken back once)", v)
-	}
-	// Known from its compensation alone, the op is answered for under the
-	// shard and clock that counted it (from the file), so that a replica's
-	// copy of the cell holding that shard explains the op id to another
-	// leader of it (TestRandomCluster, batch: answered under no counter id,
-	// the other leader took its application back too).
-	a, err := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1))
-	if err != nil || a.Status != coltype.OpDropped || a.CounterID != ops[0].CounterID || a.Clock != ops[0].Clock {
-		t.Fatalf("answer about the op past the window: %v %v, want dropped %s@%d", a, err, ops[0].CounterID, ops[0].Clock)
-	}
-}
-
-// TestSettledAnswerPastTheWindow: an update this node settled and took
-// back is answered for, after a restart past the op's window (its led
-// record no longer replayed, its compensation still is), under the shard
-// and clock that counted it, as the in_doubt file's settled entry holds
-// them.
-func TestSettledAnswerPastTheWindow(t *testing.T) {
-	dir := t.TempDir()
-	var mu sync.Mutex
-	now := time.Now()
-	cfg := testConfig(dir)
-	cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	r := mustOpen(t, cfg)
-	defer func() { r.Close() }()
-	if err := r.CreateTable(fbfTable); err != nil {
-		t.Fatal(err)
-	}
-	u := fbfUpdate("a", 5, op(1, 1))
-	u.OpTime = cfg.Now().UnixNano()
-	if _, err := r.Apply(u); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Crash(); err != nil {
-		t.Fatal(err)
-	}
-	r = mustOpen(t, cfg)
-	ops := r.InDoubt()
-	if len(ops) != 1 {
-		t.Fatalf("%d updates in doubt after the unclean restart, want 1", len(ops))
-	}
-	window, _ := r.DedupWindow(fbfTable.ID, "c")
-	if _, err := r.ResolveInDoubt(ops[0], false); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Crash(); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	now = now.Add(window + time.Second)
-	mu.Unlock()
-	r = mustOpen(t, cfg)
-	a, err := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1))
-	if err != nil || a.Status != coltype.OpDropped || a.CounterID != ops[0].CounterID || a.Clock != ops[0].Clock {
-		t.Fatalf("answer about the op past the window: %v %v, want dropped %s@%d", a, err, ops[0].CounterID, ops[0].Clock)
+	for _, staleFile := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stale file %v", staleFile), func(t *testing.T) {
+			dir := t.TempDir()
+			var mu sync.Mutex
+			now := time.Now()
+			cfg := testConfig(dir)
+			cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			r := mustOpen(t, cfg)
+			defer func() { r.Close() }()
+			if err := r.CreateTable(fbfTable); err != nil {
+				t.Fatal(err)
+			}
+			u := fbfUpdate("a", 5, op(1, 1))
+			u.OpTime = cfg.Now().UnixNano()
+			if _, err := r.Apply(u); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Crash(); err != nil {
+				t.Fatal(err)
+			}
+			r = mustOpen(t, cfg)
+			ops := r.InDoubt()
+			if len(ops) != 1 {
+				t.Fatalf("%d updates in doubt after the unclean restart, want 1", len(ops))
+			}
+			window, ok := r.DedupWindow(fbfTable.ID, "c")
+			if !ok || window <= 0 {
+				t.Fatalf("the FBF column's window: %v %v", window, ok)
+			}
+			stale, err := os.ReadFile(filepath.Join(dir, inDoubtFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.ResolveInDoubt(ops[0], false); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(filepath.Join(dir, inDoubtFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s, err := decodeInDoubt(b); err != nil || len(s.ops) != 0 || len(s.settled) != 1 || s.settled[0].kept {
+				t.Fatalf("the in_doubt file after taking the op back: %+v, %v; want it settled, taken back", s, err)
+			}
+			if err := r.Crash(); err != nil {
+				t.Fatal(err)
+			}
+			if staleFile {
+				if err := os.WriteFile(filepath.Join(dir, inDoubtFile), stale, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mu.Lock()
+			now = now.Add(window + time.Second)
+			mu.Unlock()
+			r = mustOpen(t, cfg)
+			if again := r.InDoubt(); len(again) != 0 {
+				t.Fatalf("in doubt again past the window: %+v, want none (the compensation decided)", again)
+			}
+			if v := value(t, r, fbfTable.ID, "a", "c"); v != 0 {
+				t.Fatalf("a = %d, want 0 (taken back once)", v)
+			}
+			a, err := r.OpStatus(fbfTable.ID, []byte("a"), "c", op(1, 1))
+			if err != nil || a.Status != coltype.OpDropped || a.CounterID != ops[0].CounterID || a.Clock != ops[0].Clock {
+				t.Fatalf("answer about the op past the window: %v %v, want dropped %s@%d", a, err, ops[0].CounterID, ops[0].Clock)
+			}
+		})
 	}
 }

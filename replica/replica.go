@@ -1301,12 +1301,12 @@ func (r *Replica) needsOpIDs(s commitlog.SegmentInfo) bool {
 	}
 	var longest time.Duration
 	for _, t := range *tables {
-		for _, d := range t.dedups() {
-			longest = max(longest, d.Window())
-		}
 		for _, c := range t.colset.Load().cols {
-			if k, ok := c.(opIDKeeper); ok {
-				longest = max(longest, k.OpIDWindow())
+			switch c := c.(type) {
+			case coltype.Deduplicator:
+				longest = max(longest, c.Window())
+			case opIDKeeper:
+				longest = max(longest, c.OpIDWindow())
 			}
 		}
 	}

@@ -422,12 +422,10 @@ func (col *Column) track(key []byte, name string, b *Blob) {
 // commit log keeps it for the op window (OpIDWindow); once the write is
 // durable they join the column's recent op ids.
 func (col *Column) write(l coltype.Leader, key []byte, name string, c *cell, ts int64) error {
+	c.b.Version++
+	enc, err := EncodeCell(c.b)
 	applied := c.b.Recent
 	c.b.Recent = nil
-	c.b.Version++
-	b := *c.b
-	b.Recent = applied
-	enc, err := EncodeCell(&b)
 	if err == nil {
 		if ts == 0 {
 			ts = col.env.Now().UnixMicro()
