@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 )
 
@@ -21,26 +20,25 @@ var errCorrupt = errors.New("borrow: corrupt encoding")
 
 // MarshalBinary encodes the state; see AppendBinary.
 func (s *State) MarshalBinary() ([]byte, error) {
-	return s.AppendBinary(make([]byte, 0, 8+24*len(s.ctx)+40*len(s.owners)))
+	return s.AppendBinary(make([]byte, 0, 8+24*len(s.ctx)+40*len(s.dots)))
 }
 
 // AppendBinary appends the canonical encoding of the state to b (the layout
 // is in the package comment). Equal states encode to equal bytes.
 func (s *State) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, Version, kindState)
-	creators := slices.SortedFunc(maps.Keys(s.ctx), ID.Compare)
-	index := make(map[ID]uint64, len(creators))
-	written := creators[:0:0]
-	for _, id := range creators {
-		if e := s.ctx[id]; e.base > 0 || len(e.cloud) > 0 {
-			index[id] = uint64(len(written))
-			written = append(written, id)
+	n := 0
+	for _, e := range s.ctx {
+		if e.base > 0 || len(e.cloud) > 0 {
+			n++
 		}
 	}
-	b = binary.AppendUvarint(b, uint64(len(written)))
-	for _, id := range written {
-		e := s.ctx[id]
-		b = append(b, id[:]...)
+	b = binary.AppendUvarint(b, uint64(n))
+	for _, e := range s.ctx {
+		if e.base == 0 && len(e.cloud) == 0 {
+			continue
+		}
+		b = append(b, e.creator[:]...)
 		b = binary.AppendUvarint(b, e.base)
 		b = binary.AppendUvarint(b, uint64(len(e.cloud)))
 		prev := e.base + 1
@@ -49,23 +47,32 @@ func (s *State) AppendBinary(b []byte) ([]byte, error) {
 			prev = q
 		}
 	}
-	owners := slices.SortedFunc(maps.Keys(s.owners), ID.Compare)
-	b = binary.AppendUvarint(b, uint64(len(owners)))
-	for _, id := range owners {
-		f := s.owners[id]
-		b = append(b, id[:]...)
-		b = binary.AppendUvarint(b, uint64(len(f)))
-		for _, d := range slices.SortedFunc(maps.Keys(f), Dot.Compare) {
-			c := f[d]
-			b = binary.AppendUvarint(b, index[d.Creator])
-			b = binary.AppendUvarint(b, d.Seq)
+	owners := 0
+	for i, o := range s.dots {
+		if i == 0 || o.Owner != s.dots[i-1].Owner {
+			owners++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(owners))
+	for lo := 0; lo < len(s.dots); {
+		owner := s.dots[lo].Owner
+		hi := lo + 1
+		for hi < len(s.dots) && s.dots[hi].Owner == owner {
+			hi++
+		}
+		b = append(b, owner[:]...)
+		b = binary.AppendUvarint(b, uint64(hi-lo))
+		for _, o := range s.dots[lo:hi] {
+			b = binary.AppendUvarint(b, uint64(s.ctx.index(o.Dot.Creator)))
+			b = binary.AppendUvarint(b, o.Dot.Seq)
 			var flag byte
-			if c.Frozen {
+			if o.Cell.Frozen {
 				flag = 1
 			}
 			b = append(b, flag)
-			b = binary.AppendUvarint(b, c.Count)
+			b = binary.AppendUvarint(b, o.Cell.Count)
 		}
+		lo = hi
 	}
 	return b, nil
 }
@@ -102,11 +109,11 @@ func decodeState(b []byte) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := New()
 	n, b, err := readCount(b, IDLen+2)
 	if err != nil {
 		return nil, err
 	}
+	s := &State{ctx: make(context, 0, n)}
 	creators := make([]ID, 0, n)
 	for i := range n {
 		var id ID
@@ -114,7 +121,7 @@ func decodeState(b []byte) (*State, error) {
 			return nil, err
 		}
 		creators = append(creators, id)
-		var e ctxEntry
+		e := ctxEntry{creator: id}
 		if e.base, b, err = readUvarint(b); err != nil {
 			return nil, err
 		}
@@ -138,12 +145,13 @@ func decodeState(b []byte) (*State, error) {
 			e.cloud = append(e.cloud, q)
 			prev = q
 		}
-		s.ctx[id] = e
+		s.ctx = append(s.ctx, e)
 	}
 	if n, b, err = readCount(b, IDLen+1); err != nil {
 		return nil, err
 	}
 	owners := make([]ID, 0, n)
+	s.dots = make([]Owned, 0, n)
 	for i := range n {
 		var id ID
 		if id, b, err = readID(b, owners, i); err != nil {
@@ -157,7 +165,6 @@ func decodeState(b []byte) (*State, error) {
 		if k == 0 {
 			return nil, errors.New("borrow: empty owner entry")
 		}
-		f := make(dotFun, k)
 		var prev Dot
 		var prevIdx uint64
 		for j := range k {
@@ -186,9 +193,8 @@ func decodeState(b []byte) (*State, error) {
 			if c.Count, b, err = readUvarint(b[1:]); err != nil {
 				return nil, err
 			}
-			f[d] = c
+			s.dots = append(s.dots, Owned{Owner: id, Dot: d, Cell: c})
 		}
-		s.owners[id] = f
 	}
 	if len(b) != 0 {
 		return nil, errors.New("borrow: trailing bytes after the state")

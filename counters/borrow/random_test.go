@@ -478,20 +478,13 @@ func (s *sim) crash(i int, machine bool) error {
 func transferAnyID(st *State, ids []ID) uint64 {
 	cur := ids[len(ids)-1]
 	var n uint64
-	for owner, f := range st.owners {
-		if slices.Contains(ids, owner) {
-			continue
+	st.dots = slices.DeleteFunc(st.dots, func(o Owned) bool {
+		if slices.Contains(ids, o.Owner) || !o.Cell.Frozen || !slices.Contains(ids, o.Dot.Creator) {
+			return false
 		}
-		for d, c := range f {
-			if c.Frozen && slices.Contains(ids, d.Creator) {
-				n += c.Count
-				delete(f, d)
-			}
-		}
-		if len(f) == 0 {
-			delete(st.owners, owner)
-		}
-	}
+		n += o.Cell.Count
+		return true
+	})
 	if n > 0 {
 		if _, ok := st.activeDot(cur); !ok {
 			st.Create(cur, cur)
@@ -506,12 +499,7 @@ func dotMoved(st *State, d Dot) bool {
 	if !st.Seen(d) {
 		return false
 	}
-	for _, f := range st.owners {
-		if _, ok := f[d]; ok {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(st.dots, func(o Owned) bool { return o.Dot == d })
 }
 
 func (s *sim) byID(id ID) int {
@@ -537,11 +525,14 @@ func (s *sim) check() error {
 		if s.cfg.freshIdentity {
 			continue
 		}
-		for d, c := range n.mem.owners[n.id] {
-			if d.Creator != n.id {
-				return s.fail("node %d counts in %v, not its own", i, d)
+		for o := range n.mem.All() {
+			if o.Owner != n.id {
+				continue
 			}
-			sum += c.Count
+			if o.Dot.Creator != n.id {
+				return s.fail("node %d counts in %v, not its own", i, o.Dot)
+			}
+			sum += o.Cell.Count
 		}
 	}
 	keep := s.all[:0]
@@ -666,9 +657,9 @@ func (s *sim) randomStep() error {
 		n := s.perm[i]
 		data := n.disk
 		if s.cfg.naiveDeltas && r.IntN(2) == 0 {
-			if d, ok := n.mem.activeDot(n.id); ok {
-				cell, _ := n.mem.Get(n.id, d)
-				data, _ = Write(n.id, d, cell).MarshalBinary()
+			if k, ok := n.mem.activeDot(n.id); ok {
+				o := n.mem.dots[k]
+				data, _ = Write(n.id, o.Dot, o.Cell).MarshalBinary()
 			}
 		}
 		s.send(message{kind: msgState, from: i, to: j, data: data})

@@ -2,7 +2,7 @@ package borrow
 
 import (
 	"errors"
-	"maps"
+	"iter"
 	"slices"
 )
 
@@ -19,46 +19,75 @@ func (c Cell) join(o Cell) Cell {
 	return Cell{Frozen: c.Frozen || o.Frozen, Count: max(c.Count, o.Count)}
 }
 
-// dotFun is DotFun⟨B × N⟩ of §3.2: the dots of one owner.
-type dotFun map[Dot]Cell
-
 // State is a replica of one Borrow-Counter: the causal DotMap from owner ids
 // to the owner's dots (each mapped to a Cell) with its causal context, §3.2.
 // Every dot of the store is in the context. Its methods modify the receiver
 // in place and never retain mutable parts of an argument. A State is not
-// safe for concurrent use. The zero State is not usable; call New.
+// safe for concurrent use. The zero State is ⊥, as New returns.
+//
+// The DotMap is one slice of (owner, dot, cell) in (owner, dot) order, the
+// order of the encoding: a cell holds a dot per replica and per client
+// active now (a few dozen), which a sorted slice decodes, encodes, lists
+// and joins in one pass without hashing, sorting or an allocation per
+// owner. An owner with no dot has no element, so the DotMap has no empty
+// DotFun by construction.
 type State struct {
-	owners map[ID]dotFun // DotMap: owner → DotFun; no empty DotFun
-	ctx    context
+	dots []Owned
+	ctx  context
 }
 
 // New returns ⊥: no dots, an empty causal context.
-func New() *State {
-	return &State{owners: map[ID]dotFun{}, ctx: context{}}
-}
+func New() *State { return &State{} }
 
 // Clone returns a deep copy of the state.
 func (s *State) Clone() *State {
-	c := &State{owners: make(map[ID]dotFun, len(s.owners)), ctx: s.ctx.clone()}
-	for id, f := range s.owners {
-		c.owners[id] = maps.Clone(f)
-	}
-	return c
+	return &State{dots: slices.Clone(s.dots), ctx: s.ctx.clone()}
 }
 
 // Equal reports whether two states are the same element of the lattice.
 func (s *State) Equal(o *State) bool {
-	return s.ctx.equal(o.ctx) && maps.EqualFunc(s.owners, o.owners, func(a, b dotFun) bool { return maps.Equal(a, b) })
+	return s.ctx.equal(o.ctx) && slices.Equal(s.dots, o.dots)
+}
+
+// cmpOwned orders the store: by owner, then dot.
+func cmpOwned(a, b Owned) int {
+	if c := a.Owner.Compare(b.Owner); c != 0 {
+		return c
+	}
+	return a.Dot.Compare(b.Dot)
+}
+
+// find returns the index of owner's dot d, or where it would go.
+func (s *State) find(owner ID, d Dot) (int, bool) {
+	return slices.BinarySearchFunc(s.dots, Owned{Owner: owner, Dot: d}, cmpOwned)
+}
+
+// entry returns the bounds [lo, hi) of owner's dots in s.dots.
+func (s *State) entry(owner ID) (lo, hi int) {
+	lo, _ = slices.BinarySearchFunc(s.dots, owner, func(o Owned, id ID) int { return o.Owner.Compare(id) })
+	hi = lo
+	for hi < len(s.dots) && s.dots[hi].Owner == owner {
+		hi++
+	}
+	return lo, hi
+}
+
+// put maps owner's dot d to c, inserting it in order if it is new.
+func (s *State) put(owner ID, d Dot, c Cell) {
+	i, ok := s.find(owner, d)
+	if ok {
+		s.dots[i].Cell = c
+		return
+	}
+	s.dots = slices.Insert(s.dots, i, Owned{Owner: owner, Dot: d, Cell: c})
 }
 
 // Value returns value((m, c)) of §3.2: the sum of the counts of every dot,
 // active or frozen.
 func (s *State) Value() uint64 {
 	var v uint64
-	for _, f := range s.owners {
-		for _, c := range f {
-			v += c.Count
-		}
+	for _, o := range s.dots {
+		v += o.Cell.Count
 	}
 	return v
 }
@@ -77,12 +106,7 @@ func (s *State) Create(creator, owner ID) Dot {
 		return d
 	}
 	d := Dot{Creator: creator, Seq: s.ctx.max(creator) + 1}
-	f := s.owners[owner]
-	if f == nil {
-		f = dotFun{}
-		s.owners[owner] = f
-	}
-	f[d] = Cell{}
+	s.put(owner, d, Cell{})
 	s.ctx.add(d)
 	return d
 }
@@ -110,8 +134,9 @@ func (s *State) Lend(creator, owner ID) (Dot, error) {
 // Retired reports whether owner has a frozen dot in the store: it froze
 // its dots, so it has retired (a permanent node never freezes its own).
 func (s *State) Retired(owner ID) bool {
-	for _, c := range s.owners[owner] {
-		if c.Frozen {
+	lo, hi := s.entry(owner)
+	for _, o := range s.dots[lo:hi] {
+		if o.Cell.Frozen {
 			return true
 		}
 	}
@@ -120,14 +145,13 @@ func (s *State) Retired(owner ID) bool {
 
 // dotBy returns the smallest dot of owner's entry created by creator.
 func (s *State) dotBy(creator, owner ID) (Dot, bool) {
-	var best Dot
-	found := false
-	for d := range s.owners[owner] {
-		if d.Creator == creator && (!found || d.Seq < best.Seq) {
-			best, found = d, true
+	lo, hi := s.entry(owner)
+	for _, o := range s.dots[lo:hi] {
+		if o.Dot.Creator == creator {
+			return o.Dot, true // dots are in (creator, seq) order
 		}
 	}
-	return best, found
+	return Dot{}, false
 }
 
 // Lent returns the dot owner holds from creator in this state, if any: what
@@ -144,39 +168,42 @@ var ErrNoActiveDot = errors.New("borrow: no active dot to increment")
 // counting on its own state (a permanent node, or the leader counting a
 // plain update); a client counts with Client instead.
 func (s *State) Inc(i ID, n uint64) error {
-	d, ok := s.activeDot(i)
+	k, ok := s.activeDot(i)
 	if !ok {
 		return ErrNoActiveDot
 	}
-	c := s.owners[i][d]
-	c.Count += n
-	s.owners[i][d] = c
+	s.dots[k].Cell.Count += n
 	return nil
 }
 
-func (s *State) activeDot(i ID) (Dot, bool) {
-	var best Dot
-	found, own := false, false
-	for d, c := range s.owners[i] {
-		if c.Frozen {
+// activeDot returns the index in s.dots of the dot Inc counts into: the
+// smallest active dot of i's entry that i created, else its smallest
+// active dot.
+func (s *State) activeDot(i ID) (int, bool) {
+	lo, hi := s.entry(i)
+	best := -1
+	for k := lo; k < hi; k++ {
+		o := s.dots[k]
+		if o.Cell.Frozen {
 			continue
 		}
-		dOwn := d.Creator == i
-		switch {
-		case !found, dOwn && !own, dOwn == own && d.Compare(best) < 0:
-			best, found, own = d, true, dOwn
+		if o.Dot.Creator == i {
+			return k, true
+		}
+		if best < 0 {
+			best = k
 		}
 	}
-	return best, found
+	return best, best >= 0
 }
 
 // Retire is retire_i((m, c)) of §3.2: every active dot of i's entry is
 // frozen. A client retires with Client.Retire, which builds the same frozen
 // cells as one write.
 func (s *State) Retire(i ID) {
-	for d, c := range s.owners[i] {
-		c.Frozen = true
-		s.owners[i][d] = c
+	lo, hi := s.entry(i)
+	for k := lo; k < hi; k++ {
+		s.dots[k].Cell.Frozen = true
 	}
 }
 
@@ -193,43 +220,44 @@ func (s *State) Transfer(i, j ID) uint64 {
 	if i == j {
 		return 0
 	}
-	f := s.owners[j]
-	var n uint64
-	var moved []Dot
-	for d, c := range f {
-		if !c.Frozen && mut != mutTransferActive {
-			continue
-		}
-		if d.Creator != i && mut != mutUnrestrictedTransfer {
-			continue
-		}
-		n += c.Count
-		moved = append(moved, d)
-	}
-	if len(moved) == 0 {
-		return 0
-	}
-	if _, ok := s.activeDot(i); !ok {
-		s.Create(i, i)
-	}
-	for _, d := range moved {
-		delete(f, d)
-	}
-	if len(f) == 0 {
-		delete(s.owners, j)
-	}
-	// Cannot fail: i has an active dot now.
-	_ = s.Inc(i, n)
-	return n
+	return s.transfer(i, func(owner ID) bool { return owner == j })
 }
 
 // TransferAll applies Transfer(i, j) for every owner j ≠ i and returns the
 // total moved.
 func (s *State) TransferAll(i ID) uint64 {
+	return s.transfer(i, func(owner ID) bool { return owner != i })
+}
+
+// transfer moves the frozen dots i created of every owner from which
+// picks (never i) into i's own active dot, as Transfer does owner by
+// owner: the counts add up the same in any order, and i's dot is created
+// once, before the first fold.
+func (s *State) transfer(i ID, from func(ID) bool) uint64 {
 	var n uint64
-	for _, j := range slices.SortedFunc(maps.Keys(s.owners), ID.Compare) {
-		n += s.Transfer(i, j)
+	moved := false
+	s.dots = slices.DeleteFunc(s.dots, func(o Owned) bool {
+		if o.Owner == i || !from(o.Owner) {
+			return false
+		}
+		if !o.Cell.Frozen && mut != mutTransferActive {
+			return false
+		}
+		if o.Dot.Creator != i && mut != mutUnrestrictedTransfer {
+			return false
+		}
+		n += o.Cell.Count
+		moved = true
+		return true
+	})
+	if !moved {
+		return 0
 	}
+	if _, ok := s.activeDot(i); !ok {
+		s.Create(i, i)
+	}
+	// Cannot fail: i has an active dot now.
+	_ = s.Inc(i, n)
 	return n
 }
 
@@ -242,36 +270,56 @@ func (s *State) TransferAll(i ID) uint64 {
 // retirement.
 func (s *State) Join(o *State) {
 	ignore := mut == mutJoinIgnoresContext
-	for id, f := range s.owners {
-		of := o.owners[id]
-		for d, c := range f {
-			if oc, ok := of[d]; ok {
-				f[d] = c.join(oc)
-			} else if o.ctx.contains(d) && !ignore {
-				delete(f, d)
-			}
+	// Both stores are in (owner, dot) order: one merge pass. Most joins
+	// raise a dot or two of a store that holds dozens (a client's write, a
+	// state seen before), which is done in place; out is only built from
+	// the first dot dropped or added on.
+	var out []Owned
+	grown := false
+	grow := func(i int) {
+		if !grown {
+			out = append(make([]Owned, 0, len(s.dots)+len(o.dots)), s.dots[:i]...)
+			grown = true
 		}
 	}
-	for id, of := range o.owners {
-		f := s.owners[id]
-		for d, oc := range of {
-			if _, ok := f[d]; ok {
-				continue
+	i, j := 0, 0
+	for i < len(s.dots) || j < len(o.dots) {
+		var c int
+		switch {
+		case j == len(o.dots):
+			c = -1
+		case i == len(s.dots):
+			c = 1
+		default:
+			c = cmpOwned(s.dots[i], o.dots[j])
+		}
+		switch {
+		case c == 0:
+			x := s.dots[i]
+			x.Cell = x.Cell.join(o.dots[j].Cell)
+			if grown {
+				out = append(out, x)
+			} else {
+				s.dots[i] = x
 			}
-			if s.ctx.contains(d) && !ignore {
-				continue
+			i, j = i+1, j+1
+		case c < 0: // in s only: o saw it and dropped it, or never saw it
+			if o.ctx.contains(s.dots[i].Dot) && !ignore {
+				grow(i)
+			} else if grown {
+				out = append(out, s.dots[i])
 			}
-			if f == nil {
-				f = dotFun{}
-				s.owners[id] = f
+			i++
+		default: // in o only: s saw it and dropped it, or never saw it
+			if !s.ctx.contains(o.dots[j].Dot) || ignore {
+				grow(i)
+				out = append(out, o.dots[j])
 			}
-			f[d] = oc
+			j++
 		}
 	}
-	for id, f := range s.owners {
-		if len(f) == 0 {
-			delete(s.owners, id)
-		}
+	if grown {
+		s.dots = out
 	}
 	s.ctx.union(o.ctx)
 }
@@ -283,16 +331,20 @@ type Owned struct {
 	Cell  Cell
 }
 
-// Dots lists every dot of the store in (owner, dot) order.
-func (s *State) Dots() []Owned {
-	var out []Owned
-	for _, id := range slices.SortedFunc(maps.Keys(s.owners), ID.Compare) {
-		f := s.owners[id]
-		for _, d := range slices.SortedFunc(maps.Keys(f), Dot.Compare) {
-			out = append(out, Owned{Owner: id, Dot: d, Cell: f[d]})
+// Dots lists every dot of the store in (owner, dot) order, in a slice the
+// caller owns.
+func (s *State) Dots() []Owned { return slices.Clone(s.dots) }
+
+// All yields every dot of the store in (owner, dot) order without copying
+// the store; the state must not change while it runs.
+func (s *State) All() iter.Seq[Owned] {
+	return func(yield func(Owned) bool) {
+		for _, o := range s.dots {
+			if !yield(o) {
+				return
+			}
 		}
 	}
-	return out
 }
 
 // Borrowed returns the number of dots in the store lent to another node
@@ -300,11 +352,9 @@ func (s *State) Dots() []Owned {
 // transfers them, and what garbage collection must bring back to 0.
 func (s *State) Borrowed() int {
 	n := 0
-	for id, f := range s.owners {
-		for d := range f {
-			if d.Creator != id {
-				n++
-			}
+	for _, o := range s.dots {
+		if o.Dot.Creator != o.Owner {
+			n++
 		}
 	}
 	return n
@@ -317,8 +367,11 @@ func (s *State) Seen(d Dot) bool { return s.ctx.contains(d) }
 
 // Get returns the cell owner's entry maps d to, if any.
 func (s *State) Get(owner ID, d Dot) (Cell, bool) {
-	c, ok := s.owners[owner][d]
-	return c, ok
+	i, ok := s.find(owner, d)
+	if !ok {
+		return Cell{}, false
+	}
+	return s.dots[i].Cell, true
 }
 
 // Write returns the state that carries one dot of one owner and nothing
@@ -329,8 +382,7 @@ func (s *State) Get(owner ID, d Dot) (Cell, bool) {
 // anything was transferred into it (see the package comment); its full
 // state does.
 func Write(owner ID, d Dot, c Cell) *State {
-	s := New()
-	s.owners[owner] = dotFun{d: c}
+	s := &State{dots: []Owned{{Owner: owner, Dot: d, Cell: c}}}
 	s.ctx.add(d)
 	return s
 }
