@@ -221,6 +221,15 @@ type Mutation struct {
 	// logged nor replicated. A reset_counter trims its outbox to the
 	// replica with it instead of waiting for the next anti-entropy round.
 	Acked func(replica counters.ID)
+
+	// Supersedes, when a type sets it on a mutation it writes through
+	// Leader.Write, is the value of the stored cell (Leader.Cell) that
+	// Cell was computed from under the cell's lock, and the type's Merge
+	// of that value with Cell gives Cell (a join-semilattice type whose
+	// new state joined the old one). A memtable cell holding exactly that
+	// value is then replaced without a Merge; any other is merged as
+	// usual. Neither logged nor replicated.
+	Supersedes []byte
 }
 
 // LeaderLog is the part of a leader's commit-log record that only the

@@ -9,6 +9,7 @@ import (
 	"github.com/idemkv/idemkv/commitlog"
 	"github.com/idemkv/idemkv/counters/borrow"
 	"github.com/idemkv/idemkv/internal/testseed"
+	"github.com/idemkv/idemkv/row"
 	"github.com/idemkv/idemkv/vfs"
 )
 
@@ -115,5 +116,69 @@ func borrowMachineCrash(t *testing.T, seed uint64) {
 	}
 	if v, _, err := r.Value(borrowTable.ID, []byte(key), "c"); err != nil || v != 9 {
 		t.Fatalf("after the crash and one more update: %d, %v; want 9", v, err)
+	}
+}
+
+// TestWriteSupersedes writes a borrow cell over another through the leader
+// interface: a mutation that supersedes the memtable's value replaces it
+// (no join: the test's second state does not hold the first's dot, which a
+// join would keep), and one that names another value is joined as usual.
+// The column types are what keep the promise that replacing is the join
+// (coltype.Mutation.Supersedes); this checks the engine keeps its side.
+func TestWriteSupersedes(t *testing.T) {
+	r, err := Open(Config{Dir: "/db", FS: vfs.NewMem(), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.CreateTable(borrowTable); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := r.table(borrowTable.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := leader{r: r, t: tbl}
+	key := []byte("k")
+	a, b, c := borrow.ID{1}, borrow.ID{2}, borrow.ID{3}
+	enc := func(s *borrow.State) []byte {
+		v, err := borrowcol.EncodeCell(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	write := func(s *borrow.State, supersedes []byte) {
+		t.Helper()
+		m := coltype.Mutation{Table: borrowTable.ID, Key: key, Cell: row.Cell{Column: "c", Value: enc(s), Timestamp: 1}, Supersedes: supersedes}
+		if err := l.Write(m.RowKey(), m, commitlog.PayloadShard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	value := func() int64 {
+		t.Helper()
+		cell, found, err := r.Read(borrowTable.ID, key, "c")
+		if err != nil || !found {
+			t.Fatalf("read: %v, found %v", err, found)
+		}
+		v, err := borrowcol.Type{}.Value(cell)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	one := borrow.Write(a, borrow.Dot{Creator: a, Seq: 1}, borrow.Cell{Count: 5})
+	write(one, nil)
+	two := borrow.Write(b, borrow.Dot{Creator: b, Seq: 1}, borrow.Cell{Count: 7})
+	write(two, enc(borrow.New())) // names a value the memtable does not hold: joined
+	if v := value(); v != 12 {
+		t.Fatalf("after a write superseding another value: %d, want the join's 12", v)
+	}
+	joined := one.Clone()
+	joined.Join(two)
+	three := borrow.Write(c, borrow.Dot{Creator: c, Seq: 1}, borrow.Cell{Count: 1})
+	write(three, enc(joined)) // names the memtable's value: replaces it
+	if v := value(); v != 1 {
+		t.Fatalf("after a write superseding the stored value: %d, want 1 (replaced)", v)
 	}
 }
