@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -220,20 +221,28 @@ func (col *Column) settle(me borrow.ID, s *borrow.State) (changed bool) {
 // written, and never will be: its count is 0 for ever, and freezing it
 // changes no value. Its creator then transfers it like any other.
 func closeUnlearnt(me borrow.ID, s *borrow.State) int {
-	retired := map[borrow.ID]bool{}
-	for _, o := range s.Dots() {
+	var retired map[borrow.ID]bool // usually none: no map then
+	for o := range s.All() {
 		if o.Owner != o.Dot.Creator && o.Cell.Frozen {
+			if retired == nil {
+				retired = map[borrow.ID]bool{}
+			}
 			retired[o.Owner] = true
 		}
 	}
-	n := 0
-	for _, o := range s.Dots() {
+	if retired == nil {
+		return 0
+	}
+	var unlearnt []borrow.Owned
+	for o := range s.All() {
 		if retired[o.Owner] && o.Dot.Creator == me && !o.Cell.Frozen && o.Cell.Count == 0 {
-			s.Join(borrow.Write(o.Owner, o.Dot, borrow.Cell{Frozen: true}))
-			n++
+			unlearnt = append(unlearnt, o)
 		}
 	}
-	return n
+	for _, o := range unlearnt {
+		s.Join(borrow.Write(o.Owner, o.Dot, borrow.Cell{Frozen: true}))
+	}
+	return len(unlearnt)
 }
 
 // commit writes s as the cell if it differs from prev (the stored
@@ -249,7 +258,8 @@ func (col *Column) commit(l coltype.Leader, key []byte, name string, s *borrow.S
 	}
 	col.noteRetired(l.Now(), key, name, s)
 	if !bytes.Equal(enc, prev) {
-		m := coltype.Mutation{Table: col.id.Table, Key: key, Cell: row.Cell{Column: col.id.CellName(name), Value: enc, Timestamp: l.Now().UnixMicro()}}
+		// s joined prev (load) under the cell's lock: it supersedes it.
+		m := coltype.Mutation{Table: col.id.Table, Key: key, Cell: row.Cell{Column: col.id.CellName(name), Value: enc, Timestamp: l.Now().UnixMicro()}, Supersedes: prev}
 		if err := l.Write(rowKey(key), m, commitlog.PayloadShard); err != nil {
 			return nil, err
 		}
@@ -358,9 +368,8 @@ func (col *Column) Observe(l coltype.Leader, m coltype.Mutation) error {
 // concerns reports whether a state holds a frozen dot me created, or a
 // retired client (one with a frozen dot) with an active dot me created.
 func concerns(me borrow.ID, s *borrow.State) bool {
-	retired := map[borrow.ID]bool{}
-	mine := map[borrow.ID]bool{}
-	for _, o := range s.Dots() {
+	var retired, mine []borrow.ID
+	for o := range s.All() {
 		if o.Owner == o.Dot.Creator {
 			continue
 		}
@@ -368,13 +377,13 @@ func concerns(me borrow.ID, s *borrow.State) bool {
 			if o.Dot.Creator == me {
 				return true
 			}
-			retired[o.Owner] = true
+			retired = append(retired, o.Owner)
 		} else if o.Dot.Creator == me {
-			mine[o.Owner] = true
+			mine = append(mine, o.Owner)
 		}
 	}
-	for id := range mine {
-		if retired[id] {
+	for _, id := range mine {
+		if slices.Contains(retired, id) {
 			return true
 		}
 	}
@@ -425,7 +434,7 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, name string,
 			col.late.Add(1)
 			return nil, fmt.Errorf("borrow exchange: client %v: %w", owner, borrow.ErrLateBorrow)
 		}
-		if len(ClientDots(s, owner).Dots()) == 0 {
+		if !holds(s, owner) {
 			if _, err := s.Lend(me, owner); err != nil {
 				return nil, err
 			}
@@ -433,13 +442,13 @@ func (col *Column) Exchange(l coltype.Leader, _ uint64, key []byte, name string,
 		}
 		col.borrows.Add(1)
 	case KindWrite:
-		owner = p.State.Dots()[0].Owner
-		s.Join(p.State)
-		col.writes.Add(1)
-		for _, o := range p.State.Dots() {
+		for o := range p.State.All() {
+			owner = o.Owner // one owner (DecodePayload)
 			spread = spread || o.Cell.Frozen
 			fsync = fsync || o.Cell.Frozen
 		}
+		s.Join(p.State)
+		col.writes.Add(1)
 	case KindState:
 		s.Join(p.State)
 		col.syncBytes.Add(uint64(len(incoming)))
@@ -485,7 +494,7 @@ func (col *Column) retiredKey(key []byte, name string, client borrow.ID) string 
 // (or one older than RetiredRetention) lets a late borrow request lend a
 // dot nobody retires, count 0 (see RetiredRetention).
 func (col *Column) noteRetired(now time.Time, key []byte, name string, s *borrow.State) {
-	for _, o := range s.Dots() {
+	for o := range s.All() {
 		if o.Cell.Frozen && o.Owner != o.Dot.Creator {
 			col.retired.Put(col.retiredNS, col.retiredKey(key, name, o.Owner), now, retiredEntrySize)
 		}

@@ -101,10 +101,20 @@ func checkWrite(w *borrow.State) error {
 // or a write is answered with).
 func ClientDots(s *borrow.State, owner borrow.ID) *borrow.State {
 	out := borrow.New()
-	for _, o := range s.Dots() {
+	for o := range s.All() {
 		if o.Owner == owner {
 			out.Join(borrow.Write(o.Owner, o.Dot, o.Cell))
 		}
 	}
 	return out
+}
+
+// holds reports whether owner has a dot in s.
+func holds(s *borrow.State, owner borrow.ID) bool {
+	for o := range s.All() {
+		if o.Owner == owner {
+			return true
+		}
+	}
+	return false
 }
