@@ -1,6 +1,8 @@
 package resetcol
 
 import (
+	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,6 +19,9 @@ import (
 type memReplica struct {
 	host  counters.ID
 	cells map[string]row.Cell
+	// superseding counts the writes that named the stored value they
+	// supersede (coltype.Mutation.Supersedes).
+	superseding int
 }
 
 func (r *memReplica) Now() time.Time                                { return time.Now() }
@@ -36,8 +41,30 @@ func (r *memReplica) Cell(k row.Key, column string) (row.Cell, bool, error) {
 	return c, ok, nil
 }
 
+// Write stores m's cell in place of the one stored, which is what a
+// replica's Merge gives when the column's promises hold; it refuses a
+// write that breaks them: a new blob that does not win Merge against the
+// stored one, or that claims to supersede a value not stored.
 func (r *memReplica) Write(k row.Key, m coltype.Mutation, _ commitlog.PayloadKind) error {
-	r.cells[string(k.Partition)+"/"+m.Cell.Column] = m.Cell
+	key := string(k.Partition) + "/" + m.Cell.Column
+	if old, ok := r.cells[key]; ok {
+		merged, err := Type{}.Merge(old, m.Cell)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(merged.Value, m.Cell.Value) {
+			return fmt.Errorf("memReplica: the write of %s loses Merge against the stored blob", key)
+		}
+		if m.Supersedes != nil && !bytes.Equal(m.Supersedes, old.Value) {
+			return fmt.Errorf("memReplica: the write of %s supersedes a value not stored", key)
+		}
+		if m.Supersedes != nil {
+			r.superseding++
+		}
+	} else if m.Supersedes != nil {
+		return fmt.Errorf("memReplica: the write of %s supersedes a value, none stored", key)
+	}
+	r.cells[key] = m.Cell
 	return nil
 }
 
@@ -160,5 +187,33 @@ func TestResetOutsideCoordinatorDeliveredLate(t *testing.T) {
 	}
 	if p := a.blob(t, "k").Pending(); p != 0 {
 		t.Errorf("A holds %d ops after anti-entropy", p)
+	}
+}
+
+// TestWritesSupersedeTheStoredBlob: every write of a cell, after it was
+// loaded from storage or written, names the stored blob it supersedes, so
+// that the replica replaces it without decoding both (memReplica.Write
+// refuses a wrong claim, and one whose blob loses Merge).
+func TestWritesSupersedeTheStoredBlob(t *testing.T) {
+	a := newMemColumn(t, 1)
+	peers := []counters.ID{{1}, {2}}
+	for range 3 {
+		a.inc(t, "k", 1, peers)
+	}
+	if a.superseding != 2 {
+		t.Fatalf("%d of the cold cell's 3 writes named the blob they supersede, want 2 (not the first)", a.superseding)
+	}
+	// A column started again over the same storage loads the blob.
+	b := newMemColumn(t, 1)
+	b.memReplica = a.memReplica
+	b.superseding = 0
+	for range 3 {
+		b.inc(t, "k", 1, peers)
+	}
+	if b.superseding != 3 {
+		t.Fatalf("%d of 3 writes after a load named the blob they supersede, want 3", b.superseding)
+	}
+	if v := b.blob(t, "k").State.Value(""); v != 6 {
+		t.Fatalf("value %d, want 6", v)
 	}
 }

@@ -325,6 +325,9 @@ type cell struct {
 	loaded bool
 	b      *Blob
 	size   int // bytes of the stored blob
+	// enc is the stored blob's encoding as loaded or last written (nil:
+	// none): the next write supersedes it (coltype.Mutation.Supersedes).
+	enc []byte
 	// unsaved: acknowledgements trimmed the outboxes in memory since the
 	// blob was last written (the next anti-entropy exchange writes it).
 	unsaved bool
@@ -340,8 +343,9 @@ type cell struct {
 // cellBytes estimates the bytes of a cell's blob in memory besides the
 // cache's overhead: the decoded state's maps, outboxes and inboxes (about
 // 1.1 KiB for a cell of one entry, live heap measured by the replica's
-// BenchmarkCellStateMemory), growing with the stored size.
-func cellBytes(c *cell) int64 { return 768 + int64(4*c.size) }
+// BenchmarkCellStateMemory), growing with the stored size, and the stored
+// encoding it keeps (cell.enc).
+func cellBytes(c *cell) int64 { return 768 + int64(5*c.size) }
 
 // lock returns the cell, locked, loaded and pinned in the cell cache. The
 // caller calls unlock, which records the cell's size, unlocks c.mu and
@@ -375,7 +379,7 @@ func (col *Column) load(l coltype.Leader, key []byte, name string, c *cell) erro
 	if err != nil {
 		return err
 	}
-	c.size = 0
+	c.size, c.enc = 0, nil
 	if found && !stored.Tombstone {
 		sb, err := DecodeCell(stored.Value)
 		if err != nil {
@@ -387,7 +391,7 @@ func (col *Column) load(l coltype.Leader, key []byte, name string, c *cell) erro
 		if sb.State.Kind() != col.newState().Kind() {
 			return fmt.Errorf("%w: column %s: the stored cell's kind is not the column's", ErrCorrupt, col.id.Column)
 		}
-		b, c.size = sb, len(stored.Value)
+		b, c.size, c.enc = sb, len(stored.Value), stored.Value
 		// The op ids its last write applied (all of the window's, in a
 		// blob written before recentOps): durable, so remembered.
 		col.recent.add(col.id.CellKey(key, name), b.Recent, col.horizon())
@@ -430,7 +434,11 @@ func (col *Column) write(l coltype.Leader, key []byte, name string, c *cell, ts 
 		if ts == 0 {
 			ts = col.env.Now().UnixMicro()
 		}
-		m := coltype.Mutation{Table: col.id.Table, Key: key, Cell: row.Cell{Column: col.id.CellName(name), Value: enc, Timestamp: ts}}
+		// Merge keeps the blob of the larger (delivered sum, owner,
+		// version): the new blob has the same owner, a delivered sum at
+		// least the old one's and the next version, so it supersedes the
+		// one it was loaded from or last written as.
+		m := coltype.Mutation{Table: col.id.Table, Key: key, Cell: row.Cell{Column: col.id.CellName(name), Value: enc, Timestamp: ts}, Supersedes: c.enc}
 		for _, r := range applied {
 			if !m.HasOp || r.Time > m.OpTime {
 				m.HasOp, m.OpID, m.OpTime = true, r.ID, r.Time
@@ -442,7 +450,7 @@ func (col *Column) write(l coltype.Leader, key []byte, name string, c *cell, ts 
 		c.loaded = false
 		return err
 	}
-	c.size, c.unsaved = len(enc), false
+	c.size, c.enc, c.unsaved = len(enc), enc, false
 	col.writes.Add(1)
 	col.recent.add(col.id.CellKey(key, name), applied, col.horizon())
 	col.track(key, name, c.b)
