@@ -329,11 +329,14 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 			stopResetSampler = r.startResetSampler(ctx, mr)
 		}
 	}
-	var meter *cpuMeter
+	var meter, selfMeter *cpuMeter
 	if target.ServerPids != nil && cfg.Faults.KillEvery <= 0 {
 		pids, err := target.ServerPids()
 		if err == nil {
 			meter, err = startCPUMeter(pids)
+		}
+		if err == nil {
+			selfMeter, err = clientMeter(pids)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("bench: server CPU: %w", err)
@@ -369,10 +372,13 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		}
 	}
 	wg.Wait()
-	var serverCPU time.Duration
+	var serverCPU, clientCPU time.Duration
 	var serverErr error
 	if meter != nil {
 		serverCPU, serverErr = meter.stop()
+	}
+	if selfMeter != nil && serverErr == nil {
+		clientCPU, serverErr = selfMeter.stop()
 	}
 	if timer != nil {
 		timer.Stop()
@@ -481,6 +487,10 @@ func Run(ctx context.Context, target Target, cfg Config) (*Report, error) {
 		}
 		if sc.Ops > 0 {
 			sc.PerOpUS = float64(serverCPU) / float64(time.Microsecond) / float64(sc.Ops)
+			if selfMeter != nil {
+				sc.ClientCPUS = clientCPU.Seconds()
+				sc.ClientPerOpUS = float64(clientCPU) / float64(time.Microsecond) / float64(sc.Ops)
+			}
 		}
 		rep.ServerCPU = append(rep.ServerCPU, sc)
 	}

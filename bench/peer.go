@@ -153,6 +153,14 @@ func runWithPeer(ctx context.Context, t Target, cfg Config, peer Target, togethe
 		}()
 		rep, err = Run(ctx, t, cfg)
 		<-done
+		// Both runs' clients shared this process: neither's CPU is its own.
+		for _, r := range []*Report{rep, p} {
+			if r != nil {
+				for i := range r.ServerCPU {
+					r.ServerCPU[i].ClientCPUS, r.ServerCPU[i].ClientPerOpUS = 0, 0
+				}
+			}
+		}
 	} else if rep, err = Run(ctx, t, cfg); err == nil {
 		runPeer()
 	}

@@ -384,6 +384,15 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 				parts = append(parts, fmt.Sprintf("%s %.1f µs (%d %s, %.2f s for %d ops)", sc.Target, sc.PerOpUS, sc.Processes, procs, sc.CPUS, sc.Ops))
 			}
 			fmt.Fprintf(w, "  servers' CPU per acknowledged op: %s\n", strings.Join(parts, "; "))
+			parts = parts[:0]
+			for _, sc := range r.ServerCPU {
+				if sc.ClientPerOpUS > 0 {
+					parts = append(parts, fmt.Sprintf("%s %.1f µs (%.2f s)", sc.Target, sc.ClientPerOpUS, sc.ClientCPUS))
+				}
+			}
+			if len(parts) > 0 {
+				fmt.Fprintf(w, "  clients' CPU per acknowledged op (this process, same cores): %s\n", strings.Join(parts, "; "))
+			}
 		}
 		for _, m := range r.Modes {
 			if m.Mode == ModeFBF && m.Undercount > 0 && m.DismissedKnown {

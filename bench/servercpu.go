@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,26 @@ type ServerCPU struct {
 	CPUS      float64 `json:"cpu_s"`     // their user + system CPU time during the run
 	Ops       int64   `json:"ops"`       // acknowledged ops of the rows the ring served
 	PerOpUS   float64 `json:"cpu_us_per_op"`
+
+	// ClientCPUS is this process's CPU time over the same interval when
+	// it is not one of the server processes and nothing else ran in it
+	// meanwhile (not with a peer's rows at the same time): what the
+	// benchmark's clients (gocql, the faults, the bookkeeping) spent on
+	// the rows; ClientPerOpUS per acknowledged op. On one machine the two
+	// share the cores, so a server's throughput there is bound by
+	// 1 / (server + client CPU per op), whatever the server costs.
+	ClientCPUS    float64 `json:"client_cpu_s,omitempty"`
+	ClientPerOpUS float64 `json:"client_cpu_us_per_op,omitempty"`
+}
+
+// clientMeter measures this process's CPU time, unless it is one of the
+// server processes (an embedded ring): nil then.
+func clientMeter(serverPids []int) (*cpuMeter, error) {
+	self := os.Getpid()
+	if slices.Contains(serverPids, self) {
+		return nil, nil
+	}
+	return startCPUMeter([]int{self})
 }
 
 // userHZ is the unit of the CPU times in /proc/PID/stat: Linux reports them

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,33 @@ func TestRunReportsServerCPU(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "servers' CPU per acknowledged op: idemkv") {
 		t.Fatalf("table lacks the servers' CPU:\n%s", buf.String())
+	}
+	if sc.ClientCPUS != 0 || sc.ClientPerOpUS != 0 {
+		t.Fatalf("server CPU %+v: a client CPU although the server is this process", sc)
+	}
+	// A server in another process (here one that does nothing): this
+	// process's CPU is the clients'.
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	elsewhere := func() ([]int, error) { return []int{other.Process.Pid}, nil }
+	cfg.Ops = 2000
+	rep, err = Run(context.Background(), Target{Cluster: c, ServerPids: elsewhere}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc = rep.ServerCPU[0]
+	if sc.ClientCPUS <= 0 || sc.ClientPerOpUS <= 0 || sc.ClientPerOpUS*float64(sc.Ops) < sc.ClientCPUS*1e6*0.99 {
+		t.Fatalf("server CPU %+v: want this process's CPU as the clients', per op", sc)
+	}
+	buf.Reset()
+	if err := WriteTable(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "clients' CPU per acknowledged op (this process, same cores): idemkv") {
+		t.Fatalf("table lacks the clients' CPU:\n%s", buf.String())
 	}
 	gone := func() ([]int, error) { return nil, errors.New("no ring") }
 	if _, err := Run(context.Background(), Target{Cluster: c, ServerPids: gone}, cfg); err == nil || !strings.Contains(err.Error(), "server CPU") {
