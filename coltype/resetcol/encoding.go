@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 
@@ -80,35 +79,37 @@ func (b *Blob) Pending() int {
 //	uvarint  n, then n × (origin id [16], uvarint length, reset.Inbox bytes), ascending id
 //	uvarint  n, then n × (client op id [16], uvarint time ≥ 0), ascending op id:
 //	         the op ids the write of this version applied (Blob.Recent)
-func EncodeCell(b *Blob) ([]byte, error) {
-	st, err := b.State.MarshalBinary()
+func EncodeCell(b *Blob) ([]byte, error) { return AppendCell(nil, b) }
+
+// AppendCell appends EncodeCell's bytes to out: a writer that knows the
+// blob's last size passes a buffer that holds it, and the nested
+// encodings are written in place rather than each in a slice of its own.
+func AppendCell(out []byte, b *Blob) ([]byte, error) {
+	format := byte(FormatCell)
+	if b.State.Kind() == reset.KindMap {
+		format = FormatMapCell
+	}
+	out = append(out, format)
+	out = binary.AppendUvarint(out, b.Version)
+	out = binary.AppendUvarint(out, b.Gen)
+	out, err := appendNested(out, b.State.AppendBinary)
 	if err != nil {
 		return nil, fmt.Errorf("resetcol: encode state: %w", err)
 	}
-	out := []byte{FormatCell}
-	if b.State.Kind() == reset.KindMap {
-		out[0] = FormatMapCell
-	}
-	out = binary.AppendUvarint(out, b.Version)
-	out = binary.AppendUvarint(out, b.Gen)
-	out = appendBytes(out, st)
+	var ids [8]reset.ID
 	out = binary.AppendUvarint(out, uint64(len(b.Out)))
-	for _, id := range slices.SortedFunc(maps.Keys(b.Out), reset.ID.Compare) {
-		enc, err := b.Out[id].MarshalBinary()
-		if err != nil {
+	for _, id := range reset.SortedIDs(ids[:0], b.Out) {
+		out = append(out, id[:]...)
+		if out, err = appendNested(out, b.Out[id].AppendBinary); err != nil {
 			return nil, fmt.Errorf("resetcol: encode outbox: %w", err)
 		}
-		out = append(out, id[:]...)
-		out = appendBytes(out, enc)
 	}
 	out = binary.AppendUvarint(out, uint64(len(b.In)))
-	for _, id := range slices.SortedFunc(maps.Keys(b.In), reset.ID.Compare) {
-		enc, err := b.In[id].MarshalBinary()
-		if err != nil {
+	for _, id := range reset.SortedIDs(ids[:0], b.In) {
+		out = append(out, id[:]...)
+		if out, err = appendNested(out, b.In[id].AppendBinary); err != nil {
 			return nil, fmt.Errorf("resetcol: encode inbox: %w", err)
 		}
-		out = append(out, id[:]...)
-		out = appendBytes(out, enc)
 	}
 	out = binary.AppendUvarint(out, uint64(len(b.Recent)))
 	for _, r := range b.Recent {
@@ -355,6 +356,26 @@ func DecodeSync(v []byte) (Sync, error) {
 func appendBytes(b, v []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(v)))
 	return append(b, v...)
+}
+
+// appendNested appends a uvarint length and then what enc appends, as
+// appendBytes does with enc's bytes, without a slice of their own: enc
+// writes after room for the longest length, and its bytes move back
+// behind the length once it is known.
+func appendNested(b []byte, enc func([]byte) ([]byte, error)) ([]byte, error) {
+	start := len(b)
+	b = append(b, make([]byte, binary.MaxVarintLen64)...)
+	body := len(b)
+	b, err := enc(b)
+	if err != nil {
+		return nil, err
+	}
+	n := len(b) - body
+	var hdr [binary.MaxVarintLen64]byte
+	h := binary.PutUvarint(hdr[:], uint64(n))
+	copy(b[start+h:], b[body:])
+	copy(b[start:], hdr[:h])
+	return b[:start+h+n], nil
 }
 
 // dec reads the package's encodings; the first error sticks.

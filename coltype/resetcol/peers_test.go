@@ -74,7 +74,7 @@ type memColumn struct {
 	col *Column
 }
 
-func newMemColumn(t *testing.T, host byte) memColumn {
+func newMemColumn(t testing.TB, host byte) memColumn {
 	t.Helper()
 	r := &memReplica{host: counters.ID{host}, cells: map[string]row.Cell{}}
 	ct, err := Type{}.Configure(r, coltype.TableDef{ID: 1, Keyspace: "ks", Name: "t", Columns: []coltype.ColumnDef{{Name: "r", Type: TypeName}}}, "r", nil)
@@ -84,7 +84,7 @@ func newMemColumn(t *testing.T, host byte) memColumn {
 	return memColumn{r, ct.(*Column)}
 }
 
-func (m memColumn) blob(t *testing.T, key string) *Blob {
+func (m memColumn) blob(t testing.TB, key string) *Blob {
 	t.Helper()
 	c, ok := m.cells[key+"/r"]
 	if !ok {

@@ -427,7 +427,7 @@ func (col *Column) track(key []byte, name string, b *Blob) {
 // durable they join the column's recent op ids.
 func (col *Column) write(l coltype.Leader, key []byte, name string, c *cell, ts int64) error {
 	c.b.Version++
-	enc, err := EncodeCell(c.b)
+	enc, err := AppendCell(make([]byte, 0, c.size+64), c.b) // about its last size
 	applied := c.b.Recent
 	c.b.Recent = nil
 	if err == nil {

@@ -89,8 +89,9 @@ func (s *State) MarshalBinary() ([]byte, error) {
 func (s *State) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, Version, byte(s.kind))
 	b = append(b, s.self[:]...)
+	var ids [8]ID
 	b = appendUvarint(b, uint64(len(s.c)))
-	for _, j := range slices.SortedFunc(maps.Keys(s.c), ID.Compare) {
+	for _, j := range SortedIDs(ids[:0], s.c) {
 		b = append(b, j[:]...)
 		b = appendUvarint(b, s.c[j])
 	}
@@ -99,7 +100,7 @@ func (s *State) AppendBinary(b []byte) ([]byte, error) {
 		m := s.m[k]
 		b = appendKey(b, k)
 		b = appendUvarint(b, uint64(len(m)))
-		for _, j := range slices.SortedFunc(maps.Keys(m), ID.Compare) {
+		for _, j := range SortedIDs(ids[:0], m) {
 			e := m[j]
 			b = append(b, j[:]...)
 			b = appendUvarint(b, e.p)

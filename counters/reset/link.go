@@ -107,8 +107,11 @@ func (in *Inbox) Forget() { in.held = nil }
 // MarshalBinary encodes what of the outbox is durable: version byte, type
 // byte 0x21, acked (uvarint), n (uvarint), then n × (payload length uvarint,
 // payload).
-func (o *Outbox) MarshalBinary() ([]byte, error) {
-	b := []byte{Version, typeOutbox}
+func (o *Outbox) MarshalBinary() ([]byte, error) { return o.AppendBinary(nil) }
+
+// AppendBinary appends the outbox's encoding (MarshalBinary's) to b.
+func (o *Outbox) AppendBinary(b []byte) ([]byte, error) {
+	b = append(b, Version, typeOutbox)
 	b = appendUvarint(b, o.acked)
 	b = appendUvarint(b, uint64(len(o.pending)))
 	for _, p := range o.pending {
@@ -156,8 +159,11 @@ func (o *Outbox) UnmarshalBinary(b []byte) error {
 
 // MarshalBinary encodes what of the inbox is durable: version byte, type
 // byte 0x22, delivered (uvarint).
-func (in *Inbox) MarshalBinary() ([]byte, error) {
-	return appendUvarint([]byte{Version, typeInbox}, in.delivered), nil
+func (in *Inbox) MarshalBinary() ([]byte, error) { return in.AppendBinary(nil) }
+
+// AppendBinary appends the inbox's encoding (MarshalBinary's) to b.
+func (in *Inbox) AppendBinary(b []byte) ([]byte, error) {
+	return appendUvarint(append(b, Version, typeInbox), in.delivered), nil
 }
 
 // UnmarshalBinary decodes an inbox encoded by MarshalBinary (with nothing

@@ -14,6 +14,17 @@ const IDLen = 16
 // ID identifies a replica: a host id fits.
 type ID [IDLen]byte
 
+// SortedIDs appends the keys of m to buf in ascending order and returns
+// the result: the order of the encodings, without the allocation of a
+// collected slice when buf has room (a few peers).
+func SortedIDs[V any](buf []ID, m map[ID]V) []ID {
+	for id := range m {
+		buf = append(buf, id)
+	}
+	slices.SortFunc(buf, ID.Compare)
+	return buf
+}
+
 // Compare orders ids as unsigned bytes (the order of the encoding).
 func (id ID) Compare(o ID) int { return bytes.Compare(id[:], o[:]) }
 
