@@ -159,9 +159,14 @@ type BorrowResult struct {
 	// converged, waiting up to 10 s more for the creators' transfers
 	// (embedded ring only). Transferred and Closed are the replicas'
 	// counts (borrowcol.Stats).
-	BorrowedAfter int    `json:"borrowed_after"`
-	Transferred   uint64 `json:"transferred"`
-	Closed        uint64 `json:"closed"`
+	BorrowedAfter int `json:"borrowed_after"`
+	// MaxCellBytes: the largest cell a replica wrote (while clients were
+	// active in it); CellBytesAfter: the keys' cells on the replicas once
+	// the clients retired, bytes on average (embedded ring only).
+	MaxCellBytes   uint64  `json:"max_cell_bytes"`
+	CellBytesAfter float64 `json:"cell_bytes_after"`
+	Transferred    uint64  `json:"transferred"`
+	Closed         uint64  `json:"closed"`
 	// ReadExactMS: from the end of the flush until every key read at the
 	// run's level held its expected value; ConvergeMS: until every
 	// replica's own cell did (embedded ring only, within 60 s: Converged).
@@ -193,41 +198,44 @@ func (c *Cluster) borrowStats() borrowcol.Stats {
 		out.Writes += s.Writes
 		out.Views += s.Views
 		out.SyncBytes += s.SyncBytes
+		out.MaxCellBytes = max(out.MaxCellBytes, s.MaxCellBytes)
 		out.Transferred += s.Transferred
 		out.Closed += s.Closed
 	}
 	return out
 }
 
-// borrowedLeft counts the client dots the live nodes hold in the keys.
-func (c *Cluster) borrowedLeft(ks, table, column string, keys []string) (int, error) {
+// borrowedLeft counts the client dots the live nodes hold in the keys, and
+// the cells they hold and their bytes.
+func (c *Cluster) borrowedLeft(ks, table, column string, keys []string) (n, cells, bytes int, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := 0
 	for i, nd := range c.nodes {
 		if nd == nil {
 			continue
 		}
 		def, ok := nd.Schema().Table(ks, table)
 		if !ok {
-			return 0, fmt.Errorf("bench: node %d has no table %s.%s", i+1, ks, table)
+			return 0, 0, 0, fmt.Errorf("bench: node %d has no table %s.%s", i+1, ks, table)
 		}
 		for _, k := range keys {
 			cell, found, err := nd.Replica().Read(def.ID, []byte(k), column)
 			if err != nil {
-				return 0, err
+				return 0, 0, 0, err
 			}
 			if !found {
 				continue
 			}
 			s, err := borrowcol.DecodeCell(cell.Value)
 			if err != nil {
-				return 0, err
+				return 0, 0, 0, err
 			}
 			n += s.Borrowed()
+			cells++
+			bytes += len(cell.Value)
 		}
 	}
-	return n, nil
+	return n, cells, bytes, nil
 }
 
 // finishBorrow flushes and retires the borrow mode's clients, then reads
@@ -307,11 +315,14 @@ func (r *runner) finishBorrow(ctx context.Context, s *gocql.Session, mr *modeRun
 	}
 	res.ConvergeMS = ms(time.Since(flushed))
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		left, err := c.borrowedLeft("bench", ModeBorrow, "c", names)
+		left, cells, size, err := c.borrowedLeft("bench", ModeBorrow, "c", names)
 		if err != nil {
 			return nil, nil, err
 		}
 		res.BorrowedAfter = left
+		if cells > 0 {
+			res.CellBytesAfter = float64(size) / float64(cells)
+		}
 		if left == 0 || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
@@ -321,6 +332,7 @@ func (r *runner) finishBorrow(ctx context.Context, s *gocql.Session, mr *modeRun
 	// A node killed during the run took its counts with it.
 	since := func(now, then uint64) uint64 { return now - min(now, then) }
 	res.Transferred, res.Closed = since(st.Transferred, before.Transferred), since(st.Closed, before.Closed)
+	res.MaxCellBytes = st.MaxCellBytes
 	if res.Updates > 0 {
 		res.SyncPerUpdate = float64(since(st.Views, before.Views)) / float64(res.Updates)
 		res.ReplicaExchangesPerUpdate = float64(since(st.Borrows+st.Writes, before.Borrows+before.Writes)) / float64(res.Updates)

@@ -50,4 +50,10 @@ func TestBorrowModeExact(t *testing.T) {
 	if r.BorrowedAfter != 0 {
 		t.Errorf("after the clients retired: %d client dots left", r.BorrowedAfter)
 	}
+	// A cell holds a dot per replica and per client active in it: the
+	// largest one written held clients' dots, the retired cells only the
+	// replicas'.
+	if r.CellBytesAfter <= 0 || float64(r.MaxCellBytes) <= r.CellBytesAfter {
+		t.Errorf("cell bytes: largest written %d, after the retirements %.1f on average; want the first larger", r.MaxCellBytes, r.CellBytesAfter)
+	}
 }

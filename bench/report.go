@@ -414,6 +414,10 @@ func WriteTable(w io.Writer, reports ...*Report) error {
 					"(%d increments transferred, %d unlearnt loans closed); exact %.0f ms and on every replica %.0f ms after the flush\n",
 					b.Updates, b.ExchangesPerUpdate, b.BytesPerUpdate, b.ReplicaExchangesPerUpdate, b.SyncPerUpdate, b.SyncBytesPerUpdate,
 					b.Cells, b.RoundTripsPerCell, b.BorrowsPerCell, b.BorrowedAfter, b.Transferred, b.Closed, b.ReadExactMS, b.ConvergeMS)
+				if b.MaxCellBytes > 0 {
+					fmt.Fprintf(w, "  borrow cells on the replicas: the largest written %d B; after the retirements %.0f B on average\n",
+						b.MaxCellBytes, b.CellBytesAfter)
+				}
 			}
 		}
 	}

@@ -169,6 +169,7 @@ type Column struct {
 	retiredNS uint64
 
 	borrows, writes, transferred, closed, leads, late atomic.Uint64
+	maxCell                                           atomic.Uint64 // bytes of the largest cell written
 	views, syncBytes                                  atomic.Uint64
 }
 
@@ -263,6 +264,7 @@ func (col *Column) commit(l coltype.Leader, key []byte, name string, s *borrow.S
 		if err := l.Write(rowKey(key), m, commitlog.PayloadShard); err != nil {
 			return nil, err
 		}
+		storeMax(&col.maxCell, uint64(len(enc)))
 		if dirty {
 			col.MarkDirty(col.id.CellRef(key, name))
 		}
@@ -273,6 +275,12 @@ func (col *Column) commit(l coltype.Leader, key []byte, name string, s *borrow.S
 		}
 	}
 	return enc, nil
+}
+
+// storeMax raises v to n if n is larger.
+func storeMax(v *atomic.Uint64, n uint64) {
+	for old := v.Load(); n > old && !v.CompareAndSwap(old, n); old = v.Load() {
+	}
 }
 
 // syncLog makes everything the replica's commit log holds durable against
@@ -567,12 +575,17 @@ type Stats struct {
 	// received in sync exchanges, both ways (requests and answers).
 	Views     uint64
 	SyncBytes uint64
+	// MaxCellBytes is the size of the largest cell the replica wrote since
+	// it started: a cell holds a dot per replica and per client active in
+	// it (docs/borrow-counter.md, "State size").
+	MaxCellBytes uint64
 }
 
 // Stats returns the column's running counts.
 func (col *Column) Stats() Stats {
 	return Stats{Leads: col.leads.Load(), Borrows: col.borrows.Load(), Writes: col.writes.Load(),
-		Transferred: col.transferred.Load(), Closed: col.closed.Load(), LateBorrows: col.late.Load(), Views: col.views.Load(), SyncBytes: col.syncBytes.Load()}
+		Transferred: col.transferred.Load(), Closed: col.closed.Load(), LateBorrows: col.late.Load(), Views: col.views.Load(), SyncBytes: col.syncBytes.Load(),
+		MaxCellBytes: col.maxCell.Load()}
 }
 
 // ColumnLister is what ReplicaStats needs of a replica (replica.Replica
@@ -581,7 +594,8 @@ type ColumnLister interface {
 	ColumnTypes() []coltype.ColumnType
 }
 
-// ReplicaStats sums the Stats of a replica's borrow columns.
+// ReplicaStats sums the Stats of a replica's borrow columns (the largest
+// cell: the largest of theirs).
 func ReplicaStats(r ColumnLister) Stats {
 	var out Stats
 	for _, t := range r.ColumnTypes() {
@@ -598,6 +612,7 @@ func ReplicaStats(r ColumnLister) Stats {
 		out.LateBorrows += s.LateBorrows
 		out.Views += s.Views
 		out.SyncBytes += s.SyncBytes
+		out.MaxCellBytes = max(out.MaxCellBytes, s.MaxCellBytes)
 	}
 	return out
 }
