@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemkv/idemkv/coltype"
 	"github.com/idemkv/idemkv/internal/testseed"
@@ -393,5 +396,62 @@ func TestDocJSONRoundTrip(t *testing.T) {
 	}
 	if back.Version() != d.Version() {
 		t.Fatalf("round trip changed the document: %s", b)
+	}
+}
+
+// TestOnChangeInOrder: two merges at once call OnChange in the order of
+// their changes, so that the last call names the version in force. The
+// first change's call is held until the second merge has had time to
+// finish; before changeMu the second merge's call came first and the
+// node's last word (what it gossips) was the older version.
+func TestOnChangeInOrder(t *testing.T) {
+	s, _ := openMem(t)
+	src, _ := openMem(t)
+	if err := src.CreateKeyspace(ksDef("a", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	first := src.Doc()
+	if err := src.CreateKeyspace(ksDef("b", 1), false); err != nil {
+		t.Fatal(err)
+	}
+	second := src.Doc()
+	var (
+		mu    sync.Mutex
+		calls []string
+		held  atomic.Bool
+	)
+	entered, release := make(chan struct{}), make(chan struct{})
+	s.OnChange(func(v string) {
+		if held.CompareAndSwap(false, true) { // the first call
+			close(entered)
+			<-release
+		}
+		mu.Lock()
+		calls = append(calls, v)
+		mu.Unlock()
+	})
+	done := make(chan error, 2)
+	go func() { _, err := s.Merge(first); done <- err }()
+	<-entered
+	go func() { _, err := s.Merge(second); done <- err }()
+	select {
+	case err := <-done: // the second merge finished while the first one's call is held
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+	case <-time.After(200 * time.Millisecond): // it waits, as it should
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 2 || calls[1] != s.Version() {
+		t.Fatalf("OnChange calls %v; want two, the last the version in force %s", calls, s.Version())
 	}
 }

@@ -303,6 +303,10 @@ type Schema struct {
 	// leaders caches the leader rule of each FBF table, for the same reason.
 	leaders  map[uint64]tableLeader
 	onChange func(version string)
+	// changeMu orders the changes with their OnChange calls: a Merge holds
+	// it from its change to the end of its call, so that the last call
+	// names the version in force (a node gossips it).
+	changeMu sync.Mutex
 }
 
 // Store is the local storage engine whose tables the schema keeps in step
@@ -356,7 +360,9 @@ func OpenFS(fsys vfs.FS, dir string, rep Store) (*Schema, error) {
 }
 
 // OnChange sets the function called, outside the schema's lock, with the new
-// version after every change.
+// version after every change, one change at a time and in their order: the
+// last call names the version in force. The function must not change the
+// schema itself.
 func (s *Schema) OnChange(fn func(version string)) {
 	s.mu.Lock()
 	s.onChange = fn
@@ -389,6 +395,12 @@ func (s *Schema) Version() string {
 // Merge folds another node's document into this one; it reports whether
 // anything changed.
 func (s *Schema) Merge(o Doc) (bool, error) {
+	// Without changeMu two merges could call OnChange in the other order,
+	// and a node would gossip the older of the two versions for good: its
+	// peers, which hold the newer schema, find nothing to pull from it, and
+	// a node bootstrapping waited for a schema agreement that never came.
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
 	s.mu.Lock()
 	before := s.raw.Version()
 	s.raw = s.raw.merge(o)
