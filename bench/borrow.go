@@ -206,8 +206,8 @@ func (c *Cluster) borrowStats() borrowcol.Stats {
 }
 
 // borrowedLeft counts the client dots the live nodes hold in the keys, and
-// the cells they hold and their bytes.
-func (c *Cluster) borrowedLeft(ks, table, column string, keys []string) (n, cells, bytes int, err error) {
+// the cells they hold and their bytes (size).
+func (c *Cluster) borrowedLeft(ks, table, column string, keys []string) (n, cells, size int, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, nd := range c.nodes {
@@ -232,10 +232,10 @@ func (c *Cluster) borrowedLeft(ks, table, column string, keys []string) (n, cell
 			}
 			n += s.Borrowed()
 			cells++
-			bytes += len(cell.Value)
+			size += len(cell.Value)
 		}
 	}
-	return n, cells, bytes, nil
+	return n, cells, size, nil
 }
 
 // finishBorrow flushes and retires the borrow mode's clients, then reads

@@ -17,6 +17,7 @@
 package memtable
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -66,6 +67,15 @@ func New() *Memtable {
 // Apply merges cell into the row at key: a new cell is added, an existing one
 // reconciled with merge(old, new). The key and cell are copied.
 func (m *Memtable) Apply(key row.Key, cell row.Cell, merge row.MergeFunc) error {
+	return m.ApplyOver(key, cell, nil, merge)
+}
+
+// ApplyOver is Apply for a cell the caller computed from base, a value it
+// read, such that merge(base, cell) is cell: an existing cell that holds
+// exactly base (not a tombstone) is replaced by cell, with the later of
+// their timestamps, without calling merge; any other is merged. A nil base
+// is Apply.
+func (m *Memtable) ApplyOver(key row.Key, cell row.Cell, base []byte, merge row.MergeFunc) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.sealed.Load() {
@@ -86,9 +96,15 @@ func (m *Memtable) Apply(key row.Key, cell row.Cell, merge row.MergeFunc) error 
 		return nil
 	}
 	old := p.cells[i]
-	merged, err := merge(old, cell.Clone())
-	if err != nil {
-		return fmt.Errorf("row: merge %s column %q: %w", p.key, old.Column, err)
+	var merged row.Cell
+	if base != nil && !old.Tombstone && bytes.Equal(old.Value, base) {
+		merged = cell.Clone()
+		merged.Timestamp = max(old.Timestamp, cell.Timestamp)
+	} else {
+		var err error
+		if merged, err = merge(old, cell.Clone()); err != nil {
+			return fmt.Errorf("row: merge %s column %q: %w", p.key, old.Column, err)
+		}
 	}
 	p.cells[i] = merged
 	m.size.Add(int64(cellSize(merged) - cellSize(old)))

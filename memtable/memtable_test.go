@@ -1,6 +1,7 @@
 package memtable
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"sort"
@@ -213,5 +214,46 @@ func TestReadersSeeSnapshots(t *testing.T) {
 	now, _ := m.Get(k)
 	if len(now.Cells) != 1001 || string(now.Cells[1000].Value) != string(val(1001)) {
 		t.Fatalf("after the writes: %d cells, b = %x", len(now.Cells), now.Cells[len(now.Cells)-1].Value)
+	}
+}
+
+// TestApplyOver: a cell computed from the value the memtable holds
+// replaces it (the later timestamp kept) without a merge; one computed from
+// another value, or over a tombstone, is merged; a nil base is Apply.
+func TestApplyOver(t *testing.T) {
+	k := row.Key{Token: 1, Partition: []byte("p")}
+	get := func(m *Memtable) row.Cell {
+		t.Helper()
+		r, ok := m.Get(k)
+		if !ok || len(r.Cells) != 1 {
+			t.Fatalf("row %v, %v", r, ok)
+		}
+		return r.Cells[0]
+	}
+	m := New()
+	_ = m.Apply(k, row.Cell{Column: "c", Value: val(5), Timestamp: 9}, sumMerge)
+	if err := m.ApplyOver(k, row.Cell{Column: "c", Value: val(7), Timestamp: 3}, val(5), sumMerge); err != nil {
+		t.Fatal(err)
+	}
+	if c := get(m); !bytes.Equal(c.Value, val(7)) || c.Timestamp != 9 {
+		t.Fatalf("over the value it was computed from: %x at %d, want 7 (replaced) at 9", c.Value, c.Timestamp)
+	}
+	_ = m.ApplyOver(k, row.Cell{Column: "c", Value: val(1), Timestamp: 10}, val(5), sumMerge)
+	if c := get(m); !bytes.Equal(c.Value, val(8)) {
+		t.Fatalf("over another value: %x, want 8 (merged)", c.Value)
+	}
+	_ = m.ApplyOver(k, row.Cell{Column: "c", Value: val(2), Timestamp: 11}, nil, sumMerge)
+	if c := get(m); !bytes.Equal(c.Value, val(10)) {
+		t.Fatalf("nil base: %x, want 10 (merged)", c.Value)
+	}
+	var merged bool
+	tomb := New()
+	_ = tomb.Apply(k, row.Cell{Column: "c", Tombstone: true, Timestamp: 5}, sumMerge)
+	_ = tomb.ApplyOver(k, row.Cell{Column: "c", Value: val(3), Timestamp: 6}, []byte{}, func(a, b row.Cell) (row.Cell, error) {
+		merged = true
+		return b, nil
+	})
+	if !merged {
+		t.Fatal("over a tombstone: not merged")
 	}
 }

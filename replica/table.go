@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -355,24 +354,6 @@ func (t *table) merge(a, b row.Cell) (row.Cell, error) {
 	return col.Merge(a, b)
 }
 
-// mergeFor returns the merge of a write: the column's Merge, or, for a
-// mutation that supersedes a stored value (coltype.Mutation.Supersedes),
-// one that replaces a memtable cell holding that value with the new cell
-// instead of decoding and joining both.
-func (t *table) mergeFor(m coltype.Mutation) row.MergeFunc {
-	if len(m.Supersedes) == 0 {
-		return t.merge
-	}
-	base := m.Supersedes
-	return func(a, b row.Cell) (row.Cell, error) {
-		if a.Tombstone || !bytes.Equal(a.Value, base) {
-			return t.merge(a, b)
-		}
-		b.Timestamp = max(a.Timestamp, b.Timestamp)
-		return b, nil
-	}
-}
-
 // write logs a cell and applies it to the active memtable, flushing in the
 // background when the memtable is full.
 func (t *table) write(key row.Key, m coltype.Mutation, kind commitlog.PayloadKind) error {
@@ -391,7 +372,10 @@ func (t *table) write(key row.Key, m coltype.Mutation, kind commitlog.PayloadKin
 		return fmt.Errorf("commit log: %w", err)
 	}
 	active := t.view.active
-	err := active.Apply(key, m.Cell, t.mergeFor(m))
+	// A mutation that supersedes a stored value (coltype.Mutation.Supersedes)
+	// replaces a memtable cell holding it instead of decoding and joining
+	// both.
+	err := active.ApplyOver(key, m.Cell, m.Supersedes, t.merge)
 	t.mu.RUnlock()
 	if err != nil {
 		return fmt.Errorf("memtable: %w", err)
